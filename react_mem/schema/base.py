@@ -1,0 +1,86 @@
+"""Wire-model base: TrustGraph's JSON shape on top of pydantic v2.
+
+TrustGraph serialises dataclasses with ``json.dumps`` of a dict holding every field in
+declaration order, ``null`` for None. Readers ignore unknown keys and default missing ones.
+A ``null`` arriving for a field that cannot hold None is read as "missing" (defaulted),
+because TrustGraph's own readers never validate and peers do send it.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from react_mem.errors import BadRequest
+
+#: Largest message body accepted from the bus (pulsar-lite's and Pulsar's default limit).
+MAX_MESSAGE_BYTES = 5 * 1024 * 1024
+
+
+def _accepts_none(annotation: Any) -> bool:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return type(None) in typing.get_args(annotation)
+    return annotation is None or annotation is Any
+
+
+class WireModel(BaseModel):
+    """A message on the bus. Field names and order are the wire contract."""
+
+    model_config = ConfigDict(extra="ignore", validate_default=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_default(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        return {
+            key: value
+            for key, value in data.items()
+            if value is not None
+            or key not in cls.model_fields
+            or _accepts_none(cls.model_fields[key].annotation)
+        }
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON-ready dict TrustGraph's ``dataclass_to_dict`` would produce."""
+        return self.model_dump(mode="json")
+
+    def encode(self) -> bytes:
+        """Serialise to the bytes that travel on the bus."""
+        return json.dumps(self.to_wire()).encode("utf-8")
+
+    @classmethod
+    def decode(cls, data: bytes) -> Self:
+        """Parse bus bytes, raising :class:`BadRequest` that says what is wrong."""
+        if len(data) > MAX_MESSAGE_BYTES:
+            raise BadRequest(
+                f"{cls.__name__}: message of {len(data)} bytes exceeds {MAX_MESSAGE_BYTES}",
+                type="too-large",
+            )
+        try:
+            payload = json.loads(data)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise BadRequest(f"{cls.__name__}: not valid JSON: {exc}", type="malformed") from exc
+        if not isinstance(payload, dict):
+            raise BadRequest(
+                f"{cls.__name__}: expected a JSON object, got {type(payload).__name__}",
+                type="malformed",
+            )
+        try:
+            return cls.model_validate(payload)
+        except ValidationError as exc:
+            raise BadRequest(f"{cls.__name__}: {_describe(exc)}", type="invalid") from exc
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err["loc"]) or "<root>"
+        parts.append(f"{where}: {err['msg']}")
+    more = exc.error_count() - len(parts)
+    return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
