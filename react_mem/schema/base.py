@@ -48,7 +48,8 @@ class WireModel(BaseModel):
 
     def to_wire(self) -> dict[str, Any]:
         """The JSON-ready dict TrustGraph's ``dataclass_to_dict`` would produce."""
-        return self.model_dump(mode="json")
+        # by_alias explicitly: the ``serialize_by_alias`` config needs pydantic >= 2.11.
+        return self.model_dump(mode="json", by_alias=True)
 
     def encode(self) -> bytes:
         """Serialise to the bytes that travel on the bus."""

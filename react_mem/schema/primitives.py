@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from react_mem.schema.base import WireModel
 
 

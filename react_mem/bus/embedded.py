@@ -1,0 +1,163 @@
+"""The embedded broker: a ``pulsar-lite`` process owned by this react-mem process.
+
+pulsar-lite's own launcher logs to a fixed path under /tmp and its broker binds a
+metrics listener on 0.0.0.0:8080; we start the binary ourselves with a config that turns
+that listener off and a log file under the data directory. A lock file makes one process
+the owner of a data directory; others find the running broker through ``broker.url``.
+Known gap: two processes consuming one subscription collide on pulsar-lite, so on the
+embedded default all consumers of a subscription live in one process (a processor group).
+"""
+
+from __future__ import annotations
+
+import atexit
+import fcntl
+import logging
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import IO, Self
+
+from pulsar_lite.binary_finder import find_pulsar_lite_binary
+
+from react_mem.errors import BusError
+
+logger = logging.getLogger(__name__)
+
+_CONFIG = """\
+# Written by react-mem for its embedded broker.
+log_level = "{log_level}"
+
+[metrics]
+enabled = false
+"""
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def running_broker_url(data_dir: Path) -> str | None:
+    """The URL of an embedded broker another process owns in ``data_dir``, if one answers."""
+    url_file = data_dir / "broker.url"
+    try:
+        url = url_file.read_text().strip()
+        host, port = url.removeprefix("pulsar://").rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=0.5):
+            return url
+    except (OSError, ValueError):
+        return None
+
+
+class EmbeddedBroker:
+    """Start with :meth:`start` (or ``with``); :meth:`stop` ends the process cleanly."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        ready_timeout: float = 20.0,
+        log_level: str = "warn",
+    ) -> None:
+        self.data_dir = data_dir
+        self.host, self.port = host, port
+        self.ready_timeout = ready_timeout
+        self.log_level = log_level
+        self._process: subprocess.Popen[bytes] | None = None
+        self._lock: IO[str] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        if self.port is None:
+            raise BusError("embedded broker is not started")
+        return f"pulsar://{self.host}:{self.port}"
+
+    def start(self) -> str:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._take_lock()
+        config = self.data_dir / "pulsar-lite.toml"
+        config.write_text(_CONFIG.format(log_level=self.log_level))
+        self._log = open(self.data_dir / "broker.log", "ab")  # noqa: SIM115 - lives with the process
+        port = self.port or _free_port(self.host)
+        self._process = subprocess.Popen(
+            [
+                find_pulsar_lite_binary(),
+                "--config", str(config),
+                "--addr", f"{self.host}:{port}",
+                "--db-path", str(self.data_dir / "data"),
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.data_dir,
+        )
+        self.port = port
+        atexit.register(self.stop)
+        try:
+            self._wait_ready()
+        except BusError:
+            self.stop()
+            raise
+        (self.data_dir / "broker.url").write_text(self.url + "\n")
+        logger.info("embedded broker at %s, data in %s", self.url, self.data_dir)
+        return self.url
+
+    def _take_lock(self) -> None:
+        lock = open(self.data_dir / "broker.lock", "w")  # noqa: SIM115 - held until stop()
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            raise BusError(
+                f"another process owns the embedded broker in {self.data_dir}; "
+                f"connect to it with --pulsar-host {running_broker_url(self.data_dir) or '<url>'}"
+            ) from None
+        lock.write(str(os.getpid()))
+        lock.flush()
+        self._lock = lock
+
+    def _wait_ready(self) -> None:
+        assert self._process is not None and self.port is not None
+        deadline = time.monotonic() + self.ready_timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise BusError(
+                    f"embedded broker exited with {self._process.returncode}; "
+                    f"see {self.data_dir / 'broker.log'}"
+                )
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.25):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise BusError(f"embedded broker did not accept connections in {self.ready_timeout}s")
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        (self.data_dir / "broker.url").unlink(missing_ok=True)
+        for handle in (self._log, self._lock):
+            if handle is not None:
+                handle.close()
+        self._log = self._lock = None
+        atexit.unregister(self.stop)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

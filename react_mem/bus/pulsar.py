@@ -1,0 +1,161 @@
+"""Transport over Apache Pulsar (or any Pulsar-protocol broker) with ``pulsar.asyncio``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import _pulsar
+import pulsar
+import pulsar.asyncio
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
+
+from react_mem.bus.queues import Queue
+from react_mem.bus.transport import Delivery
+from react_mem.errors import BusError
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PulsarOptions:
+    url: str
+    api_key: str | None = None
+    listener: str | None = None
+    #: How long to keep retrying to create a producer or consumer while the broker is away.
+    connect_timeout: float = 60.0
+    #: Delay before a negatively acknowledged message on a persistent queue comes back.
+    nack_delay: float = 1.0
+    #: Messages prefetched per consumer; small, so Shared subscriptions balance across replicas.
+    receiver_queue_size: int = 100
+    #: Off by default: batching trades up to its delay in latency for throughput.
+    batching: bool = False
+
+
+class PulsarProducer:
+    def __init__(self, producer: pulsar.asyncio.Producer, topic: str) -> None:
+        self._producer, self._topic = producer, topic
+
+    async def send(self, data: bytes, properties: dict[str, str]) -> None:
+        try:
+            await self._producer.send(data, properties=properties)
+        except pulsar.PulsarException as exc:
+            raise BusError(f"send to {self._topic} failed: {exc}") from exc
+
+    async def close(self) -> None:
+        try:
+            await self._producer.close()
+        except pulsar.PulsarException as exc:
+            logger.debug("closing producer on %s: %s", self._topic, exc)
+
+
+class PulsarConsumer:
+    def __init__(self, consumer: pulsar.asyncio.Consumer, topic: str) -> None:
+        self._consumer, self._topic = consumer, topic
+
+    async def receive(self) -> Delivery:
+        try:
+            msg = await self._consumer.receive()
+        except pulsar.PulsarException as exc:
+            raise BusError(f"receive from {self._topic} failed: {exc}") from exc
+        return Delivery(msg.data(), msg.properties(), msg.redelivery_count(), msg)
+
+    async def ack(self, delivery: Delivery) -> None:
+        try:
+            await self._consumer.acknowledge(delivery.handle)
+        except pulsar.PulsarException as exc:
+            raise BusError(f"ack on {self._topic} failed: {exc}") from exc
+
+    async def nack(self, delivery: Delivery) -> None:
+        await self._consumer.negative_acknowledge(delivery.handle)
+
+    async def close(self) -> None:
+        try:
+            await self._consumer.close()
+        except pulsar.PulsarException as exc:
+            logger.debug("closing consumer on %s: %s", self._topic, exc)
+
+
+class PulsarTransport:
+    """One client per process; producers and consumers are created with bounded retry."""
+
+    def __init__(self, options: PulsarOptions) -> None:
+        self.options = options
+        self._client: pulsar.asyncio.Client | None = None
+
+    async def connect(self) -> None:
+        if self._client is not None:
+            return
+        args: dict[str, Any] = {
+            "service_url": self.options.url,
+            "logger": pulsar.ConsoleLogger(_pulsar.LoggerLevel.Error),
+        }
+        if self.options.listener:
+            args["listener_name"] = self.options.listener
+        if self.options.api_key:
+            args["authentication"] = pulsar.AuthenticationToken(self.options.api_key)
+        self._client = pulsar.asyncio.Client(**args)
+
+    @property
+    def client(self) -> pulsar.asyncio.Client:
+        if self._client is None:
+            raise BusError("transport is not connected")
+        return self._client
+
+    async def producer(self, queue: Queue) -> PulsarProducer:
+        topic = queue.pulsar_topic
+        producer = await self._retry(
+            f"producer on {topic}",
+            lambda: self.client.create_producer(
+                topic,
+                schema=pulsar.schema.BytesSchema(),
+                batching_enabled=self.options.batching,
+                block_if_queue_full=True,
+            ),
+        )
+        return PulsarProducer(producer, topic)
+
+    async def consumer(
+        self, queue: Queue, subscription: str, *, from_earliest: bool = False
+    ) -> PulsarConsumer:
+        topic = queue.pulsar_topic
+        kind = pulsar.ConsumerType.Exclusive if queue.exclusive else pulsar.ConsumerType.Shared
+        position = pulsar.InitialPosition.Earliest if from_earliest else pulsar.InitialPosition.Latest
+        consumer = await self._retry(
+            f"subscription {subscription} on {topic}",
+            lambda: self.client.subscribe(
+                topic,
+                subscription,
+                consumer_type=kind,
+                schema=pulsar.schema.BytesSchema(),
+                initial_position=position,
+                receiver_queue_size=self.options.receiver_queue_size,
+                negative_ack_redelivery_delay_ms=int(self.options.nack_delay * 1000),
+            ),
+        )
+        return PulsarConsumer(consumer, topic)
+
+    async def _retry(self, what: str, make: Callable[[], Awaitable[T]]) -> T:
+        try:
+            async for attempt in AsyncRetrying(
+                retry=retry_if_exception_type(pulsar.PulsarException),
+                wait=wait_exponential(multiplier=0.1, max=5.0),
+                stop=stop_after_delay(self.options.connect_timeout),
+                reraise=True,
+            ):
+                with attempt:
+                    return await make()
+        except pulsar.PulsarException as exc:
+            raise BusError(f"could not create {what} at {self.options.url}: {exc}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def close(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            try:
+                await client.close()
+            except pulsar.PulsarException as exc:
+                logger.debug("closing client: %s", exc)

@@ -1,0 +1,134 @@
+"""Request/response over the bus: correlation by the ``id`` property, one or many replies."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Generic, TypeVar
+
+from react_mem.bus.queues import Queue
+from react_mem.bus.transport import Consumer, Producer, Transport
+from react_mem.errors import BadRequest, BusError, RequestTimeout
+from react_mem.metrics import DownstreamMetrics
+from react_mem.schema.base import WireModel
+
+logger = logging.getLogger(__name__)
+
+_Waiter = asyncio.Queue[WireModel | BadRequest]
+Req = TypeVar("Req", bound=WireModel)
+Resp = TypeVar("Resp", bound=WireModel)
+
+
+class RequestResponseClient(Generic[Req, Resp]):
+    """Send requests on one queue and route responses from another to their callers.
+
+    Each client has its own Exclusive subscription to the response queue, as TrustGraph's
+    clients do, so replicas of a processor never steal each other's responses.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        request_queue: str,
+        response_queue: str,
+        response_schema: type[Resp],
+        *,
+        subscriber: str = "react-mem",
+        timeout: float = 60.0,
+        metrics: DownstreamMetrics | None = None,
+    ) -> None:
+        self._transport = transport
+        self._request_queue = Queue.parse(request_queue)
+        self._response_queue = Queue.parse(response_queue)
+        self._schema = response_schema
+        self._subscription = f"{subscriber}--rr--{uuid.uuid4().hex[:12]}"
+        self.timeout = timeout
+        self._metrics = metrics
+        self._producer: Producer | None = None
+        self._consumer: Consumer | None = None
+        self._receiver: asyncio.Task[None] | None = None
+        self._waiting: dict[str, _Waiter] = {}
+
+    async def start(self) -> None:
+        # Subscribe before the first request can be sent, so no response is missed.
+        self._consumer = await self._transport.consumer(self._response_queue, self._subscription)
+        self._producer = await self._transport.producer(self._request_queue)
+        self._receiver = asyncio.create_task(self._route(), name=f"rr:{self._response_queue.id}")
+
+    async def request(self, message: Req, *, timeout: float | None = None) -> Resp:
+        """Send one request and return its (first) response."""
+        async for response in self.stream(message, timeout=timeout, last=lambda _: True):
+            return response
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def stream(
+        self,
+        message: Req,
+        *,
+        last: Callable[[Resp], bool],
+        timeout: float | None = None,
+    ) -> AsyncIterator[Resp]:
+        """Yield every response to ``message`` until ``last(response)`` is true.
+
+        ``timeout`` bounds the wait for each response, not the whole stream.
+        """
+        if self._producer is None:
+            raise BusError("request/response client is not started")
+        timeout = self.timeout if timeout is None else timeout
+        request_id = str(uuid.uuid4())
+        waiter: _Waiter = asyncio.Queue()
+        self._waiting[request_id] = waiter
+        started = time.monotonic()
+        try:
+            await self._producer.send(message.encode(), {"id": request_id})
+            while True:
+                try:
+                    item = await asyncio.wait_for(waiter.get(), timeout)
+                except TimeoutError:
+                    if self._metrics:
+                        self._metrics.timeout()
+                    raise RequestTimeout(
+                        f"no response on {self._response_queue.id} within {timeout}s"
+                    ) from None
+                if isinstance(item, BadRequest):
+                    if self._metrics:
+                        self._metrics.error("malformed-response")
+                    raise item
+                yield item  # type: ignore[misc]
+                if last(item):  # type: ignore[arg-type]
+                    return
+        finally:
+            self._waiting.pop(request_id, None)
+            if self._metrics:
+                self._metrics.observe(time.monotonic() - started)
+
+    async def _route(self) -> None:
+        assert self._consumer is not None
+        while True:
+            try:
+                delivery = await self._consumer.receive()
+            except BusError as exc:
+                logger.warning("response receive failed, retrying: %s", exc)
+                await asyncio.sleep(0.5)
+                continue
+            waiter = self._waiting.get(delivery.properties.get("id", ""))
+            if waiter is not None:
+                try:
+                    waiter.put_nowait(self._schema.decode(delivery.data))
+                except BadRequest as exc:
+                    waiter.put_nowait(exc)
+            await self._consumer.ack(delivery)
+
+    async def close(self) -> None:
+        if self._receiver is not None:
+            self._receiver.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._receiver
+        for endpoint in (self._producer, self._consumer):
+            if endpoint is not None:
+                await endpoint.close()
+        self._producer = self._consumer = self._receiver = None

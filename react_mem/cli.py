@@ -1,0 +1,180 @@
+"""The ``react-mem`` command: run processors, groups, the demo, and diagnostics."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from react_mem.bus.rpc import RequestResponseClient
+from react_mem.bus.transport import Transport
+from react_mem.errors import ReactMemError, RequestTimeout
+from react_mem.processor.group import load_group
+from react_mem.processor.runtime import ProcessorEntry, open_bus, resolve_processor, serve
+from react_mem.processor.settings import BusSettings
+from react_mem.schema.ping import PingRequest, PingResponse
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
+
+# CLI flag -> settings key; flags default to "not given" so env and file can apply.
+_S = argparse.SUPPRESS
+
+
+def _bus_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-p", "--pulsar-host", default=_S,
+                        help="Pulsar URL (env PULSAR_HOST); default: the embedded broker")
+    parser.add_argument("--pulsar-api-key", default=_S, help="Pulsar token (env PULSAR_API_KEY)")
+    parser.add_argument("--pulsar-listener", default=_S, help="Pulsar listener name")
+    parser.add_argument("--state-dir", type=Path, default=_S,
+                        help="where embedded data lives (env REACT_MEM_STATE_DIR)")
+    parser.add_argument("--metrics", action=argparse.BooleanOptionalAction, default=_S,
+                        help="serve Prometheus metrics (default: on)")
+    parser.add_argument("-P", "--metrics-port", type=int, default=_S,
+                        help="metrics port (default: 8000)")
+    parser.add_argument("-l", "--log-level", default=_S, type=str.upper,
+                        help="DEBUG, INFO, WARNING, ERROR or CRITICAL (default: INFO)")
+    parser.add_argument("--settings", type=Path, default=None,
+                        help="YAML settings file (CLI flags > environment > file > defaults)")
+
+
+def _processor_args(parser: argparse.ArgumentParser) -> None:
+    _bus_args(parser)
+    parser.add_argument("--id", default=_S, help="processor id (default: its name)")
+    parser.add_argument("--concurrency", type=int, default=_S,
+                        help="messages handled at once per consumer (default: 1)")
+    parser.add_argument("--flows", type=Path, default=_S,
+                        help="flow file; without it flows come from the config service")
+    parser.add_argument("--max-redeliveries", type=int, default=_S,
+                        help="attempts after the first before dead-lettering (default: 5)")
+
+
+def _given(args: argparse.Namespace, *skip: str) -> dict[str, Any]:
+    return {k: v for k, v in vars(args).items() if k not in {"command", "settings", *skip}}
+
+
+def _bus_settings(args: argparse.Namespace) -> BusSettings:
+    keys = set(BusSettings.model_fields)
+    return BusSettings.load(
+        {k: v for k, v in _given(args).items() if k in keys}, file=args.settings
+    )
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+
+
+async def _ping(transport: Transport, queue: str, count: int, wait: float) -> list[float]:
+    client: RequestResponseClient[PingRequest, PingResponse] = RequestResponseClient(
+        transport, f"request:tg:ping:{queue}", f"response:tg:ping:{queue}", PingResponse,
+        subscriber="react-mem-cli", timeout=1.0,
+    )
+    await client.start()
+    try:
+        deadline = time.monotonic() + wait
+        while True:  # the processor may still be starting its flow
+            try:
+                await client.request(PingRequest(message="hello"))
+                break
+            except RequestTimeout:
+                if time.monotonic() > deadline:
+                    raise
+        latencies = []
+        for n in range(count):
+            started = time.perf_counter()
+            reply = await client.request(PingRequest(message=f"ping {n}"))
+            latencies.append(time.perf_counter() - started)
+            if n < 3:
+                print(f"  sent {f'ping {n}'!r} -> {reply.processor} answered {reply.message!r} "
+                      f"on flow {reply.workspace}/{reply.flow} "
+                      f"in {latencies[-1] * 1000:.2f} ms")
+        return latencies
+    finally:
+        await client.close()
+
+
+async def _demo(args: argparse.Namespace) -> None:
+    bus = _bus_settings(args)
+    entries = load_group(CONFIG_DIR / "groups" / "demo.yaml", settings_file=args.settings)
+    print(f"react-mem demo: embedded broker under {bus.state_dir / 'broker'}, "
+          f"processors: {', '.join(e.settings.id for e in entries)}")
+
+    async def exercise(transport: Transport) -> None:
+        latencies = await _ping(transport, "default:default", args.count, wait=30)
+        print(f"{len(latencies)} round trips through the ping processor: "
+              f"p50 {statistics.median(latencies) * 1000:.2f} ms, "
+              f"max {max(latencies) * 1000:.2f} ms")
+        stopping.set()
+
+    stopping = asyncio.Event()
+    await serve(entries, bus, stopping=stopping, ready=exercise)
+    print("stopped cleanly")
+
+
+async def _run(args: argparse.Namespace) -> None:
+    cls = resolve_processor(args.processor)
+    values = _given(args, "processor")
+    values.setdefault("id", cls.default_id)
+    settings = cls.Settings.load(values, file=args.settings)
+    await serve([ProcessorEntry(cls, settings)], settings)
+
+
+async def _group(args: argparse.Namespace) -> None:
+    await serve(load_group(args.config, settings_file=args.settings), _bus_settings(args))
+
+
+async def _ping_command(args: argparse.Namespace) -> None:
+    async with open_bus(_bus_settings(args)) as transport:
+        latencies = await _ping(transport, f"{args.workspace}:{args.flow}", args.count, wait=5)
+    print(f"p50 {statistics.median(latencies) * 1000:.2f} ms over {len(latencies)}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="react-mem", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="start the embedded stack and show a round trip")
+    _bus_args(demo)
+    demo.add_argument("--count", type=int, default=20)
+
+    run = sub.add_parser("run", help="run one processor")
+    run.add_argument("processor", help="a processor name (ping) or module.Class")
+    _processor_args(run)
+
+    group = sub.add_parser("group", help="run a processor group from a YAML file")
+    group.add_argument("-c", "--config", type=Path, required=True)
+    _bus_args(group)
+
+    ping = sub.add_parser("ping", help="ping a flow's ping processor")
+    _bus_args(ping)
+    ping.add_argument("--workspace", default="default")
+    ping.add_argument("--flow", default="default")
+    ping.add_argument("--count", type=int, default=5)
+    return parser
+
+
+COMMANDS = {"demo": _demo, "run": _run, "group": _group, "ping": _ping_command}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _setup_logging(getattr(args, "log_level", "INFO"))
+    try:
+        asyncio.run(COMMANDS[args.command](args))
+    except ReactMemError as exc:
+        print(f"react-mem: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

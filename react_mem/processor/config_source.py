@@ -1,0 +1,179 @@
+"""Where a processor's configuration comes from: TrustGraph's config service, or a file.
+
+Both deliver the same shape to handlers: ``(workspace, {type: {key: value}}, version)``
+with values as the JSON strings the config service stores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+
+import yaml
+
+from react_mem.bus.queues import Queue
+from react_mem.bus.rpc import RequestResponseClient
+from react_mem.bus.transport import Consumer, Transport
+from react_mem.errors import BusError, ConfigurationError, ReactMemError
+from react_mem.schema import (
+    CONFIG_PUSH_QUEUE,
+    CONFIG_REQUEST_QUEUE,
+    CONFIG_RESPONSE_QUEUE,
+    ConfigPush,
+    ConfigRequest,
+    ConfigResponse,
+)
+
+logger = logging.getLogger(__name__)
+
+WorkspaceConfig = dict[str, dict[str, str]]
+ConfigHandler = Callable[[str, WorkspaceConfig, int], Awaitable[None]]
+
+
+def read_config_file(path: Path) -> dict[str, WorkspaceConfig]:
+    """Read ``{workspace: {type: {key: value}}}``; mapping values are stored as JSON text."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigurationError(f"cannot read flow file {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigurationError(f"flow file {path}: expected a mapping of workspaces")
+    result: dict[str, WorkspaceConfig] = {}
+    for workspace, types in data.items():
+        if not isinstance(types, dict):
+            raise ConfigurationError(f"flow file {path}: {workspace}: expected config types")
+        result[str(workspace)] = {}
+        for kind, entries in types.items():
+            if not isinstance(entries, dict):
+                raise ConfigurationError(f"flow file {path}: {workspace}.{kind}: expected keys")
+            result[str(workspace)][str(kind)] = {
+                str(k): v if isinstance(v, str) else json.dumps(v) for k, v in entries.items()
+            }
+    return result
+
+
+class ConfigServiceSource:
+    """Fetch config from ``request:tg:config`` and follow pushes on ``notify:tg:config``."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        processor_id: str,
+        handlers: list[tuple[frozenset[str], ConfigHandler]],
+        *,
+        timeout: float,
+        on_version: Callable[[int], None],
+    ) -> None:
+        self._transport = transport
+        self._id = processor_id
+        self._handlers = handlers
+        self._timeout = timeout
+        self._on_version = on_version
+        self.version = 0
+        self._client: RequestResponseClient[ConfigRequest, ConfigResponse] | None = None
+        self._notify: Consumer | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        # Subscribe to pushes before the first fetch so no change falls in between.
+        self._notify = await self._transport.consumer(
+            Queue.parse(CONFIG_PUSH_QUEUE), f"{self._id}--config--{uuid.uuid4().hex[:12]}"
+        )
+        self._client = RequestResponseClient(
+            self._transport, CONFIG_REQUEST_QUEUE, CONFIG_RESPONSE_QUEUE, ConfigResponse,
+            subscriber=f"{self._id}--config", timeout=self._timeout,
+        )
+        await self._client.start()
+        self._task = asyncio.create_task(self._run(), name=f"{self._id}:config")
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._fetch_all()
+                break
+            except ReactMemError as exc:
+                logger.warning("%s: config fetch failed, retrying in 2s: %s", self._id, exc)
+                await asyncio.sleep(2)
+        assert self._notify is not None
+        while True:
+            delivery = await self._notify.receive()
+            try:
+                await self._on_push(ConfigPush.decode(delivery.data))
+            except ReactMemError as exc:
+                logger.error("%s: applying config push failed: %s", self._id, exc)
+            await self._notify.ack(delivery)
+
+    async def _request(self, request: ConfigRequest) -> ConfigResponse:
+        assert self._client is not None
+        response = await self._client.request(request)
+        if response.error is not None:
+            raise BusError(f"config service: {response.error.type}: {response.error.message}")
+        return response
+
+    async def _fetch_workspace(self, workspace: str, kind: str) -> dict[str, str]:
+        response = await self._request(
+            ConfigRequest(operation="getvalues", workspace=workspace, type=kind)
+        )
+        return {v.key: v.value for v in response.values}
+
+    async def _fetch_all(self) -> None:
+        version = 0
+        for types, handler in self._handlers:
+            per_ws: dict[str, WorkspaceConfig] = {}
+            for kind in sorted(types):
+                keys = await self._request(ConfigRequest(operation="getkeys-all-ws", type=kind))
+                version = max(version, keys.version)
+                for workspace in sorted({v.workspace for v in keys.values}):
+                    per_ws.setdefault(workspace, {})[kind] = await self._fetch_workspace(
+                        workspace, kind
+                    )
+            for workspace, config in per_ws.items():
+                if not workspace.startswith("_"):
+                    await handler(workspace, config, version)
+        self._set_version(version)
+
+    async def _on_push(self, push: ConfigPush) -> None:
+        if push.version <= self.version:
+            return
+        for types, handler in self._handlers:
+            per_ws: dict[str, WorkspaceConfig] = {}
+            for kind in sorted(types & push.changes.keys()):
+                for workspace in push.changes[kind]:
+                    per_ws.setdefault(workspace, {})[kind] = await self._fetch_workspace(
+                        workspace, kind
+                    )
+            for workspace, config in per_ws.items():
+                if not workspace.startswith("_"):
+                    await handler(workspace, config, push.version)
+        self._set_version(push.version)
+
+    def _set_version(self, version: int) -> None:
+        self.version = version
+        self._on_version(version)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._client is not None:
+            await self._client.close()
+        if self._notify is not None:
+            await self._notify.close()
+        self._task = self._client = self._notify = None
+
+
+async def apply_config_file(
+    path: Path, handlers: list[tuple[frozenset[str], ConfigHandler]]
+) -> None:
+    """Standalone mode: hand each handler its types from the flow file, as version 1."""
+    for workspace, config in read_config_file(path).items():
+        for types, handler in handlers:
+            await handler(workspace, {t: config.get(t, {}) for t in types}, 1)
+
+
+__all__ = ["ConfigHandler", "ConfigServiceSource", "apply_config_file", "read_config_file"]

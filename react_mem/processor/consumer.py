@@ -1,0 +1,179 @@
+"""The consume loop and the settlement rules every processor keeps (DESIGN §5).
+
+- success: ack.
+- bad input (undecodable, invalid, or a handler's :class:`BadRequest`): an error reply when
+  the message has an ``id``; undecodable messages are also dead-lettered; then ack.
+- any other failure: redelivered with bounded backoff (nack on persistent queues; on
+  non-persistent ones the broker cannot redeliver, so the retry happens here); after
+  ``max_redeliveries`` the message is dead-lettered, answered with an error, and acked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from react_mem.bus.queues import Queue, dead_letter_queue
+from react_mem.bus.transport import Consumer, Delivery, Producer, Transport
+from react_mem.errors import BadRequest, BusError
+from react_mem.metrics import ConsumerMetrics
+from react_mem.processor.context import MessageContext
+from react_mem.processor.specs import ConsumerSpec
+from react_mem.schema import Error
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settlement:
+    """How failures are retried; see the module docstring."""
+
+    max_redeliveries: int = 5
+    retry_delay: float = 0.5
+    max_retry_delay: float = 10.0
+
+    def delay(self, attempt: int) -> float:
+        return float(min(self.retry_delay * 2**attempt, self.max_retry_delay))
+
+
+class ConsumerRunner:
+    """Runs one consumer spec on one queue with at most ``concurrency`` handlers at once."""
+
+    def __init__(
+        self,
+        *,
+        spec: ConsumerSpec,
+        queue: Queue,
+        subscription: str,
+        transport: Transport,
+        context: Callable[[Delivery], MessageContext],
+        concurrency: int,
+        settlement: Settlement,
+        metrics: ConsumerMetrics,
+    ) -> None:
+        self.spec, self.queue, self.subscription = spec, queue, subscription
+        self._transport = transport
+        self._context = context
+        self._slots = asyncio.Semaphore(concurrency)
+        self._settlement = settlement
+        self._metrics = metrics
+        self._consumer: Consumer | None = None
+        self._dlq: Producer | None = None
+        self._loop_task: asyncio.Task[None] | None = None
+        self._handlers: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self._consumer = await self._transport.consumer(self.queue, self.subscription)
+        self._loop_task = asyncio.create_task(self._receive_loop(), name=self.subscription)
+        self._metrics.state("running")
+
+    async def stop(self) -> None:
+        """Stop receiving, let running handlers finish, and close the subscription."""
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+        if self._handlers:
+            await asyncio.wait(self._handlers)
+        for endpoint in (self._consumer, self._dlq):
+            if endpoint is not None:
+                await endpoint.close()
+        self._consumer = self._dlq = self._loop_task = None
+        self._metrics.state("stopped")
+
+    async def _receive_loop(self) -> None:
+        assert self._consumer is not None
+        while True:
+            await self._slots.acquire()
+            try:
+                delivery = await self._consumer.receive()
+            except BusError as exc:
+                self._slots.release()
+                logger.warning("%s: receive failed, retrying: %s", self.subscription, exc)
+                await asyncio.sleep(0.5)
+                continue
+            except BaseException:
+                self._slots.release()
+                raise
+            task = asyncio.create_task(self._settle(delivery))
+            self._handlers.add(task)
+            task.add_done_callback(self._handler_done)
+
+    def _handler_done(self, task: asyncio.Task[None]) -> None:
+        self._handlers.discard(task)
+        self._slots.release()
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("%s: settling a message failed", self.subscription,
+                         exc_info=task.exception())
+
+    async def _settle(self, delivery: Delivery) -> None:
+        assert self._consumer is not None
+        started = time.monotonic()
+        while True:
+            outcome = await self._handle(delivery)
+            if outcome == "retry" and not self.queue.persistent:
+                # The broker cannot redeliver a non-persistent message: retry here.
+                self._metrics.redelivered()
+                await asyncio.sleep(self._settlement.delay(delivery.redelivery_count))
+                delivery.redelivery_count += 1
+                continue
+            break
+        if outcome == "retry":
+            self._metrics.redelivered()
+            await self._consumer.nack(delivery)
+        else:
+            await self._consumer.ack(delivery)
+        self._metrics.processed("ok" if outcome == "ok" else "error", time.monotonic() - started)
+
+    async def _handle(self, delivery: Delivery) -> str:
+        """Run the handler once; return ``ok``, ``answered`` (failed but settled) or ``retry``."""
+        try:
+            message = self.spec.schema.decode(delivery.data)
+        except BadRequest as exc:
+            await self._dead_letter(delivery, "invalid", str(exc))
+            await self._reply_error(delivery, exc.type, str(exc))
+            return "answered"
+        try:
+            await self.spec.handler(message, self._context(delivery))
+        except BadRequest as exc:
+            await self._reply_error(delivery, exc.type, str(exc))
+            return "answered"
+        except Exception as exc:
+            if delivery.redelivery_count < self._settlement.max_redeliveries:
+                logger.warning("%s: attempt %d failed: %r", self.subscription,
+                               delivery.redelivery_count + 1, exc)
+                return "retry"
+            logger.error("%s: giving up after %d attempts: %r", self.subscription,
+                         delivery.redelivery_count + 1, exc)
+            await self._dead_letter(delivery, "exhausted", repr(exc))
+            await self._reply_error(delivery, "processing-failed", str(exc) or repr(exc))
+            return "answered"
+        return "ok"
+
+    async def _dead_letter(self, delivery: Delivery, reason: str, error: str) -> None:
+        if self._dlq is None:
+            self._dlq = await self._transport.producer(
+                dead_letter_queue(self.queue, self.subscription)
+            )
+        properties = delivery.properties | {
+            "dlq-reason": reason,
+            "dlq-error": error[:1000],
+            "dlq-queue": self.queue.id,
+            "dlq-subscription": self.subscription,
+            "dlq-attempts": str(delivery.redelivery_count + 1),
+        }
+        await self._dlq.send(delivery.data, properties)
+        self._metrics.dead_lettered(reason)
+
+    async def _reply_error(self, delivery: Delivery, kind: str, message: str) -> None:
+        if self.spec.error_reply is None or delivery.properties.get("id") is None:
+            return
+        reply = self.spec.error_reply(Error(type=kind, message=message))
+        try:
+            await self._context(delivery).reply(reply)
+        except BusError as exc:
+            logger.error("%s: could not send error reply: %s", self.subscription, exc)

@@ -1,0 +1,43 @@
+"""Processor groups: several processors in one process from a YAML file (TrustGraph's shape).
+
+    processors:
+      - class: ping              # a short name or module.Class
+        params: {id: ping, flows: config/flows/demo.yaml, concurrency: 4}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from react_mem.errors import ConfigurationError
+from react_mem.processor.runtime import ProcessorEntry, resolve_processor
+
+
+def load_group(path: Path, *, settings_file: Path | None = None) -> list[ProcessorEntry]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigurationError(f"cannot read group file {path}: {exc}") from exc
+    entries = data.get("processors") if isinstance(data, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise ConfigurationError(f"group file {path}: 'processors' must be a non-empty list")
+    result = []
+    for n, entry in enumerate(entries):
+        where = f"group file {path}: processors[{n}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("class"), str):
+            raise ConfigurationError(f"{where}: needs a 'class'")
+        params: dict[str, Any] = dict(entry.get("params") or {})
+        if "id" not in params:
+            raise ConfigurationError(f"{where}: params.id is required (it labels metrics)")
+        cls = resolve_processor(entry["class"])
+        if isinstance(params.get("flows"), str):
+            params["flows"] = (path.parent / params["flows"]).resolve()
+        try:
+            settings = cls.Settings.load(params, file=settings_file)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"{where}: {exc}") from exc
+        result.append(ProcessorEntry(cls, settings))
+    return result

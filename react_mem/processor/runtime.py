@@ -1,0 +1,132 @@
+"""Running processors: the bus (embedded or not), metrics endpoint, supervision, signals."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import signal
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import start_http_server
+
+from react_mem.bus.embedded import EmbeddedBroker, running_broker_url
+from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
+from react_mem.bus.transport import Transport
+from react_mem.errors import ConfigurationError
+from react_mem.processor.base import Processor
+from react_mem.processor.settings import BusSettings, ProcessorSettings
+
+logger = logging.getLogger(__name__)
+
+RESTART_DELAY = 4.0
+
+#: Short names for the processors react-mem ships; any ``module.Class`` path also works.
+PROCESSORS = {
+    "ping": "react_mem.ping.service.PingProcessor",
+}
+
+
+def resolve_processor(name: str) -> type[Processor]:
+    dotted = PROCESSORS.get(name, name)
+    module_name, _, class_name = dotted.rpartition(".")
+    if not module_name:
+        raise ConfigurationError(
+            f"unknown processor {name!r}: use one of {', '.join(PROCESSORS)} or module.Class"
+        )
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigurationError(f"cannot load processor {dotted!r}: {exc}") from exc
+    if not (isinstance(cls, type) and issubclass(cls, Processor)):
+        raise ConfigurationError(f"{dotted!r} is not a react-mem Processor")
+    return cls
+
+
+@contextlib.asynccontextmanager
+async def open_bus(settings: BusSettings) -> AsyncIterator[Transport]:
+    """Connect to ``pulsar_host``, or to the embedded broker (starting it if none runs)."""
+    broker: EmbeddedBroker | None = None
+    url = settings.pulsar_host
+    if url is None:
+        data_dir = settings.state_dir / "broker"
+        url = running_broker_url(data_dir)
+        if url is None:
+            broker = EmbeddedBroker(data_dir)
+            url = await asyncio.to_thread(broker.start)
+    transport = PulsarTransport(
+        PulsarOptions(
+            url=url,
+            api_key=settings.pulsar_api_key,
+            listener=settings.pulsar_listener,
+            connect_timeout=settings.connect_timeout,
+        )
+    )
+    await transport.connect()
+    try:
+        yield transport
+    finally:
+        await transport.close()
+        if broker is not None:
+            await asyncio.to_thread(broker.stop)
+
+
+@dataclass(frozen=True)
+class ProcessorEntry:
+    cls: type[Processor]
+    settings: ProcessorSettings
+
+
+async def supervise(entry: ProcessorEntry, transport: Transport, stopping: asyncio.Event) -> None:
+    """Run one processor, restarting it after a failure, until ``stopping`` is set."""
+    while not stopping.is_set():
+        processor = entry.cls(entry.settings, transport)
+        try:
+            await processor.start()
+            runner = asyncio.create_task(processor.run())
+            stopper = asyncio.create_task(stopping.wait())
+            done, _ = await asyncio.wait({runner, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
+            if runner in done:
+                runner.result()
+        except Exception:
+            logger.exception("%s failed; restarting in %ss", entry.settings.id, RESTART_DELAY)
+        finally:
+            await processor.stop()
+        if not stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), RESTART_DELAY)
+
+
+async def serve(
+    entries: list[ProcessorEntry],
+    bus: BusSettings,
+    *,
+    stopping: asyncio.Event | None = None,
+    ready: Callable[[Transport], Any] | None = None,
+) -> None:
+    """Run ``entries`` in this process on one bus connection until SIGINT/SIGTERM."""
+    ids = [e.settings.id for e in entries]
+    duplicates = {i for i in ids if ids.count(i) > 1}
+    if duplicates:
+        raise ConfigurationError(f"duplicate processor id(s) in group: {sorted(duplicates)}")
+    stopping = stopping or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stopping.set)
+    if bus.metrics:
+        start_http_server(bus.metrics_port)
+        logger.info("metrics on :%d/metrics", bus.metrics_port)
+    async with open_bus(bus) as transport:
+        tasks = [asyncio.create_task(supervise(e, transport, stopping)) for e in entries]
+        try:
+            if ready is not None:
+                await ready(transport)
+            await stopping.wait()
+        finally:
+            stopping.set()
+            await asyncio.gather(*tasks)

@@ -1,0 +1,58 @@
+"""What a processor declares per flow: consumers, producers and request/response clients.
+
+Spec names are the keys of a flow definition's ``topics`` map, as in TrustGraph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from react_mem.schema import Error
+from react_mem.schema.base import WireModel
+
+if TYPE_CHECKING:
+    from react_mem.processor.context import MessageContext
+
+Handler = Callable[[Any, "MessageContext"], Awaitable[None]]
+ErrorReply = Callable[[Error], WireModel]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConsumerSpec:
+    """Consume ``schema`` messages from the flow's ``name`` queue and call ``handler``.
+
+    ``response`` names the producer spec that replies go to; with ``error_reply`` a
+    message that fails (bad input, or retries exhausted) is answered with an error.
+    """
+
+    name: str
+    schema: type[WireModel]
+    handler: Handler
+    response: str | None = None
+    error_reply: ErrorReply | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProducerSpec:
+    name: str
+    schema: type[WireModel]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestResponseSpec:
+    """A client of another service: requests on ``request``, responses on ``response``.
+
+    ``optional`` clients are skipped when the flow does not define their queues.
+    """
+
+    request: str
+    response: str
+    request_schema: type[WireModel]
+    response_schema: type[WireModel]
+    timeout: float = 60.0
+    optional: bool = False
+
+
+Spec = ConsumerSpec | ProducerSpec | RequestResponseSpec

@@ -1,0 +1,44 @@
+"""Shared fixtures: a real embedded broker per test session, fresh metrics registries."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from react_mem.bus.embedded import EmbeddedBroker
+from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    """One pulsar-lite broker for the session; tests isolate themselves by unique names."""
+    with EmbeddedBroker(tmp_path_factory.mktemp("broker")) as running:
+        yield running
+
+
+@pytest.fixture
+async def transport(broker: EmbeddedBroker) -> AsyncIterator[PulsarTransport]:
+    bus = PulsarTransport(PulsarOptions(url=broker.url, nack_delay=0.05, connect_timeout=10))
+    await bus.connect()
+    yield bus
+    await bus.close()
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+@pytest.fixture
+def unique() -> str:
+    """A short unique token for queue and flow names, so tests never share a topic."""
+    return uuid.uuid4().hex[:10]
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
