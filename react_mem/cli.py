@@ -27,31 +27,65 @@ _S = argparse.SUPPRESS
 
 
 def _bus_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-p", "--pulsar-host", default=_S,
-                        help="Pulsar URL (env PULSAR_HOST); default: the embedded broker")
+    parser.add_argument(
+        "-p",
+        "--pulsar-host",
+        default=_S,
+        help="Pulsar URL (env PULSAR_HOST); default: the embedded broker",
+    )
     parser.add_argument("--pulsar-api-key", default=_S, help="Pulsar token (env PULSAR_API_KEY)")
     parser.add_argument("--pulsar-listener", default=_S, help="Pulsar listener name")
-    parser.add_argument("--state-dir", type=Path, default=_S,
-                        help="where embedded data lives (env REACT_MEM_STATE_DIR)")
-    parser.add_argument("--metrics", action=argparse.BooleanOptionalAction, default=_S,
-                        help="serve Prometheus metrics (default: on)")
-    parser.add_argument("-P", "--metrics-port", type=int, default=_S,
-                        help="metrics port (default: 8000)")
-    parser.add_argument("-l", "--log-level", default=_S, type=str.upper,
-                        help="DEBUG, INFO, WARNING, ERROR or CRITICAL (default: INFO)")
-    parser.add_argument("--settings", type=Path, default=None,
-                        help="YAML settings file (CLI flags > environment > file > defaults)")
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=_S,
+        help="where embedded data lives (env REACT_MEM_STATE_DIR)",
+    )
+    parser.add_argument(
+        "--metrics",
+        action=argparse.BooleanOptionalAction,
+        default=_S,
+        help="serve Prometheus metrics (default: on)",
+    )
+    parser.add_argument(
+        "-P", "--metrics-port", type=int, default=_S, help="metrics port (default: 8000)"
+    )
+    parser.add_argument(
+        "-l",
+        "--log-level",
+        default=_S,
+        type=str.upper,
+        help="DEBUG, INFO, WARNING, ERROR or CRITICAL (default: INFO)",
+    )
+    parser.add_argument(
+        "--settings",
+        type=Path,
+        default=None,
+        help="YAML settings file (CLI flags > environment > file > defaults)",
+    )
 
 
 def _processor_args(parser: argparse.ArgumentParser) -> None:
     _bus_args(parser)
     parser.add_argument("--id", default=_S, help="processor id (default: its name)")
-    parser.add_argument("--concurrency", type=int, default=_S,
-                        help="messages handled at once per consumer (default: 1)")
-    parser.add_argument("--flows", type=Path, default=_S,
-                        help="flow file; without it flows come from the config service")
-    parser.add_argument("--max-redeliveries", type=int, default=_S,
-                        help="attempts after the first before dead-lettering (default: 5)")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=_S,
+        help="messages handled at once per consumer (default: 1)",
+    )
+    parser.add_argument(
+        "--flows",
+        type=Path,
+        default=_S,
+        help="flow file; without it flows come from the config service",
+    )
+    parser.add_argument(
+        "--max-redeliveries",
+        type=int,
+        default=_S,
+        help="attempts after the first before dead-lettering (default: 5)",
+    )
 
 
 def _given(args: argparse.Namespace, *skip: str) -> dict[str, Any]:
@@ -73,8 +107,12 @@ def _setup_logging(level: str) -> None:
 
 async def _ping(transport: Transport, queue: str, count: int, wait: float) -> list[float]:
     client: RequestResponseClient[PingRequest, PingResponse] = RequestResponseClient(
-        transport, f"request:tg:ping:{queue}", f"response:tg:ping:{queue}", PingResponse,
-        subscriber="react-mem-cli", timeout=1.0,
+        transport,
+        f"request:tg:ping:{queue}",
+        f"response:tg:ping:{queue}",
+        PingResponse,
+        subscriber="react-mem-cli",
+        timeout=1.0,
     )
     await client.start()
     try:
@@ -92,9 +130,11 @@ async def _ping(transport: Transport, queue: str, count: int, wait: float) -> li
             reply = await client.request(PingRequest(message=f"ping {n}"))
             latencies.append(time.perf_counter() - started)
             if n < 3:
-                print(f"  sent {f'ping {n}'!r} -> {reply.processor} answered {reply.message!r} "
-                      f"on flow {reply.workspace}/{reply.flow} "
-                      f"in {latencies[-1] * 1000:.2f} ms")
+                print(
+                    f"  sent {f'ping {n}'!r} -> {reply.processor} answered {reply.message!r} "
+                    f"on flow {reply.workspace}/{reply.flow} "
+                    f"in {latencies[-1] * 1000:.2f} ms"
+                )
         return latencies
     finally:
         await client.close()
@@ -103,14 +143,18 @@ async def _ping(transport: Transport, queue: str, count: int, wait: float) -> li
 async def _demo(args: argparse.Namespace) -> None:
     bus = _bus_settings(args)
     entries = load_group(CONFIG_DIR / "groups" / "demo.yaml", settings_file=args.settings)
-    print(f"react-mem demo: embedded broker under {bus.state_dir / 'broker'}, "
-          f"processors: {', '.join(e.settings.id for e in entries)}")
+    print(
+        f"react-mem demo: embedded broker under {bus.state_dir / 'broker'}, "
+        f"processors: {', '.join(e.settings.id for e in entries)}"
+    )
 
     async def exercise(transport: Transport) -> None:
         latencies = await _ping(transport, "default:default", args.count, wait=30)
-        print(f"{len(latencies)} round trips through the ping processor: "
-              f"p50 {statistics.median(latencies) * 1000:.2f} ms, "
-              f"max {max(latencies) * 1000:.2f} ms")
+        print(
+            f"{len(latencies)} round trips through the ping processor: "
+            f"p50 {statistics.median(latencies) * 1000:.2f} ms, "
+            f"max {max(latencies) * 1000:.2f} ms"
+        )
         stopping.set()
 
     stopping = asyncio.Event()

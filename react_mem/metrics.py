@@ -12,7 +12,22 @@ from dataclasses import dataclass
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Enum, Gauge, Histogram, Info
 
-BUCKETS_STANDARD = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+BUCKETS_STANDARD = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
 
 
 @dataclass(frozen=True)
@@ -38,41 +53,61 @@ def _create(registry: CollectorRegistry) -> Families:
             "tg_config_version", "Config version known to this processor", [p], registry=registry
         ),
         consumer_state=Enum(
-            "tg_consumer_state", "Consumer state", [p, c],
-            states=["stopped", "running"], registry=registry,
+            "tg_consumer_state",
+            "Consumer state",
+            [p, c],
+            states=["stopped", "running"],
+            registry=registry,
         ),
         consumer_duration=Histogram(
-            "tg_consumer_request_duration_seconds", "Request latency (seconds)", [p, c],
-            buckets=BUCKETS_STANDARD, registry=registry,
+            "tg_consumer_request_duration_seconds",
+            "Request latency (seconds)",
+            [p, c],
+            buckets=BUCKETS_STANDARD,
+            registry=registry,
         ),
         consumer_processing=Counter(
-            "tg_consumer_processing_total", "Processing count", [p, c, "status"],
+            "tg_consumer_processing_total",
+            "Processing count",
+            [p, c, "status"],
             registry=registry,
         ),
         consumer_redelivery=Counter(
-            "tg_consumer_redelivery_total", "Messages handed back for redelivery", [p, c],
+            "tg_consumer_redelivery_total",
+            "Messages handed back for redelivery",
+            [p, c],
             registry=registry,
         ),
         consumer_dead_letter=Counter(
-            "tg_consumer_dead_letter_total", "Messages moved to the dead-letter queue",
-            [p, c, "reason"], registry=registry,
+            "tg_consumer_dead_letter_total",
+            "Messages moved to the dead-letter queue",
+            [p, c, "reason"],
+            registry=registry,
         ),
         producer_messages=Counter(
-            "tg_producer_messages_total", "Output items produced", [p, "producer"],
+            "tg_producer_messages_total",
+            "Output items produced",
+            [p, "producer"],
             registry=registry,
         ),
         downstream_duration=Histogram(
             "tg_downstream_call_duration_seconds",
-            "Downstream request/response call latency (seconds)", [p, "target_service"],
-            buckets=BUCKETS_STANDARD, registry=registry,
+            "Downstream request/response call latency (seconds)",
+            [p, "target_service"],
+            buckets=BUCKETS_STANDARD,
+            registry=registry,
         ),
         downstream_timeout=Counter(
-            "tg_downstream_timeout_total", "Downstream call timeout count",
-            [p, "target_service"], registry=registry,
+            "tg_downstream_timeout_total",
+            "Downstream call timeout count",
+            [p, "target_service"],
+            registry=registry,
         ),
         downstream_error=Counter(
-            "tg_downstream_error_total", "Downstream call error count",
-            [p, "target_service", "error_type"], registry=registry,
+            "tg_downstream_error_total",
+            "Downstream call error count",
+            [p, "target_service", "error_type"],
+            registry=registry,
         ),
     )
 

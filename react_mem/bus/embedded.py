@@ -89,9 +89,12 @@ class EmbeddedBroker:
         self._process = subprocess.Popen(
             [
                 find_pulsar_lite_binary(),
-                "--config", str(config),
-                "--addr", f"{self.host}:{port}",
-                "--db-path", str(self.data_dir / "data"),
+                "--config",
+                str(config),
+                "--addr",
+                f"{self.host}:{port}",
+                "--db-path",
+                str(self.data_dir / "data"),
             ],
             stdout=self._log,
             stderr=subprocess.STDOUT,

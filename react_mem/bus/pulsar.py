@@ -123,7 +123,9 @@ class PulsarTransport:
     ) -> PulsarConsumer:
         topic = queue.pulsar_topic
         kind = pulsar.ConsumerType.Exclusive if queue.exclusive else pulsar.ConsumerType.Shared
-        position = pulsar.InitialPosition.Earliest if from_earliest else pulsar.InitialPosition.Latest
+        position = (
+            pulsar.InitialPosition.Earliest if from_earliest else pulsar.InitialPosition.Latest
+        )
         consumer = await self._retry(
             f"subscription {subscription} on {topic}",
             lambda: self.client.subscribe(

@@ -50,6 +50,3 @@ class PingProcessor(Processor):
                 flow=ctx.flow.name,
             )
         )
-
-
-Processor = PingProcessor

@@ -102,8 +102,11 @@ class Processor:
             self._set_config_version(1)
         else:
             self._source = ConfigServiceSource(
-                self.transport, self.id, self._config_handlers,
-                timeout=self.settings.config_timeout, on_version=self._set_config_version,
+                self.transport,
+                self.id,
+                self._config_handlers,
+                timeout=self.settings.config_timeout,
+                on_version=self._set_config_version,
             )
             await self._source.start()
         logger.info("%s started", self.id)

@@ -13,7 +13,6 @@ import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-
 import yaml
 
 from react_mem.bus.queues import Queue
@@ -85,8 +84,12 @@ class ConfigServiceSource:
             Queue.parse(CONFIG_PUSH_QUEUE), f"{self._id}--config--{uuid.uuid4().hex[:12]}"
         )
         self._client = RequestResponseClient(
-            self._transport, CONFIG_REQUEST_QUEUE, CONFIG_RESPONSE_QUEUE, ConfigResponse,
-            subscriber=f"{self._id}--config", timeout=self._timeout,
+            self._transport,
+            CONFIG_REQUEST_QUEUE,
+            CONFIG_RESPONSE_QUEUE,
+            ConfigResponse,
+            subscriber=f"{self._id}--config",
+            timeout=self._timeout,
         )
         await self._client.start()
         self._task = asyncio.create_task(self._run(), name=f"{self._id}:config")

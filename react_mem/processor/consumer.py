@@ -107,8 +107,9 @@ class ConsumerRunner:
         self._handlers.discard(task)
         self._slots.release()
         if not task.cancelled() and task.exception() is not None:
-            logger.error("%s: settling a message failed", self.subscription,
-                         exc_info=task.exception())
+            logger.error(
+                "%s: settling a message failed", self.subscription, exc_info=task.exception()
+            )
 
     async def _settle(self, delivery: Delivery) -> None:
         assert self._consumer is not None
@@ -144,11 +145,19 @@ class ConsumerRunner:
             return "answered"
         except Exception as exc:
             if delivery.redelivery_count < self._settlement.max_redeliveries:
-                logger.warning("%s: attempt %d failed: %r", self.subscription,
-                               delivery.redelivery_count + 1, exc)
+                logger.warning(
+                    "%s: attempt %d failed: %r",
+                    self.subscription,
+                    delivery.redelivery_count + 1,
+                    exc,
+                )
                 return "retry"
-            logger.error("%s: giving up after %d attempts: %r", self.subscription,
-                         delivery.redelivery_count + 1, exc)
+            logger.error(
+                "%s: giving up after %d attempts: %r",
+                self.subscription,
+                delivery.redelivery_count + 1,
+                exc,
+            )
             await self._dead_letter(delivery, "exhausted", repr(exc))
             await self._reply_error(delivery, "processing-failed", str(exc) or repr(exc))
             return "answered"

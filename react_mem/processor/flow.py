@@ -131,7 +131,9 @@ class Flow:
         try:
             handle, metrics = self._producers[producer]
         except KeyError:
-            raise ConfigurationError(f"{self.processor.id} declares no producer {producer!r}") from None
+            raise ConfigurationError(
+                f"{self.processor.id} declares no producer {producer!r}"
+            ) from None
         await handle.send(message.encode(), {"id": id} if id is not None else {})
         metrics.sent()
 

@@ -1,8 +1,8 @@
 """Processor groups: several processors in one process from a YAML file (TrustGraph's shape).
 
-    processors:
-      - class: ping              # a short name or module.Class
-        params: {id: ping, flows: config/flows/demo.yaml, concurrency: 4}
+processors:
+  - class: ping              # a short name or module.Class
+    params: {id: ping, flows: config/flows/demo.yaml, concurrency: 4}
 """
 
 from __future__ import annotations

@@ -65,17 +65,23 @@ class MemoryConsumer:
     async def nack(self, delivery: Delivery) -> None:
         if self._unacked.pop(delivery.handle, None) is None:
             return  # non-persistent: gone, as on Pulsar
-        again = Delivery(delivery.data, delivery.properties, delivery.redelivery_count + 1,
-                         delivery.handle)
-        asyncio.get_running_loop().call_later(self._bus.nack_delay, self._sub.queue.put_nowait,
-                                              again)
+        again = Delivery(
+            delivery.data, delivery.properties, delivery.redelivery_count + 1, delivery.handle
+        )
+        asyncio.get_running_loop().call_later(
+            self._bus.nack_delay, self._sub.queue.put_nowait, again
+        )
 
     async def close(self) -> None:
         self._sub.consumers -= 1
         for delivery in self._unacked.values():
             self._sub.queue.put_nowait(
-                Delivery(delivery.data, delivery.properties, delivery.redelivery_count + 1,
-                         delivery.handle)
+                Delivery(
+                    delivery.data,
+                    delivery.properties,
+                    delivery.redelivery_count + 1,
+                    delivery.handle,
+                )
             )
         self._unacked.clear()
 
