@@ -35,6 +35,8 @@ class Settlement:
     max_redeliveries: int = 5
     retry_delay: float = 0.5
     max_retry_delay: float = 10.0
+    #: How long stopping waits for running handlers before cancelling them.
+    drain_timeout: float = 10.0
 
     def delay(self, attempt: int) -> float:
         return float(min(self.retry_delay * 2**attempt, self.max_retry_delay))
@@ -72,13 +74,20 @@ class ConsumerRunner:
         self._metrics.state("running")
 
     async def stop(self) -> None:
-        """Stop receiving, let running handlers finish, and close the subscription."""
+        """Stop receiving, let running handlers finish (bounded), close the subscription."""
         if self._loop_task is not None:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._loop_task
         if self._handlers:
-            await asyncio.wait(self._handlers)
+            # Unfinished handlers are cancelled unacknowledged: the broker redelivers them.
+            _, unfinished = await asyncio.wait(
+                self._handlers, timeout=self._settlement.drain_timeout
+            )
+            for task in unfinished:
+                task.cancel()
+            if unfinished:
+                await asyncio.wait(unfinished)
         for endpoint in (self._consumer, self._dlq):
             if endpoint is not None:
                 await endpoint.close()

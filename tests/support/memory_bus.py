@@ -45,6 +45,9 @@ class MemoryProducer:
         for sub in self._topic.subscriptions.values():
             sub.queue.put_nowait(Delivery(data, dict(properties), 0, next(_ids)))
 
+    async def close(self) -> None:
+        self.closed = True
+
 
 class MemoryConsumer:
     def __init__(self, bus: MemoryTransport, topic: _Topic, sub: _Subscription) -> None:

@@ -1,0 +1,79 @@
+"""The framework's settlement rules on the in-memory transport (fast; no broker)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from react_mem.bus.queues import Queue, dead_letter_queue
+from react_mem.errors import BusError
+from react_mem.processor.context import MessageContext
+from react_mem.schema.ping import PingRequest, PingResponse
+from tests.support.memory_bus import MemoryTransport
+from tests.support.recording import RecordingProcessor, eventually
+
+
+def make(tmp_path: Path, bus: MemoryTransport, **behaviour: object) -> RecordingProcessor:
+    flows = tmp_path / "flows.yaml"
+    topics = {"input": "flow:tg:in", "output": "flow:tg:out"}
+    flows.write_text(json.dumps({"ws": {"processor:rec": {"f": {"topics": topics}}}}))
+    settings = RecordingProcessor.Settings.load(
+        {"id": "rec", "flows": flows, "max_redeliveries": 2, "retry_delay": 0}
+    )
+    return RecordingProcessor(settings, bus, registry=CollectorRegistry(), **behaviour)  # type: ignore[arg-type]
+
+
+async def test_exclusive_subscription_refuses_a_second_consumer() -> None:
+    bus = MemoryTransport()
+    queue = Queue.parse("response:tg:x")
+    await bus.consumer(queue, "mine")
+    with pytest.raises(BusError):
+        await bus.consumer(queue, "mine")
+
+
+async def test_shared_subscription_splits_messages_between_consumers() -> None:
+    bus = MemoryTransport()
+    queue = Queue.parse("flow:tg:work")
+    a, b = await bus.consumer(queue, "s"), await bus.consumer(queue, "s")
+    producer = await bus.producer(queue)
+    for n in range(4):
+        await producer.send(str(n).encode(), {})
+    got = [await a.receive(), await b.receive(), await a.receive(), await b.receive()]
+    assert sorted(d.data for d in got) == [b"0", b"1", b"2", b"3"]
+
+
+async def test_nacked_persistent_message_returns_with_a_higher_count() -> None:
+    bus = MemoryTransport()
+    queue = Queue.parse("flow:tg:work")
+    consumer = await bus.consumer(queue, "s")
+    await (await bus.producer(queue)).send(b"m", {})
+    first = await consumer.receive()
+    await consumer.nack(first)
+    again = await asyncio.wait_for(consumer.receive(), 1)
+    assert (again.data, again.redelivery_count) == (b"m", 1)
+
+
+async def test_processor_retries_then_dead_letters_on_the_memory_bus(tmp_path: Path) -> None:
+    async def broken(request: PingRequest, ctx: MessageContext) -> None:
+        raise RuntimeError("no")
+
+    bus = MemoryTransport()
+    processor = make(tmp_path, bus, behaviour=broken)
+    dlq = await bus.consumer(dead_letter_queue(Queue.parse("flow:tg:in"), "rec--ws--f--input"), "t")
+    out = await bus.consumer(Queue.parse("flow:tg:out"), "t")
+    await processor.start()
+    try:
+        await (await bus.producer(Queue.parse("flow:tg:in"))).send(
+            PingRequest(message="m").encode(), {"id": "1"}
+        )
+        dead = await asyncio.wait_for(dlq.receive(), 2)
+        assert dead.properties["dlq-attempts"] == "3"
+        reply = PingResponse.decode((await asyncio.wait_for(out.receive(), 2)).data)
+        assert reply.error is not None and reply.error.type == "processing-failed"
+        await eventually(lambda: len(processor.attempts) == 3, timeout=2)
+    finally:
+        await processor.stop()
