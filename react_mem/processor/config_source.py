@@ -7,6 +7,7 @@ with values as the JSON strings the config service stores.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import uuid
@@ -95,21 +96,37 @@ class ConfigServiceSource:
         self._task = asyncio.create_task(self._run(), name=f"{self._id}:config")
 
     async def _run(self) -> None:
-        while True:
-            try:
-                await self._fetch_all()
-                break
-            except ReactMemError as exc:
-                logger.warning("%s: config fetch failed, retrying in 2s: %s", self._id, exc)
-                await asyncio.sleep(2)
+        await self._until_done(self._fetch_all, "config fetch")
         assert self._notify is not None
         while True:
-            delivery = await self._notify.receive()
             try:
-                await self._on_push(ConfigPush.decode(delivery.data))
+                delivery = await self._notify.receive()
+            except BusError as exc:
+                logger.warning("%s: config push receive failed, retrying: %s", self._id, exc)
+                await asyncio.sleep(0.5)
+                continue
+            try:
+                push = ConfigPush.decode(delivery.data)
             except ReactMemError as exc:
-                logger.error("%s: applying config push failed: %s", self._id, exc)
+                logger.error("%s: ignoring malformed config push: %s", self._id, exc)
+            else:
+                # A push that cannot be applied now is retried: missing it would leave
+                # flows out of step with the config service until some later change.
+                await self._until_done(
+                    functools.partial(self._on_push, push), "applying config push"
+                )
             await self._notify.ack(delivery)
+
+    async def _until_done(self, attempt: Callable[[], Awaitable[None]], what: str) -> None:
+        delay = 0.5
+        while True:
+            try:
+                await attempt()
+                return
+            except Exception:
+                logger.exception("%s: %s failed, retrying in %.1fs", self._id, what, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
 
     async def _request(self, request: ConfigRequest) -> ConfigResponse:
         assert self._client is not None
