@@ -92,11 +92,12 @@ def _given(args: argparse.Namespace, *skip: str) -> dict[str, Any]:
     return {k: v for k, v in vars(args).items() if k not in {"command", "settings", *skip}}
 
 
+def _bus_given(args: argparse.Namespace) -> dict[str, Any]:
+    return {k: v for k, v in _given(args).items() if k in BusSettings.model_fields}
+
+
 def _bus_settings(args: argparse.Namespace) -> BusSettings:
-    keys = set(BusSettings.model_fields)
-    return BusSettings.load(
-        {k: v for k, v in _given(args).items() if k in keys}, file=args.settings
-    )
+    return BusSettings.load(_bus_given(args), file=args.settings)
 
 
 def _setup_logging(level: str) -> None:
@@ -142,7 +143,9 @@ async def _ping(transport: Transport, queue: str, count: int, wait: float) -> li
 
 async def _demo(args: argparse.Namespace) -> None:
     bus = _bus_settings(args)
-    entries = load_group(CONFIG_DIR / "groups" / "demo.yaml", settings_file=args.settings)
+    entries = load_group(
+        CONFIG_DIR / "groups" / "demo.yaml", settings_file=args.settings, shared=_bus_given(args)
+    )
     print(
         f"react-mem demo: embedded broker under {bus.state_dir / 'broker'}, "
         f"processors: {', '.join(e.settings.id for e in entries)}"
@@ -171,7 +174,8 @@ async def _run(args: argparse.Namespace) -> None:
 
 
 async def _group(args: argparse.Namespace) -> None:
-    await serve(load_group(args.config, settings_file=args.settings), _bus_settings(args))
+    entries = load_group(args.config, settings_file=args.settings, shared=_bus_given(args))
+    await serve(entries, _bus_settings(args))
 
 
 async def _ping_command(args: argparse.Namespace) -> None:

@@ -407,3 +407,33 @@ async def test_flows_start_and_stop_by_config_push(
         finally:
             await pings.close()
             await ping.stop()
+
+
+@pytest.mark.broker
+async def test_processor_started_before_the_config_service_gets_its_flows(
+    transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
+) -> None:
+    """Its first config request is dropped (no subscriber yet); it must ask again, soon."""
+    ping_id = f"ping-{unique}"
+    topics = {"request": f"request:tg:ping-{unique}", "response": f"response:tg:ping-{unique}"}
+    seed = tmp_path / "seed.yaml"
+    seed.write_text(json.dumps({"default": {f"processor:{ping_id}": {"f1": {"topics": topics}}}}))
+    ping = PingProcessor(
+        PingProcessor.Settings.load({"id": ping_id, "config_timeout": 60}),
+        transport,
+        registry=registry,
+    )
+    pings: RequestResponseClient[PingRequest, PingResponse] = RequestResponseClient(
+        transport, topics["request"], topics["response"], PingResponse
+    )
+    await ping.start()
+    await pings.start()
+    try:
+        await asyncio.sleep(0.3)  # its first fetch goes out to nobody
+        async with config_service(transport, registry, tmp_path, f"cfg-{unique}", seed=seed):
+            started = time.monotonic()
+            assert (await answered(pings)).flow == "f1"
+            assert time.monotonic() - started < 10  # not the 60 s config timeout
+    finally:
+        await pings.close()
+        await ping.stop()

@@ -19,7 +19,7 @@ import yaml
 from react_mem.bus.queues import Queue
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Consumer, Transport
-from react_mem.errors import BusError, ConfigurationError, ReactMemError
+from react_mem.errors import BusError, ConfigurationError, ReactMemError, RequestTimeout
 from react_mem.schema import (
     CONFIG_PUSH_QUEUE,
     CONFIG_REQUEST_QUEUE,
@@ -129,8 +129,21 @@ class ConfigServiceSource:
                 delay = min(delay * 2, 10.0)
 
     async def _request(self, request: ConfigRequest) -> ConfigResponse:
+        """Send a (read-only, so repeatable) request, resending with growing timeouts.
+
+        A request sent before the config service subscribes is dropped by the broker
+        (request queues are non-persistent): a short first timeout finds out quickly.
+        """
         assert self._client is not None
-        response = await self._client.request(request)
+        timeout = min(1.0, self._timeout)
+        while True:
+            try:
+                response = await self._client.request(request, timeout=timeout)
+                break
+            except RequestTimeout:
+                if timeout >= self._timeout:
+                    raise
+                timeout = min(timeout * 2, self._timeout)
         if response.error is not None:
             raise BusError(f"config service: {response.error.type}: {response.error.message}")
         return response

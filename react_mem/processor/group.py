@@ -16,7 +16,11 @@ from react_mem.errors import ConfigurationError
 from react_mem.processor.runtime import ProcessorEntry, resolve_processor
 
 
-def load_group(path: Path, *, settings_file: Path | None = None) -> list[ProcessorEntry]:
+def load_group(
+    path: Path, *, settings_file: Path | None = None, shared: dict[str, Any] | None = None
+) -> list[ProcessorEntry]:
+    """Read a group file. ``shared`` settings (the group's bus, given on its command line)
+    apply to every processor, since they all share one bus connection."""
     try:
         data = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as exc:
@@ -29,12 +33,13 @@ def load_group(path: Path, *, settings_file: Path | None = None) -> list[Process
         where = f"group file {path}: processors[{n}]"
         if not isinstance(entry, dict) or not isinstance(entry.get("class"), str):
             raise ConfigurationError(f"{where}: needs a 'class'")
-        params: dict[str, Any] = dict(entry.get("params") or {})
+        params: dict[str, Any] = dict(entry.get("params") or {}) | (shared or {})
         if "id" not in params:
             raise ConfigurationError(f"{where}: params.id is required (it labels metrics)")
         cls = resolve_processor(entry["class"])
-        if isinstance(params.get("flows"), str):
-            params["flows"] = (path.parent / params["flows"]).resolve()
+        for key in ("flows", "seed"):
+            if isinstance(params.get(key), str):
+                params[key] = (path.parent / params[key]).resolve()
         try:
             settings = cls.Settings.load(params, file=settings_file)
         except ConfigurationError as exc:
