@@ -272,3 +272,28 @@ async def test_streaming_request_gets_every_response_in_order(
     finally:
         await client.close()
         await processor.stop()
+
+
+async def test_a_burst_of_requests_is_not_dropped(
+    transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
+) -> None:
+    """Non-persistent queues drop what a consumer has no permits for; bursts must fit."""
+    pid = f"ping-{unique}"
+    topics = {"request": f"request:tg:ping-{unique}", "response": f"response:tg:ping-{unique}"}
+    settings = PingProcessor.Settings.load(
+        {"id": pid, "flows": flow_file(tmp_path, pid, topics), "concurrency": 2}
+    )
+    processor = PingProcessor(settings, transport, registry=registry)
+    await processor.start()
+    client: RequestResponseClient[PingRequest, PingResponse] = RequestResponseClient(
+        transport, topics["request"], topics["response"], PingResponse, timeout=15
+    )
+    await client.start()
+    try:
+        replies = await asyncio.gather(
+            *(client.request(PingRequest(message=str(n))) for n in range(400))
+        )
+        assert sorted(int(r.message) for r in replies) == list(range(400))
+    finally:
+        await client.close()
+        await processor.stop()

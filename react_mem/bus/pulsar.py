@@ -29,8 +29,13 @@ class PulsarOptions:
     connect_timeout: float = 60.0
     #: Delay before a negatively acknowledged message on a persistent queue comes back.
     nack_delay: float = 1.0
-    #: Messages prefetched per consumer; small, so Shared subscriptions balance across replicas.
+    #: Messages prefetched per consumer of a persistent queue; small, so Shared
+    #: subscriptions balance their backlog across replicas.
     receiver_queue_size: int = 100
+    #: The same for non-persistent queues, where the broker silently drops what a consumer
+    #: has no permits for (the client returns permits only every half queue): large, so
+    #: a burst of requests or responses is not lost.
+    non_persistent_receiver_queue_size: int = 1000
     #: Off by default: batching trades up to its delay in latency for throughput.
     batching: bool = False
 
@@ -134,7 +139,11 @@ class PulsarTransport:
                 consumer_type=kind,
                 schema=pulsar.schema.BytesSchema(),
                 initial_position=position,
-                receiver_queue_size=self.options.receiver_queue_size,
+                receiver_queue_size=(
+                    self.options.receiver_queue_size
+                    if queue.persistent
+                    else self.options.non_persistent_receiver_queue_size
+                ),
                 negative_ack_redelivery_delay_ms=int(self.options.nack_delay * 1000),
             ),
         )
