@@ -77,3 +77,33 @@ async def test_processor_retries_then_dead_letters_on_the_memory_bus(tmp_path: P
         await eventually(lambda: len(processor.attempts) == 3, timeout=2)
     finally:
         await processor.stop()
+
+
+async def test_message_is_kept_when_the_dead_letter_queue_is_unreachable(tmp_path: Path) -> None:
+    async def broken(request: PingRequest, ctx: MessageContext) -> None:
+        raise RuntimeError("no")
+
+    bus = MemoryTransport()
+    dlq_queue = dead_letter_queue(Queue.parse("flow:tg:in"), "rec--ws--f--input")
+    real_producer = bus.producer
+    refusals = {"left": 2}
+
+    async def flaky_producer(queue: Queue) -> object:
+        if queue == dlq_queue and refusals["left"] > 0:
+            refusals["left"] -= 1
+            raise BusError("dead-letter topic unavailable")
+        return await real_producer(queue)
+
+    bus.producer = flaky_producer  # type: ignore[method-assign,assignment]
+    processor = make(tmp_path, bus, behaviour=broken)
+    dlq = await bus.consumer(dlq_queue, "t")
+    await processor.start()
+    try:
+        await (await real_producer(Queue.parse("flow:tg:in"))).send(
+            PingRequest(message="m").encode(), {}
+        )
+        dead = await asyncio.wait_for(dlq.receive(), 5)
+        assert PingRequest.decode(dead.data).message == "m"
+        assert refusals["left"] == 0
+    finally:
+        await processor.stop()

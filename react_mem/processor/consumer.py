@@ -124,7 +124,13 @@ class ConsumerRunner:
         assert self._consumer is not None
         started = time.monotonic()
         while True:
-            outcome = await self._handle(delivery)
+            try:
+                outcome = await self._handle(delivery)
+            except Exception:
+                # Settling itself failed (say the dead-letter queue is unreachable): keep
+                # the message, so it comes round again rather than being lost.
+                logger.exception("%s: could not settle a message; retrying", self.subscription)
+                outcome = "retry"
             if outcome == "retry" and not self.queue.persistent:
                 # The broker cannot redeliver a non-persistent message: retry here.
                 self._metrics.redelivered()
