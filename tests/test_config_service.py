@@ -33,6 +33,7 @@ from react_mem.schema import (
     ConfigValue,
 )
 from react_mem.schema.ping import PingRequest, PingResponse
+from tests.support.ping import answered
 from tests.support.recording import eventually
 
 ConfigClient = RequestResponseClient[ConfigRequest, ConfigResponse]
@@ -351,17 +352,6 @@ async def test_state_survives_a_restart_and_seed_applies_once(
 
 
 # -- flows started and stopped by config pushes -------------------------------------
-async def answered(client: RequestResponseClient[PingRequest, PingResponse]) -> PingResponse:
-    """Ping until answered, failing after 15 seconds."""
-    deadline = time.monotonic() + 15
-    while True:
-        try:
-            return await client.request(PingRequest(message="hello"), timeout=0.5)
-        except RequestTimeout:
-            if time.monotonic() > deadline:
-                raise
-
-
 @pytest.mark.broker
 async def test_flows_start_and_stop_by_config_push(
     transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str

@@ -21,8 +21,9 @@ from react_mem.bus.embedded import EmbeddedBroker, running_broker_url
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
 from react_mem.bus.queues import Queue
 from react_mem.bus.rpc import RequestResponseClient
-from react_mem.errors import BusError, RequestTimeout
+from react_mem.errors import BusError
 from react_mem.schema.ping import PingRequest, PingResponse
+from tests.support.ping import answered, flow_file
 from tests.support.recording import RecordingProcessor, eventually
 
 pytestmark = pytest.mark.broker
@@ -46,24 +47,6 @@ def react_mem(*args: str, **env: str) -> subprocess.Popen[str]:
     )
 
 
-def flows(tmp_path: Path, pid: str, topics: dict[str, str]) -> Path:
-    path = tmp_path / f"flows-{pid}.yaml"
-    path.write_text(json.dumps({"default": {f"processor:{pid}": {"f": {"topics": topics}}}}))
-    return path
-
-
-async def ping_until_answered(
-    client: RequestResponseClient[PingRequest, PingResponse], timeout: float = 30
-) -> PingResponse:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return await client.request(PingRequest(message="up?"), timeout=0.5)
-        except RequestTimeout:
-            if time.monotonic() > deadline:
-                raise
-
-
 async def test_group_cli_serves_and_metrics_are_scraped_over_http(
     broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str
 ) -> None:
@@ -78,7 +61,7 @@ async def test_group_cli_serves_and_metrics_are_scraped_over_http(
                         "class": "ping",
                         "params": {
                             "id": pid,
-                            "flows": str(flows(tmp_path, pid, topics)),
+                            "flows": str(flow_file(tmp_path, pid, topics)),
                             "concurrency": 2,
                         },
                     }
@@ -93,7 +76,7 @@ async def test_group_cli_serves_and_metrics_are_scraped_over_http(
     )
     await client.start()
     try:
-        await ping_until_answered(client)
+        await answered(client, timeout=30)
         for n in range(5):
             assert (await client.request(PingRequest(message=str(n)))).message == str(n)
         body = await asyncio.to_thread(
@@ -158,7 +141,9 @@ async def test_broker_restart_loses_nothing(tmp_path: Path, unique: str) -> None
     await bus.connect()
     pid = f"rec-{unique}"
     topics = {"input": f"flow:tg:in-{unique}", "output": f"flow:tg:out-{unique}"}
-    settings = RecordingProcessor.Settings.load({"id": pid, "flows": flows(tmp_path, pid, topics)})
+    settings = RecordingProcessor.Settings.load(
+        {"id": pid, "flows": flow_file(tmp_path, pid, topics)}
+    )
     processor = RecordingProcessor(settings, bus, registry=registry)
     producer = await bus.producer(Queue.parse(topics["input"]))
     try:
@@ -194,7 +179,7 @@ async def test_killed_processor_loses_nothing(
 ) -> None:
     pid = f"slow-{unique}"
     topics = {"input": f"flow:tg:in-{unique}", "output": f"flow:tg:out-{unique}"}
-    flow_file = flows(tmp_path, pid, topics)
+    flows_path = flow_file(tmp_path, pid, topics)
     marker = tmp_path / "received"
     proc = react_mem(
         "run",
@@ -202,7 +187,7 @@ async def test_killed_processor_loses_nothing(
         "--id",
         pid,
         "--flows",
-        str(flow_file),
+        str(flows_path),
         "-p",
         broker.url,
         "--no-metrics",
@@ -218,7 +203,7 @@ async def test_killed_processor_loses_nothing(
             await asyncio.sleep(0.5)
         proc.kill()  # SIGKILL mid-handling: nothing was acknowledged
         proc.wait(timeout=10)
-        settings = RecordingProcessor.Settings.load({"id": pid, "flows": flow_file})
+        settings = RecordingProcessor.Settings.load({"id": pid, "flows": flows_path})
         survivor = RecordingProcessor(settings, transport, registry=registry)
         await survivor.start()
         try:

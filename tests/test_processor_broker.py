@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -16,16 +17,10 @@ from react_mem.errors import BadRequest, RequestTimeout
 from react_mem.ping.service import PingProcessor
 from react_mem.processor.context import MessageContext
 from react_mem.schema.ping import PingRequest, PingResponse
+from tests.support.ping import PingClient, flow_file
 from tests.support.recording import RecordingProcessor, eventually
 
 pytestmark = pytest.mark.broker
-
-
-def flow_file(tmp_path: Path, processor_id: str, topics: dict[str, str]) -> Path:
-    path = tmp_path / f"{processor_id}.yaml"
-    definition = {"default": {f"processor:{processor_id}": {"f1": {"topics": topics}}}}
-    path.write_text(json.dumps(definition))  # JSON is YAML
-    return path
 
 
 async def start_recording(
@@ -54,30 +49,46 @@ async def start_recording(
     return processor
 
 
-async def test_request_response_round_trip_through_a_processor(
-    transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
-) -> None:
+@contextlib.asynccontextmanager
+async def ping_service(
+    transport: PulsarTransport,
+    registry: CollectorRegistry,
+    tmp_path: Path,
+    unique: str,
+    *,
+    concurrency: int = 1,
+) -> AsyncIterator[tuple[str, PingClient]]:
+    """A ping processor on its own queues and a client of it: yields (processor id, client)."""
     pid = f"ping-{unique}"
     topics = {"request": f"request:tg:ping-{unique}", "response": f"response:tg:ping-{unique}"}
-    settings = PingProcessor.Settings.load({"id": pid, "flows": flow_file(tmp_path, pid, topics)})
+    settings = PingProcessor.Settings.load(
+        {"id": pid, "flows": flow_file(tmp_path, pid, topics), "concurrency": concurrency}
+    )
     processor = PingProcessor(settings, transport, registry=registry)
     await processor.start()
-    client: RequestResponseClient[PingRequest, PingResponse] = RequestResponseClient(
-        transport, topics["request"], topics["response"], PingResponse, timeout=5
+    client: PingClient = RequestResponseClient(
+        transport, topics["request"], topics["response"], PingResponse, timeout=15
     )
     await client.start()
     try:
+        yield pid, client
+    finally:
+        await client.close()
+        await processor.stop()
+
+
+async def test_request_response_round_trip_through_a_processor(
+    transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
+) -> None:
+    async with ping_service(transport, registry, tmp_path, unique) as (pid, client):
         replies = await asyncio.gather(
             *(client.request(PingRequest(message=f"m{n}")) for n in range(20))
         )
         assert [r.message for r in replies] == [f"m{n}" for n in range(20)]
         assert {(r.processor, r.workspace, r.flow) for r in replies} == {(pid, "default", "f1")}
-    finally:
-        await client.close()
-        await processor.stop()
     ok = registry.get_sample_value(
         "tg_consumer_processing_total",
-        {"processor": pid, "consumer": topics["request"], "status": "ok"},
+        {"processor": pid, "consumer": f"request:tg:ping-{unique}", "status": "ok"},
     )
     assert ok == 20  # every request counted once
 
@@ -278,22 +289,8 @@ async def test_a_burst_of_requests_is_not_dropped(
     transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
 ) -> None:
     """Non-persistent queues drop what a consumer has no permits for; bursts must fit."""
-    pid = f"ping-{unique}"
-    topics = {"request": f"request:tg:ping-{unique}", "response": f"response:tg:ping-{unique}"}
-    settings = PingProcessor.Settings.load(
-        {"id": pid, "flows": flow_file(tmp_path, pid, topics), "concurrency": 2}
-    )
-    processor = PingProcessor(settings, transport, registry=registry)
-    await processor.start()
-    client: RequestResponseClient[PingRequest, PingResponse] = RequestResponseClient(
-        transport, topics["request"], topics["response"], PingResponse, timeout=15
-    )
-    await client.start()
-    try:
+    async with ping_service(transport, registry, tmp_path, unique, concurrency=2) as (_, client):
         replies = await asyncio.gather(
             *(client.request(PingRequest(message=str(n))) for n in range(400))
         )
         assert sorted(int(r.message) for r in replies) == list(range(400))
-    finally:
-        await client.close()
-        await processor.stop()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from prometheus_client import CollectorRegistry
 
@@ -161,6 +161,3 @@ class Processor:
                 except ReactMemError as exc:
                     logger.error("%s: flow %s/%s not started: %s", self.id, workspace, name, exc)
         logger.debug("%s: config v%d applied to %s", self.id, version, workspace)
-
-    def describe(self) -> dict[str, Any]:
-        return {"id": self.id, "flows": sorted(f"{ws}/{n}" for ws, n in self.flows)}

@@ -146,9 +146,6 @@ class Flow:
                 f"flow {self.workspace}/{self.name} has no client {request!r}"
             ) from None
 
-    def has_client(self, request: str) -> bool:
-        return request in self._clients
-
     async def stop(self) -> None:
         closers: list[Callable[[], Any]] = [r.stop for r in self._runners]
         closers += [c.close for c in self._clients.values()]
