@@ -1,0 +1,1 @@
+"""Embedders: one Protocol; sentence-transformers loaded offline by default."""

@@ -1,0 +1,1 @@
+"""Vector stores: one Protocol, two real Qdrant backends (embedded edge, and server)."""
