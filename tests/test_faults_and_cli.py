@@ -214,3 +214,31 @@ async def test_killed_processor_loses_nothing(
         if proc.poll() is None:
             proc.kill()
         await producer.close()
+
+
+def test_embedded_broker_dies_with_a_killed_owner(tmp_path: Path) -> None:
+    owner = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path;"
+            "from react_mem.bus.embedded import EmbeddedBroker;"
+            "b = EmbeddedBroker(Path(sys.argv[1])); b.start();"
+            "print(b._process.pid, flush=True); time.sleep(120)",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert owner.stdout is not None
+    broker_pid = int(owner.stdout.readline())
+    owner.kill()
+    owner.wait(timeout=10)
+    deadline = time.monotonic() + 15
+    while (
+        Path(f"/proc/{broker_pid}").exists()
+        and Path(f"/proc/{broker_pid}/stat").read_text().split()[2] != "Z"
+    ):
+        assert time.monotonic() < deadline, "the broker outlived its owner"
+        time.sleep(0.1)

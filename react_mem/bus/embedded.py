@@ -11,11 +11,14 @@ embedded default all consumers of a subscription live in one process (a processo
 from __future__ import annotations
 
 import atexit
+import ctypes
 import fcntl
 import logging
 import os
+import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import IO, Self
@@ -26,6 +29,8 @@ from react_mem.errors import BusError
 
 logger = logging.getLogger(__name__)
 
+_PR_SET_PDEATHSIG = 1
+
 _CONFIG = """\
 # Written by react-mem for its embedded broker.
 log_level = "{log_level}"
@@ -33,6 +38,13 @@ log_level = "{log_level}"
 [metrics]
 enabled = false
 """
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: on Linux, SIGTERM the broker if its owner dies."""
+    if sys.platform == "linux":
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _free_port(host: str) -> int:
@@ -100,6 +112,10 @@ class EmbeddedBroker:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             cwd=self.data_dir,
+            # Its own session: a Ctrl-C or SIGTERM to our process group must not stop the
+            # broker before our clients close; we stop it last, in stop().
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         self.port = port
         atexit.register(self.stop)
