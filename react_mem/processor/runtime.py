@@ -27,6 +27,7 @@ RESTART_DELAY = 4.0
 #: Short names for the processors react-mem ships; any ``module.Class`` path also works.
 PROCESSORS = {
     "ping": "react_mem.ping.service.PingProcessor",
+    "working-memory": "memory_services.working.service.WorkingMemoryProcessor",
     "config-service": "react_mem.config_service.service.ConfigServiceProcessor",
 }
 

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from memory_services.working import schema as working
 from react_mem.schema import agent, config, llm, ping, primitives
 from react_mem.schema.base import WireModel
 
@@ -46,6 +47,8 @@ register(llm.TextCompletionRequest, llm.TextCompletionResponse)
 register(config.ConfigKey, config.ConfigValue, config.ConfigRequest, config.ConfigResponse)
 register(config.WorkspaceChanges, config.ConfigPush)
 register(ping.PingRequest, ping.PingResponse)
+# The memory services' own messages.
+register(working.WorkingMemoryRequest, working.WorkingMemoryResponse)
 
 
 def message_schema(model: type[WireModel]) -> dict[str, Any]:

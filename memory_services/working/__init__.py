@@ -1,0 +1,1 @@
+"""Working memory: compress an invocation's ReAct steps to a token threshold."""

@@ -1,0 +1,41 @@
+"""Working-memory messages: compress an invocation's steps to a token threshold."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from react_mem.schema import AgentStep, Error
+from react_mem.schema.base import WireModel
+
+#: The operations this service answers.
+OPERATIONS = ("compress",)
+#: ``step_type`` of the step that stands for the summarised older steps.
+SUMMARY_STEP_TYPE = "summary"
+
+
+class WorkingMemoryRequest(WireModel):
+    """``threshold`` and ``keep_recent`` default to the service's settings when absent."""
+
+    operation: str = ""
+    collection: str = "default"
+    user: str | None = None
+    conversation_id: str | None = None
+    steps: list[AgentStep] = Field(default_factory=list)
+    #: Most tokens the returned steps may hold (counted by the service's tokenizer).
+    threshold: int | None = Field(default=None, gt=0)
+    #: How many of the most recent steps are kept verbatim.
+    keep_recent: int | None = Field(default=None, ge=0)
+
+
+class WorkingMemoryResponse(WireModel):
+    error: Error | None = None
+    #: A ``step_type="summary"`` step (when anything was summarised), then the kept steps.
+    steps: list[AgentStep] = Field(default_factory=list)
+    tokens_before: int = 0
+    tokens_after: int = 0
+    #: How many steps the summary stands for.
+    summarised: int = 0
+    #: True when the summary is the deterministic one (the LLM failed or is unusable).
+    fallback: bool = False
+    #: How many of the input's most recent steps were kept verbatim.
+    kept: int = 0
