@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import statistics
 import sys
 import time
@@ -224,5 +225,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def run() -> None:
+    """Console-script entry point. Everything is closed by the time ``main`` returns; the
+    process then ends at once, because pulsar-client's native threads can crash an
+    interpreter that is finalising (seen as SIGSEGV on exit under load)."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -47,8 +47,9 @@ class Scope:
         return {k: v for k, v in zip(SCOPE_KEYS, values, strict=True) if v}
 
     def narrowed(self, *, user: str | None = None, conversation: str | None = None) -> Scope:
-        return Scope(self.workspace, self.collection, user or self.user,
-                     conversation or self.conversation)
+        return Scope(
+            self.workspace, self.collection, user or self.user, conversation or self.conversation
+        )
 
 
 def require_scope(scope: object) -> Scope:
@@ -75,7 +76,7 @@ class Condition:
     gte: float | None = None
     lt: float | None = None
     lte: float | None = None
-    #: True: the key is absent or null. False: it is present and not null.
+    #: True: the key is absent, null or an empty list (Qdrant's is-empty); False: the opposite.
     missing: bool | None = None
 
 

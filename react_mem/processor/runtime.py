@@ -28,6 +28,8 @@ RESTART_DELAY = 4.0
 PROCESSORS = {
     "ping": "react_mem.ping.service.PingProcessor",
     "working-memory": "memory_services.working.service.WorkingMemoryProcessor",
+    "episode-memory": "memory_services.episodes.service.EpisodeMemoryProcessor",
+    "conversation-memory": "memory_services.conversations.service.ConversationMemoryProcessor",
     "config-service": "react_mem.config_service.service.ConfigServiceProcessor",
 }
 

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from memory_services.conversations import schema as conversations
+from memory_services.episodes import schema as episodes
 from memory_services.working import schema as working
 from react_mem.schema import agent, config, llm, ping, primitives
 from react_mem.schema.base import WireModel
@@ -49,6 +51,10 @@ register(config.WorkspaceChanges, config.ConfigPush)
 register(ping.PingRequest, ping.PingResponse)
 # The memory services' own messages.
 register(working.WorkingMemoryRequest, working.WorkingMemoryResponse)
+register(episodes.Episode, episodes.EpisodeRequest, episodes.EpisodeResponse)
+register(conversations.ConversationTurn, conversations.Conversation)
+register(conversations.ConversationRequest, conversations.ConversationResponse)
+register(conversations.ConversationEnded)
 
 
 def message_schema(model: type[WireModel]) -> dict[str, Any]:

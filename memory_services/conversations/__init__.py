@@ -1,0 +1,1 @@
+"""conversation-memory: ordered turns, a rolling summary, and conversation-ended events."""

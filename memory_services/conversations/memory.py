@@ -1,0 +1,194 @@
+"""Conversation records over a vector store and an embedder (no locking, no events: the
+caller serialises the writes of one conversation, see :mod:`.lifecycle`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from memory_services.conversations.records import (
+    IS_HEADER,
+    IS_TURN,
+    ConversationLimits,
+    header_id,
+    new_header,
+    placeholder_vector,
+    to_turn,
+    turn_payload,
+    turn_record_id,
+    turn_text,
+)
+from memory_services.conversations.schema import ConversationRequest, ConversationTurn
+from memory_services.embedding.base import Embedder
+from memory_services.retry import retrying
+from memory_services.scope_registry import ScopeRegistry
+from memory_services.store.base import (
+    CollectionSpec,
+    Condition,
+    FieldType,
+    Record,
+    Scope,
+    VectorStore,
+)
+from react_mem.errors import BadRequest
+
+STORE, EMBEDDER = "vector store", "embedder"
+Payload = dict[str, Any]
+
+
+class ConversationMemory:
+    def __init__(
+        self,
+        store: VectorStore,
+        embedder: Embedder,
+        *,
+        collection: str,
+        registry: ScopeRegistry,
+        limits: ConversationLimits,
+        clock: Callable[[], float],
+    ) -> None:
+        self._store, self._embedder = store, embedder
+        self.collection = collection
+        self.registry = registry
+        self.limits = limits
+        self._clock = clock
+
+    async def ensure(self) -> None:
+        spec = CollectionSpec(
+            self.collection,
+            vector_size=self._embedder.dimension,
+            indexes={
+                "kind": FieldType.KEYWORD,
+                "ended": FieldType.BOOL,
+                "published": FieldType.BOOL,
+                "last_activity": FieldType.FLOAT,
+            },
+        )
+        await retrying(STORE, self._store.ensure, spec)
+        await self.registry.ensure()
+
+    # -- headers -------------------------------------------------------------------
+    async def header(self, scope: Scope) -> Payload | None:
+        found = await retrying(
+            STORE, self._store.get, self.collection, [header_id(scope)], scope=scope
+        )
+        return dict(found[0].payload) if found else None
+
+    async def write_header(self, scope: Scope, payload: Mapping[str, Any]) -> None:
+        vector = placeholder_vector(self._embedder.dimension)
+        record = Record(id=header_id(scope), payload=dict(payload), vector=vector)
+        await retrying(STORE, self._store.upsert, self.collection, [record])
+
+    async def headers(
+        self, scope: Scope, where: Sequence[Condition], *, limit: int, offset: str | None
+    ) -> tuple[list[Payload], str | None]:
+        page, next_offset = await retrying(
+            STORE,
+            self._store.scroll,
+            self.collection,
+            scope=scope,
+            where=[IS_HEADER, *where],
+            limit=limit,
+            offset=offset,
+        )
+        return [dict(r.payload) for r in page], next_offset
+
+    async def all_headers(self, scope: Scope, where: Sequence[Condition]) -> list[Payload]:
+        found: list[Payload] = []
+        offset: str | None = None
+        while True:
+            page, offset = await self.headers(scope, where, limit=256, offset=offset)
+            found += page
+            if offset is None:
+                return found
+
+    # -- turns ---------------------------------------------------------------------
+    async def append(
+        self,
+        scope: Scope,
+        request: ConversationRequest,
+        *,
+        key: str,
+        flow: str,
+        header: Payload | None,
+    ) -> tuple[ConversationTurn, bool]:
+        """Store the turn named ``key`` after the last one; return (turn, created).
+
+        A turn already stored (a redelivery) is returned as it is, after making sure the
+        header counts it (the header write may not have happened before a crash).
+        """
+        record_id = turn_record_id(scope, key)
+        found = await retrying(STORE, self._store.get, self.collection, [record_id], scope=scope)
+        now = self._clock()
+        if found:
+            stored = found[0].payload
+            sequence = int(stored["sequence"])
+            if header is None or int(header["turn_count"]) <= sequence:
+                repaired = header or new_header(scope, now=now, flow=flow)
+                await self.write_header(scope, repaired | {"turn_count": sequence + 1})
+            return to_turn(stored), False
+        sequence = int(header["turn_count"]) if header else 0
+        if sequence >= self.limits.max_turns:
+            raise BadRequest(
+                f"append: the conversation holds {sequence} turns, the limit",
+                type="quota-exceeded",
+            )
+        payload = turn_payload(scope, request, key=key, sequence=sequence, now=now)
+        [vector] = await retrying(EMBEDDER, self._embedder.embed, [turn_text(payload)])
+        await self.registry.remember(scope)
+        record = Record(id=record_id, payload=payload, vector=vector)
+        await retrying(STORE, self._store.upsert, self.collection, [record])
+        updated = header or new_header(scope, now=now, flow=flow)
+        updated |= {"turn_count": sequence + 1, "last_activity": now, "flow": flow}
+        if updated["ended"]:  # a new turn reopens an ended conversation
+            updated |= {
+                "ended": False,
+                "ended_at": None,
+                "end_reason": None,
+                "published": False,
+                "generation": int(updated["generation"]) + 1,
+            }
+        await self.write_header(scope, updated)
+        return to_turn(payload), True
+
+    async def turns(self, scope: Scope) -> list[ConversationTurn]:
+        """Every turn of the conversation, in sequence order."""
+        found: list[ConversationTurn] = []
+        offset: str | None = None
+        while True:
+            page, offset = await retrying(
+                STORE,
+                self._store.scroll,
+                self.collection,
+                scope=scope,
+                where=[IS_TURN],
+                limit=256,
+                offset=offset,
+            )
+            found += [to_turn(r.payload) for r in page]
+            if offset is None:
+                return sorted(found, key=lambda t: (t.sequence, t.time, t.turn_id))
+
+    async def search(
+        self, scope: Scope, text: str, *, top_k: int, min_score: float | None
+    ) -> list[ConversationTurn]:
+        [vector] = await retrying(EMBEDDER, self._embedder.embed, [text])
+        hits = await retrying(
+            STORE,
+            self._store.search,
+            self.collection,
+            vector,
+            scope=scope,
+            limit=top_k,
+            min_score=min_score,
+            where=[IS_TURN],
+        )
+        return [to_turn(hit.payload, hit.score) for hit in hits]
+
+    # -- removal and size ------------------------------------------------------------
+    async def delete(self, scope: Scope) -> int:
+        """Every record (headers and turns) inside ``scope``."""
+        return await retrying(STORE, self._store.delete, self.collection, scope=scope)
+
+    async def count(self, scope: Scope, kind: Condition) -> int:
+        return await retrying(STORE, self._store.count, self.collection, scope=scope, where=[kind])

@@ -1,0 +1,162 @@
+"""The conversation-memory operations, one method each, over memory and lifecycle."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from memory_services.conversations.lifecycle import ConversationLifecycle, Publisher
+from memory_services.conversations.memory import ConversationMemory
+from memory_services.conversations.records import (
+    to_conversation,
+    turn_key,
+    validate_append,
+    validate_summary,
+)
+from memory_services.conversations.schema import (
+    ConversationEnded,
+    ConversationRequest,
+    ConversationResponse,
+)
+from memory_services.store.base import Scope
+from react_mem.errors import BadRequest
+from react_mem.processor.context import MessageContext
+from react_mem.processor.flow import Flow
+
+#: The producer spec conversation ends are announced on.
+ENDED = "ended"
+
+Operation = Callable[[Scope, ConversationRequest, MessageContext], Awaitable[ConversationResponse]]
+
+
+class ConversationOperations:
+    def __init__(
+        self,
+        memory: ConversationMemory,
+        lifecycle: ConversationLifecycle,
+        *,
+        clock: Callable[[], float],
+        default_top_k: int,
+    ) -> None:
+        self._memory, self._lifecycle = memory, lifecycle
+        self._clock = clock
+        self._default_top_k = default_top_k
+        self.table: dict[str, Operation] = {
+            "append": self.append,
+            "get": self.get,
+            "update-summary": self.update_summary,
+            "end": self.end,
+            "search": self.search,
+            "list": self.list_conversations,
+            "delete": self.delete,
+            "purge": self.delete,
+        }
+
+    async def append(
+        self, scope: Scope, request: ConversationRequest, ctx: MessageContext
+    ) -> ConversationResponse:
+        limits = self._memory.limits
+        validate_append(request, limits)
+        key = turn_key(request, ctx.id, limits.max_turn_id_chars)
+        async with self._lifecycle.lock(scope):
+            header = await self._memory.header(scope)
+            if header is not None:  # an end still to be announced goes out first
+                header = await self._lifecycle.flush(scope, header, via(ctx.flow))
+            turn, created = await self._memory.append(
+                scope, request, key=key, flow=ctx.flow.name, header=header
+            )
+        return ConversationResponse(turn=turn, created=created)
+
+    async def get(
+        self, scope: Scope, request: ConversationRequest, ctx: MessageContext
+    ) -> ConversationResponse:
+        async with self._lifecycle.lock(scope):
+            header, turns = await self._memory.header(scope), await self._memory.turns(scope)
+        if header is None and not turns:
+            return ConversationResponse()
+        if request.limit is not None:
+            turns = turns[-request.limit :]
+        # Turns without a header: a crash came between the two writes of an append.
+        found = header or scope.payload() | {"turn_count": len(turns)}
+        return ConversationResponse(conversation=to_conversation(found, turns))
+
+    async def update_summary(
+        self, scope: Scope, request: ConversationRequest, ctx: MessageContext
+    ) -> ConversationResponse:
+        summary = validate_summary(request.summary, self._memory.limits)
+        async with self._lifecycle.lock(scope):
+            header = await self._memory.header(scope)
+            if header is None:
+                raise BadRequest("update-summary: no such conversation", type="not-found")
+            header["summary"] = summary
+            if not header["ended"]:
+                header["last_activity"] = self._clock()
+            await self._memory.write_header(scope, header)
+        return ConversationResponse(conversation=to_conversation(header))
+
+    async def end(
+        self, scope: Scope, request: ConversationRequest, ctx: MessageContext
+    ) -> ConversationResponse:
+        ended = await self._lifecycle.end(scope, "explicit", via(ctx.flow))
+        if ended is None:
+            raise BadRequest("end: no such conversation", type="not-found")
+        return ConversationResponse(conversation=to_conversation(ended))
+
+    async def search(
+        self, scope: Scope, request: ConversationRequest, ctx: MessageContext
+    ) -> ConversationResponse:
+        limits = self._memory.limits
+        text = request.query.strip()
+        if not text:
+            raise BadRequest("search: the query is empty")
+        if len(text) > limits.max_query_chars:
+            raise BadRequest("search: the query is too long", type="too-large")
+        top_k = request.top_k or self._default_top_k
+        if top_k > limits.max_top_k:
+            raise BadRequest(f"search: top_k {top_k} exceeds {limits.max_top_k}")
+        turns = await self._memory.search(scope, text, top_k=top_k, min_score=request.min_score)
+        return ConversationResponse(turns=turns)
+
+    async def list_conversations(
+        self, scope: Scope, request: ConversationRequest, ctx: MessageContext
+    ) -> ConversationResponse:
+        limit = request.limit or 20
+        if limit > self._memory.limits.max_page:
+            raise BadRequest(f"list: limit {limit} exceeds {self._memory.limits.max_page}")
+        headers, next_offset = await self._memory.headers(
+            scope, [], limit=limit, offset=_checked_offset(request.offset)
+        )
+        return ConversationResponse(
+            conversations=[to_conversation(h) for h in headers], next_offset=next_offset
+        )
+
+    async def delete(
+        self, scope: Scope, request: ConversationRequest, ctx: MessageContext
+    ) -> ConversationResponse:
+        """One conversation (``delete``), or everything in the request's scope (``purge``)."""
+        async with self._lifecycle.lock(scope):
+            return ConversationResponse(count=await self._memory.delete(scope))
+
+
+def via(flow: Flow) -> Publisher:
+    """A publisher sending on ``flow`` (the one a request came from)."""
+
+    async def publish(header: Mapping[str, Any], event: ConversationEnded) -> bool:
+        await send_ended(flow, event)
+        return True
+
+    return publish
+
+
+async def send_ended(flow: Flow, event: ConversationEnded) -> None:
+    await flow.send(ENDED, event, id=event.event_id)
+
+
+def _checked_offset(offset: str | None) -> str | None:
+    if offset is None:
+        return None
+    try:
+        return str(uuid.UUID(offset))
+    except ValueError:
+        raise BadRequest(f"list: {offset!r} is not an offset from a previous page") from None

@@ -1,0 +1,119 @@
+"""conversation-memory messages.
+
+One request shape for every operation (``operation`` says which). A conversation is
+identified by collection + user + conversation_id in the flow's workspace: give the same
+``user`` on every call for one conversation.
+
+- ``append``: query, answer, summary (this turn's), result, time, and ``turn_id`` or
+  ``session_id`` (else the message's correlation id) naming the turn, so a redelivered
+  append is the same turn -> ``turn``, ``created``.
+- ``get``: the conversation, its turns in order (``limit``: only the last N) -> ``conversation``
+  (None for an unknown conversation).
+- ``update-summary``: ``summary`` becomes the rolling summary -> ``conversation``.
+- ``end``: end it now and publish one :class:`ConversationEnded` -> ``conversation``.
+- ``search``: turns whose query and answer resemble ``query`` (top_k, min_score), in the
+  request's scope (a conversation, a user, or the collection) -> ``turns``.
+- ``list``: conversations (without turns), paged by ``limit``/``offset`` -> ``conversations``.
+- ``delete``: one conversation, ``purge``: the request's scope -> ``count`` of records removed.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from react_mem.schema import Error, WireModel
+
+#: How an invocation went (the agent's own verdict), as episode outcomes are spelled.
+Result = Literal["success", "failure", "partial"]
+EndReason = Literal["explicit", "idle"]
+OPERATIONS = ("append", "get", "update-summary", "end", "search", "list", "delete", "purge")
+
+
+class ConversationTurn(WireModel):
+    """One invocation record."""
+
+    turn_id: str = ""
+    #: 0, 1, 2, ... in the order turns were first appended.
+    sequence: int = 0
+    query: str = ""
+    answer: str = ""
+    summary: str = ""
+    result: Result | None = None
+    #: Epoch seconds (the request's ``time``, else when it was appended).
+    time: float = 0.0
+    session_id: str | None = None
+    conversation_id: str = ""
+    #: Cosine similarity to the query (``search`` only).
+    similarity: float | None = None
+
+
+class Conversation(WireModel):
+    conversation_id: str = ""
+    collection: str = ""
+    user: str | None = None
+    summary: str = ""
+    turns: list[ConversationTurn] = Field(default_factory=list)
+    turn_count: int = 0
+    created_at: float = 0.0
+    last_activity: float = 0.0
+    ended: bool = False
+    ended_at: float | None = None
+    end_reason: EndReason | None = None
+
+
+class ConversationRequest(WireModel):
+    operation: str = ""
+    collection: str = "default"
+    user: str | None = None
+    conversation_id: str | None = None
+    # append
+    turn_id: str | None = None
+    session_id: str | None = None
+    query: str = ""
+    answer: str = ""
+    #: append: this turn's summary; update-summary: the new rolling summary.
+    summary: str = ""
+    result: Result | None = None
+    time: float | None = Field(default=None, gt=0)
+    # get (last N turns) / list (page size) / search (top_k)
+    limit: int | None = Field(default=None, ge=1)
+    offset: str | None = None
+    top_k: int | None = Field(default=None, ge=1)
+    min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
+
+
+class ConversationResponse(WireModel):
+    error: Error | None = None
+    conversation: Conversation | None = None
+    turn: ConversationTurn | None = None
+    #: append: False when the turn was already stored (a redelivery).
+    created: bool | None = None
+    turns: list[ConversationTurn] = Field(default_factory=list)
+    conversations: list[Conversation] = Field(default_factory=list)
+    next_offset: str | None = None
+    count: int | None = None
+
+
+class ConversationEnded(WireModel):
+    """Published once per conversation end on ``flow:tg:conversation-ended:{ws}:{flow}``.
+
+    Delivery is at least once: a crash between sending and recording the send repeats the
+    event with the same ``event_id``, so consumers must be idempotent on it.
+    """
+
+    workspace: str = ""
+    collection: str = ""
+    user: str | None = None
+    conversation_id: str = ""
+    #: The conversation's turns in order (the oldest are left out if the event would be
+    #: too large for the bus; ``omitted_turns`` says how many).
+    turns: list[ConversationTurn] = Field(default_factory=list)
+    summary: str = ""
+    reason: EndReason = "explicit"
+    ended_at: float = 0.0
+    #: Same for every delivery of one end; a reopened conversation's next end has another.
+    event_id: str = ""
+    turn_count: int = 0
+    omitted_turns: int = 0

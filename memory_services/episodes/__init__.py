@@ -1,0 +1,1 @@
+"""episode-memory: past problem-solving episodes, retrieved by similarity of goal and context."""

@@ -1,0 +1,224 @@
+"""Episode memory over a vector store and an embedder: the operations and retention.
+
+Retention works per scope bucket, i.e. workspace + collection + user (a record without a
+user is in the collection's user-less bucket): after a store that takes a bucket past
+``max_per_scope``, its oldest episodes are evicted, down to ``max_per_scope`` less a batch
+of 5% of it (at most 50). Finding the oldest means reading the bucket (≈80 ms for 1000
+episodes here, against ≈1 ms for a store), so a full bucket pays that once per batch, not
+on every store. Episodes older than ``max_age`` are never returned and are deleted by
+:meth:`EpisodeMemory.sweep`, which a background task runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import uuid
+from collections.abc import Callable, Sequence
+
+from memory_services.embedding.base import Embedder
+from memory_services.episodes.records import (
+    EpisodeLimits,
+    embedded_text,
+    episode_id,
+    episode_payload,
+    query_text,
+    to_episode,
+    validate_store,
+)
+from memory_services.episodes.schema import Episode, EpisodeRequest
+from memory_services.retry import retrying
+from memory_services.scope_registry import ScopeRegistry
+from memory_services.store.base import (
+    CollectionSpec,
+    Condition,
+    FieldType,
+    Record,
+    Scope,
+    VectorStore,
+)
+from react_mem.errors import BadRequest
+
+STORE, EMBEDDER = "vector store", "embedder"
+
+
+class EpisodeMemory:
+    def __init__(
+        self,
+        store: VectorStore,
+        embedder: Embedder,
+        *,
+        collection: str,
+        registry: ScopeRegistry,
+        limits: EpisodeLimits,
+        max_per_scope: int,
+        max_age: float | None,
+        default_top_k: int,
+        clock: Callable[[], float],
+    ) -> None:
+        self._store, self._embedder = store, embedder
+        self.collection = collection
+        self._registry = registry
+        self._limits = limits
+        self._max_per_scope, self._max_age = max_per_scope, max_age
+        self._default_top_k = default_top_k
+        self._clock = clock
+        self._evicting = asyncio.Lock()
+
+    async def ensure(self) -> None:
+        spec = CollectionSpec(
+            self.collection,
+            vector_size=self._embedder.dimension,
+            indexes={
+                "outcome": FieldType.KEYWORD,
+                "created_at": FieldType.FLOAT,
+                "session_id": FieldType.KEYWORD,
+            },
+        )
+        await retrying(STORE, self._store.ensure, spec)
+        await self._registry.ensure()
+
+    # -- operations --------------------------------------------------------------
+    async def store(self, scope: Scope, request: EpisodeRequest) -> tuple[str, bool, int]:
+        """Store one episode; return (id, created, evicted). Idempotent under redelivery."""
+        validate_store(request, self._limits)
+        record_id = episode_id(scope, request)
+        found = await retrying(STORE, self._store.get, self.collection, [record_id], scope=scope)
+        created_at = float(found[0].payload["created_at"]) if found else self._clock()
+        payload = episode_payload(scope, request, created_at=created_at, limits=self._limits)
+        if found and found[0].payload.get("content_hash") == payload["content_hash"]:
+            return record_id, False, 0  # a redelivery: already stored, nothing to do
+        [vector] = await retrying(EMBEDDER, self._embedder.embed, [embedded_text(payload)])
+        await self._registry.remember(scope)
+        record = Record(id=record_id, payload=payload, vector=vector)
+        await retrying(STORE, self._store.upsert, self.collection, [record])
+        return record_id, not found, await self._enforce_count(scope)
+
+    async def retrieve(self, scope: Scope, request: EpisodeRequest) -> list[Episode]:
+        top_k = request.top_k or self._default_top_k
+        if top_k > self._limits.max_top_k:
+            raise BadRequest(f"retrieve: top_k {top_k} exceeds {self._limits.max_top_k}")
+        if request.vector is not None:
+            vector = self._checked_vector(request.vector)
+        else:
+            text = query_text(request, self._limits)
+            [vector] = await retrying(EMBEDDER, self._embedder.embed, [text])
+        hits = await retrying(
+            STORE,
+            self._store.search,
+            self.collection,
+            vector,
+            scope=scope,
+            limit=top_k,
+            min_score=request.min_score,
+            where=self._fresh() + _outcome(request),
+        )
+        return [to_episode(hit.id, hit.payload, hit.score) for hit in hits]
+
+    async def get(self, scope: Scope, ids: Sequence[str]) -> list[Episode]:
+        ids = self._checked_ids(ids)
+        records = await retrying(STORE, self._store.get, self.collection, ids, scope=scope)
+        oldest = self._oldest_kept()
+        by_id = {r.id: r for r in records if float(r.payload.get("created_at", 0)) >= oldest}
+        return [to_episode(i, by_id[i].payload, None) for i in ids if i in by_id]
+
+    async def page(self, scope: Scope, request: EpisodeRequest) -> tuple[list[Episode], str | None]:
+        if request.limit > self._limits.max_page:
+            raise BadRequest(f"list: limit {request.limit} exceeds {self._limits.max_page}")
+        if request.offset is not None:
+            self._checked_ids([request.offset])
+        page, next_offset = await retrying(
+            STORE,
+            self._store.scroll,
+            self.collection,
+            scope=scope,
+            where=self._fresh() + _outcome(request),
+            limit=request.limit,
+            offset=request.offset,
+        )
+        return [to_episode(r.id, r.payload, None) for r in page], next_offset
+
+    async def delete(self, scope: Scope, ids: Sequence[str]) -> int:
+        ids = self._checked_ids(ids)
+        return await retrying(STORE, self._store.delete, self.collection, scope=scope, ids=ids)
+
+    async def purge(self, scope: Scope) -> int:
+        return await retrying(STORE, self._store.delete, self.collection, scope=scope)
+
+    # -- retention ---------------------------------------------------------------
+    async def sweep(self) -> tuple[int, int]:
+        """Delete episodes past the age limit in every known scope; return (removed, held)."""
+        removed = held = 0
+        for scope in await self._registry.scopes():
+            if self._max_age is not None:
+                cutoff = [Condition("created_at", lt=self._oldest_kept())]
+                removed += await retrying(
+                    STORE, self._store.delete, self.collection, scope=scope, where=cutoff
+                )
+            held += await retrying(STORE, self._store.count, self.collection, scope=scope)
+        return removed, held
+
+    async def _enforce_count(self, scope: Scope) -> int:
+        bucket = Scope(scope.workspace, scope.collection, scope.user)
+        where = [] if scope.user else [Condition("scope_user", missing=True)]
+        async with self._evicting:
+            held = await retrying(
+                STORE, self._store.count, self.collection, scope=bucket, where=where
+            )
+            if held <= self._max_per_scope:
+                return 0
+            ages: list[tuple[float, str]] = []
+            offset: str | None = None
+            while True:
+                page, offset = await retrying(
+                    STORE,
+                    self._store.scroll,
+                    self.collection,
+                    scope=bucket,
+                    where=where,
+                    limit=512,
+                    offset=offset,
+                )
+                ages.extend((float(r.payload.get("created_at", 0)), r.id) for r in page)
+                if offset is None:
+                    break
+            keep = self._max_per_scope - min(self._max_per_scope // 20, 50)
+            victims = [i for _, i in sorted(ages)[: max(len(ages) - keep, 0)]]
+            if not victims:
+                return 0
+            return await retrying(
+                STORE, self._store.delete, self.collection, scope=bucket, ids=victims
+            )
+
+    # -- helpers -------------------------------------------------------------------
+    def _oldest_kept(self) -> float:
+        return -math.inf if self._max_age is None else self._clock() - self._max_age
+
+    def _fresh(self) -> list[Condition]:
+        if self._max_age is None:
+            return []
+        return [Condition("created_at", gte=self._oldest_kept())]
+
+    def _checked_vector(self, vector: list[float]) -> list[float]:
+        if len(vector) != self._embedder.dimension or not all(map(math.isfinite, vector)):
+            raise BadRequest(
+                f"retrieve: vector must hold {self._embedder.dimension} finite numbers "
+                f"(got {len(vector)})"
+            )
+        return vector
+
+    def _checked_ids(self, ids: Sequence[str]) -> list[str]:
+        if not ids:
+            raise BadRequest("give at least one episode id")
+        if len(ids) > self._limits.max_ids:
+            raise BadRequest(f"{len(ids)} ids exceed {self._limits.max_ids}")
+        for value in ids:
+            try:
+                uuid.UUID(value)
+            except ValueError:
+                raise BadRequest(f"{value!r} is not an episode id (a UUID)") from None
+        return list(dict.fromkeys(ids))
+
+
+def _outcome(request: EpisodeRequest) -> list[Condition]:
+    return [] if request.outcome is None else [Condition("outcome", equals=request.outcome)]

@@ -1,0 +1,90 @@
+"""episode-memory messages.
+
+One request shape for every operation (``operation`` says which), as TrustGraph's services
+have it; fields an operation does not use are ignored. The scope is the flow's workspace +
+``collection``, narrowed by ``user`` and ``conversation_id`` when they are given: a store
+records them on the episode; a retrieve or list without ``conversation_id`` looks across
+every conversation (of the user, or of the whole collection without ``user``).
+
+- ``store``: goal, steps, outcome, score, lessons, tokens, duration_seconds, session_id
+  (and the scope's ``conversation_id``) -> ``id``, ``created``, ``evicted``.
+- ``retrieve``: goal and/or context (or a precomputed ``vector``), top_k, optional
+  ``outcome`` filter, ``min_score`` -> ``episodes`` with ``similarity``, best first.
+- ``get``: ids -> episodes. ``list``: limit, offset, optional ``outcome`` -> a page of
+  episodes and ``next_offset``. ``delete``: ids -> ``count``. ``purge``: the request's scope
+  (collection, optionally narrowed by user and/or conversation_id) -> ``count``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from react_mem.schema import AgentStep, Error, WireModel
+
+Outcome = Literal["success", "failure", "partial"]
+OPERATIONS = ("store", "retrieve", "get", "list", "delete", "purge")
+
+
+class Episode(WireModel):
+    """A stored episode as returned by the service."""
+
+    id: str = ""
+    goal: str = ""
+    steps: list[AgentStep] = Field(default_factory=list)
+    outcome: Outcome = "success"
+    score: float = 0.0
+    lessons: list[str] = Field(default_factory=list)
+    tokens: int = 0
+    duration_seconds: float = 0.0
+    session_id: str | None = None
+    conversation_id: str | None = None
+    user: str | None = None
+    collection: str = ""
+    #: Epoch seconds when first stored.
+    created_at: float = 0.0
+    #: Cosine similarity to the query (``retrieve`` only).
+    similarity: float | None = None
+
+
+class EpisodeRequest(WireModel):
+    operation: str = ""
+    collection: str = "default"
+    user: str | None = None
+    conversation_id: str | None = None
+    # store
+    goal: str = ""
+    steps: list[AgentStep] = Field(default_factory=list)
+    #: store: the episode's outcome (required); retrieve/list: only episodes with it.
+    outcome: Outcome | None = None
+    score: float = Field(default=0.0, ge=0.0, le=1.0)
+    lessons: list[str] = Field(default_factory=list)
+    tokens: int = Field(default=0, ge=0)
+    duration_seconds: float = Field(default=0.0, ge=0.0)
+    #: The agent session that produced the episode: a redelivered store with the same
+    #: session in the same scope is the same episode.
+    session_id: str | None = None
+    # retrieve
+    context: str = ""
+    vector: list[float] | None = None
+    top_k: int | None = Field(default=None, ge=1)
+    min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
+    # get / delete
+    ids: list[str] = Field(default_factory=list)
+    # list
+    limit: int = Field(default=20, ge=1)
+    offset: str | None = None
+
+
+class EpisodeResponse(WireModel):
+    error: Error | None = None
+    #: store: the episode's id, and whether this request created it (False: already stored).
+    id: str | None = None
+    created: bool | None = None
+    episodes: list[Episode] = Field(default_factory=list)
+    next_offset: str | None = None
+    #: delete/purge: how many records were removed.
+    count: int | None = None
+    #: store: older episodes evicted by the per-scope count limit.
+    evicted: int | None = None

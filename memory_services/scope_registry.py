@@ -1,0 +1,80 @@
+"""The (workspace, collection) pairs a memory service has written to, kept in its store.
+
+A store cannot be asked anything without a scope (workspace + collection), so a background
+sweep (age retention, idle conversations) could not find the data written before a
+restart. Each service therefore remembers every pair it writes to in a small collection of
+its own, under one fixed internal scope that no flow can name (reserved workspaces start
+with ``_`` and never run flows), and the sweeps walk that list.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from memory_services.retry import retrying
+from memory_services.store.base import CollectionSpec, FieldType, Record, Scope, VectorStore
+
+#: The scope every registry entry lives in (never returned to a request).
+REGISTRY_SCOPE = Scope(workspace="__memory__", collection="scopes")
+_NAMESPACE = uuid.UUID("6f1c3a52-4f0e-5b7e-9d8a-2c1e7b3f9a10")
+_VECTOR = [1.0]  # entries are listed, never searched
+
+
+class ScopeRegistry:
+    """Remembers pairs idempotently (one record per pair) and lists them."""
+
+    def __init__(self, store: VectorStore, collection: str) -> None:
+        self._store = store
+        self.collection = collection
+        self._known: set[tuple[str, str]] = set()
+
+    async def ensure(self) -> None:
+        spec = CollectionSpec(
+            self.collection,
+            vector_size=len(_VECTOR),
+            indexes={"workspace": FieldType.KEYWORD, "collection": FieldType.KEYWORD},
+        )
+        await retrying("vector store", self._store.ensure, spec)
+        self._known.update((s.workspace, s.collection) for s in await self.scopes())
+
+    async def remember(self, scope: Scope) -> None:
+        """Record the scope's workspace and collection (a no-op once known)."""
+        pair = (scope.workspace, scope.collection)
+        if pair in self._known:
+            return
+        key = "\x1f".join(pair)
+        record = Record(
+            id=str(uuid.uuid5(_NAMESPACE, key)),
+            payload=REGISTRY_SCOPE.payload()
+            | {"workspace": scope.workspace, "collection": scope.collection},
+            vector=_VECTOR,
+        )
+        await retrying("vector store", self._store.upsert, self.collection, [record])
+        self._known.add(pair)
+
+    async def scopes(self) -> list[Scope]:
+        """Every remembered pair as a collection-wide scope."""
+        found: list[Scope] = []
+        offset: str | None = None
+        while True:
+            page, offset = await retrying(
+                "vector store",
+                self._store.scroll,
+                self.collection,
+                scope=REGISTRY_SCOPE,
+                limit=256,
+                offset=offset,
+            )
+            found.extend(_scopes(r.payload for r in page))
+            if offset is None:
+                return found
+
+
+def _scopes(payloads: Iterable[Mapping[str, Any]]) -> list[Scope]:
+    return [
+        Scope(str(p["workspace"]), str(p["collection"]))
+        for p in payloads
+        if p.get("workspace") and p.get("collection")
+    ]

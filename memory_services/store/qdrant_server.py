@@ -1,0 +1,243 @@
+"""The server backend: a Qdrant server through ``qdrant_client.AsyncQdrantClient``.
+
+``url=":memory:"`` runs qdrant-client's local mode, an in-process double of the same client
+API that the tests use; it ignores payload indexes and scans on every filtered query, so it is
+no production store. Every write waits for the server to apply it (``wait=True``), so a
+request is acknowledged only after its write is in the server's write-ahead log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from qdrant_client import AsyncQdrantClient, models
+
+from memory_services.store import checks
+from memory_services.store.base import (
+    SCOPE_KEYS,
+    CollectionSpec,
+    Condition,
+    FieldType,
+    Hit,
+    Record,
+    Scope,
+)
+from memory_services.store.server_filter import scope_filter
+from react_mem.errors import ConfigurationError, ReactMemError, TransientError
+
+T = TypeVar("T")
+
+_INDEX: dict[FieldType, models.PayloadSchemaType] = {
+    FieldType.KEYWORD: models.PayloadSchemaType.KEYWORD,
+    FieldType.INTEGER: models.PayloadSchemaType.INTEGER,
+    FieldType.FLOAT: models.PayloadSchemaType.FLOAT,
+    FieldType.BOOL: models.PayloadSchemaType.BOOL,
+}
+
+
+class QdrantServerStore:
+    """:class:`~memory_services.store.base.VectorStore` on a Qdrant server (or local mode)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        timeout: int = 10,
+        check_compatibility: bool = True,
+        payload_indexes: bool | None = None,
+    ) -> None:
+        self.url = url
+        #: Create payload indexes; by default not in local mode, which has none (and warns).
+        self.payload_indexes = url != ":memory:" if payload_indexes is None else payload_indexes
+        self._api_key = api_key
+        self._timeout = timeout
+        self._check_compatibility = check_compatibility
+        self._client: AsyncQdrantClient | None = None
+        self._sizes: dict[str, int] = {}
+
+    @property
+    def local(self) -> bool:
+        return self.url == ":memory:"
+
+    async def open(self) -> None:
+        if self._client is not None:
+            return
+        if self.local:
+            self._client = AsyncQdrantClient(location=":memory:")
+        else:  # the client checks the server's version with a blocking GET as it is built
+            self._client = await asyncio.to_thread(
+                AsyncQdrantClient,
+                url=self.url,
+                api_key=self._api_key,
+                timeout=self._timeout,
+                check_compatibility=self._check_compatibility,
+            )
+
+    @property
+    def client(self) -> AsyncQdrantClient:
+        if self._client is None:
+            raise TransientError("qdrant store is not open")
+        return self._client
+
+    async def _call(self, call: Awaitable[T]) -> T:
+        """One client call; its errors become TransientError (ours pass through)."""
+        try:
+            return await call
+        except ReactMemError:
+            raise
+        except Exception as exc:
+            raise TransientError(f"qdrant {self.url}: {type(exc).__name__}: {exc}") from exc
+
+    async def ensure(self, spec: CollectionSpec) -> None:
+        name, client = checks.collection_name(spec.name), self.client
+        if await self._call(client.collection_exists(name)):
+            info = await self._call(client.get_collection(name))
+            vectors = info.config.params.vectors
+            size = vectors.size if isinstance(vectors, models.VectorParams) else None
+            if size != spec.vector_size:
+                raise ConfigurationError(
+                    f"qdrant collection {name!r} holds {size}-d vectors, not {spec.vector_size}"
+                )
+            present = set(info.payload_schema)
+        else:
+            params = models.VectorParams(size=spec.vector_size, distance=models.Distance.COSINE)
+            await self._call(client.create_collection(name, vectors_config=params))
+            present = set()
+        self._sizes[name] = spec.vector_size
+        if not self.payload_indexes:
+            return
+        # The workspace is the tenant: Qdrant lays segments out by it.
+        wanted: dict[str, Any] = dict.fromkeys(SCOPE_KEYS, models.PayloadSchemaType.KEYWORD)
+        wanted[SCOPE_KEYS[0]] = models.KeywordIndexParams(
+            type=models.KeywordIndexType.KEYWORD, is_tenant=True
+        )
+        wanted.update({key: _INDEX[kind] for key, kind in spec.indexes.items()})
+        for key, schema in wanted.items():
+            if key not in present:
+                await self._call(client.create_payload_index(name, key, field_schema=schema))
+
+    def _size(self, collection: str) -> int:
+        if self._client is None:
+            raise TransientError("qdrant store is not open")
+        try:
+            return self._sizes[collection]
+        except KeyError:
+            raise ConfigurationError(f"collection {collection!r} was never ensured") from None
+
+    async def upsert(self, collection: str, records: Sequence[Record]) -> None:
+        size = self._size(collection)
+        points = [
+            models.PointStruct(id=i, vector=v, payload=p)
+            for i, v, p in (checks.record(rec, size) for rec in records)
+        ]
+        if points:
+            await self._call(self.client.upsert(collection, points, wait=True))
+
+    async def search(
+        self,
+        collection: str,
+        vector: Sequence[float],
+        *,
+        scope: Scope,
+        limit: int,
+        min_score: float | None = None,
+        where: Sequence[Condition] = (),
+    ) -> list[Hit]:
+        query = checks.vector(vector, self._size(collection))
+        found = await self._call(
+            self.client.query_points(
+                collection,
+                query=query,
+                query_filter=scope_filter(scope, where),
+                limit=checks.limit(limit),
+                score_threshold=min_score,
+                with_payload=True,
+            )
+        )
+        return [Hit(str(p.id), p.score, p.payload or {}) for p in found.points]
+
+    async def get(self, collection: str, ids: Sequence[str], *, scope: Scope) -> list[Record]:
+        self._size(collection)
+        wanted = checks.record_ids(ids)
+        selected = scope_filter(scope, ids=wanted)
+        if not wanted:
+            return []
+        checks.limit(len(wanted), name="number of ids")
+        page, _ = await self._call(
+            self.client.scroll(
+                collection, selected, limit=len(wanted), with_payload=True, with_vectors=True
+            )
+        )
+        found = {str(r.id): r for r in page}
+        return [_record(found[i]) for i in wanted if i in found]
+
+    async def scroll(
+        self,
+        collection: str,
+        *,
+        scope: Scope,
+        where: Sequence[Condition] = (),
+        limit: int = 100,
+        offset: str | None = None,
+    ) -> tuple[list[Record], str | None]:
+        self._size(collection)
+        page, following = await self._call(
+            self.client.scroll(
+                collection,
+                scope_filter(scope, where),
+                limit=checks.limit(limit),
+                offset=None if offset is None else checks.record_id(offset),
+                with_payload=True,
+                with_vectors=True,
+            )
+        )
+        return [_record(r) for r in page], None if following is None else str(following)
+
+    async def count(self, collection: str, *, scope: Scope, where: Sequence[Condition] = ()) -> int:
+        self._size(collection)
+        result = await self._call(
+            self.client.count(collection, scope_filter(scope, where), exact=True)
+        )
+        return result.count
+
+    async def set_payload(
+        self, collection: str, ids: Sequence[str], payload: Mapping[str, Any], *, scope: Scope
+    ) -> None:
+        self._size(collection)
+        wanted = checks.record_ids(ids)
+        update, selected = checks.payload_update(payload), scope_filter(scope, ids=wanted)
+        if wanted and update:
+            await self._call(self.client.set_payload(collection, update, selected, wait=True))
+
+    async def delete(
+        self,
+        collection: str,
+        *,
+        scope: Scope,
+        ids: Sequence[str] | None = None,
+        where: Sequence[Condition] = (),
+    ) -> int:
+        self._size(collection)
+        selected = scope_filter(scope, where, None if ids is None else checks.record_ids(ids))
+        if ids is not None and not ids:
+            return 0
+        # The server has no delete-and-count: a record written between the two calls may be
+        # deleted without being counted (the count is what a caller reports, not a guard).
+        doomed = (await self._call(self.client.count(collection, selected, exact=True))).count
+        if doomed:
+            selector = models.FilterSelector(filter=selected)
+            await self._call(self.client.delete(collection, selector, wait=True))
+        return doomed
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await self._call(client.close())
+
+
+def _record(rec: models.Record) -> Record:
+    vec = rec.vector
+    return Record(str(rec.id), rec.payload or {}, vec if isinstance(vec, list) else None)  # type: ignore[arg-type]

