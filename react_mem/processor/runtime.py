@@ -27,6 +27,7 @@ RESTART_DELAY = 4.0
 #: Short names for the processors react-mem ships; any ``module.Class`` path also works.
 PROCESSORS = {
     "ping": "react_mem.ping.service.PingProcessor",
+    "fact-memory": "memory_services.facts.service.FactMemoryProcessor",
     "working-memory": "memory_services.working.service.WorkingMemoryProcessor",
     "episode-memory": "memory_services.episodes.service.EpisodeMemoryProcessor",
     "conversation-memory": "memory_services.conversations.service.ConversationMemoryProcessor",

@@ -22,6 +22,7 @@ from typing import Any
 
 from memory_services.conversations import schema as conversations
 from memory_services.episodes import schema as episodes
+from memory_services.facts import schema as facts
 from memory_services.working import schema as working
 from react_mem.schema import agent, config, llm, ping, primitives
 from react_mem.schema.base import WireModel
@@ -50,6 +51,7 @@ register(config.ConfigKey, config.ConfigValue, config.ConfigRequest, config.Conf
 register(config.WorkspaceChanges, config.ConfigPush)
 register(ping.PingRequest, ping.PingResponse)
 # The memory services' own messages.
+register(facts.FactInput, facts.Fact, facts.StoredFact, facts.FactRequest, facts.FactResponse)
 register(working.WorkingMemoryRequest, working.WorkingMemoryResponse)
 register(episodes.Episode, episodes.EpisodeRequest, episodes.EpisodeResponse)
 register(conversations.ConversationTurn, conversations.Conversation)

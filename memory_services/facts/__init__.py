@@ -1,0 +1,1 @@
+"""Fact memory: long-term facts per scope, deduplicated, reinforced, superseded, expiring."""

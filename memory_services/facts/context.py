@@ -1,0 +1,136 @@
+"""What the fact-memory operations share: the store, the embedder, the policy, the clock."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memory_services.embedding.base import Embedder
+from memory_services.facts.records import FactPolicy
+from memory_services.retry import retrying
+from memory_services.scope_registry import ScopeRegistry
+from memory_services.store.base import Condition, Hit, Record, Scope, VectorStore
+from react_mem.errors import BadRequest
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, kw_only=True)
+class FactContext:
+    store: VectorStore
+    embedder: Embedder
+    scopes: ScopeRegistry
+    policy: FactPolicy
+    clock: Clock
+    #: The facts collection, e.g. ``facts-384``.
+    collection: str
+    #: Told how many records each write added (negative: removed), for the size gauge.
+    on_change: Callable[[int], None] = lambda delta: None
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return await retrying("embedder", self.embedder.embed, texts)
+
+    async def get(self, ids: Sequence[str], scope: Scope) -> list[Record]:
+        return await retrying("vector store", self.store.get, self.collection, ids, scope=scope)
+
+    async def count(self, scope: Scope, where: Sequence[Condition]) -> int:
+        return await retrying(
+            "vector store", self.store.count, self.collection, scope=scope, where=where
+        )
+
+    async def search(
+        self,
+        scope: Scope,
+        vector: Sequence[float],
+        *,
+        limit: int,
+        min_score: float | None,
+        where: Sequence[Condition],
+    ) -> list[Hit]:
+        return await retrying(
+            "vector store",
+            self.store.search,
+            self.collection,
+            vector,
+            scope=scope,
+            limit=limit,
+            min_score=min_score,
+            where=where,
+        )
+
+    async def upsert(self, records: Sequence[Record]) -> None:
+        await retrying("vector store", self.store.upsert, self.collection, records)
+
+    async def set_payload(self, id: str, payload: dict[str, Any], scope: Scope) -> None:
+        await retrying(
+            "vector store", self.store.set_payload, self.collection, [id], payload, scope=scope
+        )
+
+    async def delete(
+        self, scope: Scope, *, ids: Sequence[str] | None = None, where: Sequence[Condition] = ()
+    ) -> int:
+        return await retrying(
+            "vector store", self.store.delete, self.collection, scope=scope, ids=ids, where=where
+        )
+
+    async def scroll(
+        self, scope: Scope, where: Sequence[Condition], limit: int, offset: str | None
+    ) -> tuple[list[Record], str | None]:
+        return await retrying(
+            "vector store",
+            self.store.scroll,
+            self.collection,
+            scope=scope,
+            where=where,
+            limit=limit,
+            offset=offset,
+        )
+
+    def content(self, text: str, where: str) -> str:
+        """``text`` if it is usable fact or query text, else a :class:`BadRequest`."""
+        if not text.strip():
+            raise BadRequest(f"{where} is empty", type="bad-content")
+        limit = self.policy.max_content_chars
+        if len(text) > limit:
+            raise BadRequest(
+                f"{where} has {len(text)} characters; the limit is {limit}", type="bad-content"
+            )
+        return text
+
+    def metadata(self, metadata: dict[str, str], where: str) -> None:
+        size = sum(len(k) + len(v) for k, v in metadata.items())
+        if size > self.policy.max_content_chars:
+            raise BadRequest(
+                f"{where} has {size} characters; the limit is {self.policy.max_content_chars}",
+                type="bad-content",
+            )
+
+
+def fact_ids(ids: Sequence[str], limit: int, where: str = "ids") -> list[str]:
+    """Validated fact ids (UUID strings), at most ``limit`` of them."""
+    if len(ids) > limit:
+        raise BadRequest(f"{where}: {len(ids)} ids; at most {limit} per request")
+    try:
+        return [str(uuid.UUID(value)) for value in ids]
+    except ValueError:
+        bad = next(v for v in ids if not _is_uuid(v))
+        raise BadRequest(f"{where}: {bad!r} is not a fact id (a UUID)", type="bad-id") from None
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+def query_vector(vector: Sequence[float], dimension: int) -> list[float]:
+    if len(vector) != dimension:
+        raise BadRequest(f"vector has {len(vector)} dimensions; this store holds {dimension}")
+    if not all(math.isfinite(v) for v in vector) or not any(vector):
+        raise BadRequest("vector must be finite and non-zero")
+    return list(vector)

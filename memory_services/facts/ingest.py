@@ -1,0 +1,180 @@
+"""Writing facts: store (dedup, reinforce, quota) and update (supersede, keep history).
+
+Callers hold the service's write lock, so the checks here and the writes that follow them
+cannot interleave with another write. Every check runs before the first write: a request
+that fails validation or the quota writes nothing. Redelivery is harmless: ids are derived
+from scope and content, and a record remembers the last request that reinforced it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from memory_services.facts import records as rec
+from memory_services.facts.context import FactContext
+from memory_services.facts.schema import FactInput, StoredFact
+from memory_services.store.base import Record, Scope
+from react_mem.errors import BadRequest
+
+
+@dataclass
+class _Item:
+    content: str
+    normalised: str
+    id: str
+    fact: FactInput
+
+
+@dataclass
+class _Batch:
+    """Planned writes: new records, and the merged payload changes of existing ones."""
+
+    new: dict[str, Record] = field(default_factory=dict)
+    changed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    payloads: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _item(ctx: FactContext, scope: Scope, fact: FactInput, where: str) -> _Item:
+    content = ctx.content(fact.content, f"{where}.content")
+    ctx.metadata(fact.metadata, f"{where}.metadata")
+    normalised = rec.normalise(content)
+    if not normalised:
+        raise BadRequest(f"{where}.content has no words", type="bad-content")
+    return _Item(content, normalised, rec.fact_id(scope, normalised), fact)
+
+
+async def check_quota(ctx: FactContext, owner: Scope, adding: int, now: float) -> None:
+    if adding == 0:
+        return
+    where = [*rec.exact_user(owner), *rec.unexpired(now)]
+    held = await ctx.count(owner, where)
+    limit = ctx.policy.max_facts_per_scope
+    if held + adding > limit:
+        who = f"user {owner.user!r} in " if owner.user else ""
+        raise BadRequest(
+            f"quota exceeded: {who}collection {owner.collection!r} holds {held} facts "
+            f"(history included) of at most {limit}; storing {adding} more would exceed it. "
+            f"Delete or purge facts first.",
+            type="quota-exceeded",
+        )
+
+
+async def store(
+    ctx: FactContext, scope: Scope, facts: list[FactInput], request_id: str | None
+) -> list[StoredFact]:
+    policy = ctx.policy
+    if not facts:
+        raise BadRequest("store needs at least one fact in 'facts'")
+    if len(facts) > policy.max_batch:
+        raise BadRequest(f"facts: {len(facts)} in one request; at most {policy.max_batch}")
+    owner = rec.identity(scope)
+    items = [_item(ctx, owner, fact, f"facts[{n}]") for n, fact in enumerate(facts)]
+    now = ctx.clock()
+    found = {r.id: r for r in await ctx.get(sorted({i.id for i in items}), owner)}
+    live = {i: r.payload for i, r in found.items() if float(r.payload["expires_at"]) > now}
+    fresh = [item for item in items if item.id not in live]
+    texts = list(dict.fromkeys(item.content for item in fresh))
+    vectors = dict(zip(texts, await ctx.embed(texts), strict=True)) if texts else {}
+    batch = _Batch(payloads={i: dict(p) for i, p in live.items()})
+    results = []
+    for item in items:
+        expires_at = rec.expiry(now, item.fact.ttl_seconds or policy.default_ttl_seconds)
+        if item.id in batch.payloads and not batch.payloads[item.id]["current"]:
+            # History: a stale restatement must not undo an update (``update`` can).
+            results.append(StoredFact(id=item.id, status="superseded", similarity=1.0))
+            continue
+        if item.id in batch.payloads:
+            target, similarity = item.id, 1.0
+        else:
+            vector = vectors[item.content]
+            match = await _near_duplicate(ctx, owner, batch, vector, now)
+            if match is None:
+                payload = _new(ctx, owner, item, now, expires_at, request_id, scope)
+                batch.payloads[item.id] = payload
+                batch.new[item.id] = Record(item.id, payload, vector)
+                results.append(StoredFact(id=item.id, status="added"))
+                continue
+            target, similarity = match
+        payload = batch.payloads[target]
+        if request_id is None or payload.get("last_request") != request_id:
+            changes = rec.reinforced(
+                payload,
+                now=now,
+                rate=policy.reinforce_rate,
+                importance=item.fact.importance,
+                confidence=item.fact.confidence,
+                expires_at=expires_at,
+                request_id=request_id,
+            )
+            payload.update(changes)
+            if target not in batch.new:
+                batch.changed.setdefault(target, {}).update(changes)
+        added_here = request_id is not None and payload.get("origin_request") == request_id
+        if target in batch.new or added_here:  # added by this request (maybe redelivered)
+            own = target == item.id
+            results.append(
+                StoredFact(id=target, status="added", similarity=None if own else similarity)
+            )
+        else:
+            results.append(StoredFact(id=target, status="reinforced", similarity=similarity))
+    await check_quota(ctx, owner, len(batch.new), now)
+    await ctx.scopes.remember(owner)
+    if batch.new:
+        await ctx.upsert(list(batch.new.values()))
+        ctx.on_change(len(batch.new))
+    for id, changes in batch.changed.items():
+        await ctx.set_payload(id, changes, owner)
+    return results
+
+
+def _new(
+    ctx: FactContext,
+    owner: Scope,
+    item: _Item,
+    now: float,
+    expires_at: float,
+    request_id: str | None,
+    scope: Scope,
+) -> dict[str, Any]:
+    policy = ctx.policy
+    return rec.new_payload(
+        owner,
+        content=item.content,
+        normalised=item.normalised,
+        now=now,
+        importance=_or(item.fact.importance, policy.default_importance),
+        confidence=_or(item.fact.confidence, policy.default_confidence),
+        expires_at=expires_at,
+        metadata=item.fact.metadata,
+        source_conversation=item.fact.source_conversation or scope.conversation,
+        request_id=request_id,
+    )
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
+async def _near_duplicate(
+    ctx: FactContext, owner: Scope, batch: _Batch, vector: list[float], now: float
+) -> tuple[str, float] | None:
+    """The most similar live fact at or above the threshold: stored, or new in this batch."""
+    threshold = ctx.policy.near_duplicate_threshold
+    best: tuple[str, float] | None = None
+    if batch.new:
+        ids = list(batch.new)
+        matrix = np.asarray([batch.new[i].vector for i in ids], dtype=np.float32)
+        sims = matrix @ np.asarray(vector, dtype=np.float32)
+        top = int(np.argmax(sims))
+        if sims[top] >= threshold:
+            best = (ids[top], float(sims[top]))
+    where = [*rec.exact_user(owner), *rec.live(now)]
+    hits = await ctx.search(owner, vector, limit=1, min_score=threshold, where=where)
+    if hits and (best is None or hits[0].score > best[1]):
+        hit = hits[0]
+        batch.payloads.setdefault(hit.id, dict(hit.payload))
+        best = (hit.id, hit.score)
+    return best

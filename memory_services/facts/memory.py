@@ -1,0 +1,156 @@
+"""The fact-memory operations over a vector store and an embedder (no bus in here)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+from memory_services.embedding.base import Embedder
+from memory_services.facts import ingest, supersede
+from memory_services.facts import records as rec
+from memory_services.facts.context import Clock, FactContext, fact_ids, query_vector
+from memory_services.facts.schema import Fact, FactInput, StoredFact
+from memory_services.retry import retrying
+from memory_services.scope_registry import ScopeRegistry
+from memory_services.store.base import CollectionSpec, Condition, Scope, VectorStore
+from react_mem.errors import BadRequest
+
+
+class FactMemory:
+    """Writes are serialised (checks, then writes, never interleaved); reads run freely.
+
+    Retrieval bumps ``access_count`` with a read-modify-write per fact, so two retrievals
+    of one fact at the same instant may count once.
+    """
+
+    def __init__(
+        self,
+        store: VectorStore,
+        embedder: Embedder,
+        *,
+        policy: rec.FactPolicy,
+        clock: Clock,
+        on_change: Callable[[int], None] = lambda delta: None,
+    ) -> None:
+        self.ctx = FactContext(
+            store=store,
+            embedder=embedder,
+            scopes=ScopeRegistry(store, "fact-scopes-1"),
+            policy=policy,
+            clock=clock,
+            collection=f"facts-{embedder.dimension}",
+            on_change=on_change,
+        )
+        self._write_lock = asyncio.Lock()
+
+    async def ensure(self) -> None:
+        """Create the collections if absent (the store must be open)."""
+        spec = CollectionSpec(self.ctx.collection, self.ctx.embedder.dimension, rec.INDEXES)
+        await retrying("vector store", self.ctx.store.ensure, spec)
+        await self.ctx.scopes.ensure()
+
+    # -- writes ------------------------------------------------------------------
+    async def store(
+        self, scope: Scope, facts: list[FactInput], request_id: str | None = None
+    ) -> list[StoredFact]:
+        """Add facts, or reinforce the existing ones they repeat; see :mod:`.ingest`."""
+        async with self._write_lock:
+            return await ingest.store(self.ctx, scope, facts, request_id)
+
+    async def update(
+        self, scope: Scope, id: str | None, fact: FactInput | None, request_id: str | None = None
+    ) -> StoredFact:
+        """Supersede fact ``id`` with ``fact``; see :mod:`.supersede`."""
+        if id is None or fact is None:
+            raise BadRequest("update needs 'fact_id' and the new 'fact'")
+        [id] = fact_ids([id], 1, "fact_id")
+        async with self._write_lock:
+            return await supersede.update(self.ctx, scope, id, fact, request_id)
+
+    async def delete(self, scope: Scope, ids: Sequence[str]) -> int:
+        ids = fact_ids(ids, self.ctx.policy.max_list_limit)
+        if not ids:
+            raise BadRequest("delete needs 'ids'")
+        return await self._delete(scope, ids=ids)
+
+    async def purge(self, scope: Scope) -> int:
+        """Delete every fact in ``scope``: a collection, one user's or one conversation's."""
+        return await self._delete(scope)
+
+    async def sweep(self) -> tuple[int, int]:
+        """Delete expired facts in every scope that ever held facts; return how many were
+        removed and how many fact records remain."""
+        expired = [Condition(key="expires_at", lte=self.ctx.clock())]
+        removed = held = 0
+        for scope in await self.ctx.scopes.scopes():
+            removed += await self._delete(scope, where=expired)
+            held += await self.ctx.count(scope, ())
+        return removed, held
+
+    async def _delete(
+        self, scope: Scope, *, ids: Sequence[str] | None = None, where: Sequence[Condition] = ()
+    ) -> int:
+        async with self._write_lock:
+            removed = await self.ctx.delete(scope, ids=ids, where=where)
+        self.ctx.on_change(-removed)
+        return removed
+
+    # -- reads -------------------------------------------------------------------
+    async def retrieve(
+        self,
+        scope: Scope,
+        *,
+        query: str | None = None,
+        vector: Sequence[float] | None = None,
+        top_k: int = 5,
+        min_score: float | None = None,
+    ) -> list[Fact]:
+        """The current facts most similar to ``query`` (embedded once) or ``vector``,
+        best first; each one's ``last_accessed`` and ``access_count`` are updated."""
+        ctx = self.ctx
+        if (query is None) == (vector is None):
+            raise BadRequest("retrieve needs exactly one of 'query' and 'vector'")
+        if top_k > ctx.policy.max_top_k:
+            raise BadRequest(f"top_k is {top_k}; at most {ctx.policy.max_top_k}")
+        if query is not None:
+            [probe] = await ctx.embed([ctx.content(query, "query")])
+        else:
+            assert vector is not None
+            probe = query_vector(vector, ctx.embedder.dimension)
+        now = ctx.clock()
+        hits = await ctx.search(scope, probe, limit=top_k, min_score=min_score, where=rec.live(now))
+        facts = []
+        for hit in hits:
+            seen = {"last_accessed": now, "access_count": int(hit.payload["access_count"]) + 1}
+            await ctx.set_payload(hit.id, seen, scope)
+            facts.append(rec.to_fact(hit.id, {**hit.payload, **seen}, hit.score))
+        return facts
+
+    async def get(self, scope: Scope, ids: Sequence[str]) -> tuple[list[Fact], list[str]]:
+        """Facts by id, superseded versions included; and the ids not found."""
+        ids = fact_ids(ids, self.ctx.policy.max_list_limit)
+        now = self.ctx.clock()
+        found = {
+            r.id: r for r in await self.ctx.get(ids, scope) if float(r.payload["expires_at"]) > now
+        }
+        facts = [rec.to_fact(i, found[i].payload) for i in dict.fromkeys(ids) if i in found]
+        return facts, [i for i in ids if i not in found]
+
+    async def history(self, scope: Scope, id: str | None) -> list[Fact]:
+        """Every version of fact ``id``, oldest first."""
+        if id is None:
+            raise BadRequest("history needs 'fact_id'")
+        [id] = fact_ids([id], 1, "fact_id")
+        return await supersede.history(self.ctx, scope, id)
+
+    async def page(
+        self, scope: Scope, *, limit: int = 50, cursor: str | None = None
+    ) -> tuple[list[Fact], str | None]:
+        """A page of current facts in id order, and the cursor of the next page."""
+        ctx = self.ctx
+        if limit > ctx.policy.max_list_limit:
+            raise BadRequest(f"limit is {limit}; at most {ctx.policy.max_list_limit}")
+        if cursor is not None:
+            [cursor] = fact_ids([cursor], 1, "cursor")
+        page, next_cursor = await ctx.scroll(scope, rec.live(ctx.clock()), limit, cursor)
+        return [rec.to_fact(r.id, r.payload) for r in page], next_cursor

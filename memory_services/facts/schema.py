@@ -1,0 +1,108 @@
+"""Fact-memory wire messages: one request and one response shape for every operation.
+
+Operations: ``store``, ``retrieve``, ``get``, ``history``, ``list``, ``update``, ``delete``,
+``purge``. The scope is the flow's workspace plus ``collection`` and the optional ``user``;
+``conversation_id`` is the conversation a stored fact was learned in (its source), and on
+reads and purges it narrows the scope to facts from that conversation. A request without
+``user`` sees (and a ``purge`` without it deletes) the whole collection, users' facts
+included; with ``user``, only that user's facts. So ``purge`` deletes: a collection
+(``collection`` alone), one user's facts (``user``), one conversation's (``conversation_id``),
+or one user's facts from one conversation (both).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from react_mem.schema import Error
+from react_mem.schema.base import WireModel
+
+FACT_OPERATIONS = ("store", "retrieve", "get", "history", "list", "update", "delete", "purge")
+
+
+class FactInput(WireModel):
+    """A fact to store, or the new version of one (``update``)."""
+
+    content: str = ""
+    #: 0..1; default: the service's default (``store``) or the old fact's (``update``).
+    importance: float | None = Field(default=None, ge=0.0, le=1.0)
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    #: Expire this many seconds after storing; default: the service's ``default_ttl_seconds``
+    #: (``store``) or the old fact's expiry (``update``).
+    ttl_seconds: float | None = Field(default=None, gt=0)
+    metadata: dict[str, str] = Field(default_factory=dict)
+    #: Where the fact was learned; default: the request's ``conversation_id``.
+    source_conversation: str | None = Field(default=None, max_length=256)
+
+
+class Fact(WireModel):
+    id: str = ""
+    content: str = ""
+    workspace: str = ""
+    collection: str = ""
+    user: str | None = None
+    source_conversation: str | None = None
+    #: Epoch seconds.
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    last_accessed: float | None = None
+    access_count: int = 0
+    importance: float = 0.0
+    confidence: float = 0.0
+    expires_at: float | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    #: SHA-256 of the normalised content.
+    content_hash: str = ""
+    metadata: dict[str, str] = Field(default_factory=dict)
+    #: Cosine similarity to the query (``retrieve`` only).
+    score: float | None = None
+
+
+class StoredFact(WireModel):
+    """What happened to one input of ``store`` (in input order) or ``update``."""
+
+    id: str = ""
+    #: ``added``: a new record; ``reinforced``: an existing fact with the same normalised
+    #: content or a near-duplicate (``similarity`` >= the threshold) was reinforced instead;
+    #: ``superseded``: the content is an old version of an updated fact (nothing written;
+    #: ``update`` the current version to change it back).
+    status: str = ""
+    similarity: float | None = None
+
+
+class FactRequest(WireModel):
+    operation: str = ""
+    collection: str = "default"
+    user: str | None = None
+    conversation_id: str | None = None
+    #: store: the facts (one or a batch; a bad item rejects the whole batch).
+    facts: list[FactInput] = Field(default_factory=list)
+    #: update: the new version of fact ``fact_id``.
+    fact: FactInput | None = None
+    #: update, history: the fact acted on.
+    fact_id: str | None = None
+    #: get, delete.
+    ids: list[str] = Field(default_factory=list)
+    #: retrieve: by ``query`` text or by ``vector`` (exactly one).
+    query: str | None = None
+    vector: list[float] | None = None
+    top_k: int = Field(default=5, ge=1)
+    min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
+    #: list: page size and the ``next_cursor`` of the previous page.
+    limit: int = Field(default=50, ge=1)
+    cursor: str | None = None
+
+
+class FactResponse(WireModel):
+    error: Error | None = None
+    #: retrieve (by score, best first), get, history (oldest first), list.
+    facts: list[Fact] = Field(default_factory=list)
+    #: store, update.
+    stored: list[StoredFact] = Field(default_factory=list)
+    #: get: requested ids not found in scope (or expired).
+    missing: list[str] = Field(default_factory=list)
+    #: list: pass as ``cursor`` for the next page; null on the last page.
+    next_cursor: str | None = None
+    #: delete, purge: how many records were removed.
+    deleted: int = 0

@@ -1,0 +1,142 @@
+"""The fact-memory processor: ``request:tg:fact-memory:{workspace}:{flow}``."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import ClassVar
+
+from prometheus_client import CollectorRegistry
+from pydantic import Field
+
+from memory_services.embedding.base import Embedder
+from memory_services.facts.memory import FactMemory
+from memory_services.facts.records import FactPolicy
+from memory_services.facts.schema import FACT_OPERATIONS, FactRequest, FactResponse
+from memory_services.processor import Clock, MemoryProcessor, unknown_operation
+from memory_services.runtime import MemorySettings
+from memory_services.store.base import Scope, VectorStore
+from react_mem.bus.transport import Transport
+from react_mem.errors import ConfigurationError
+from react_mem.processor.context import MessageContext
+from react_mem.processor.settings import ProcessorSettings
+from react_mem.processor.specs import ConsumerSpec, ProducerSpec
+from react_mem.schema import Error
+
+logger = logging.getLogger(__name__)
+
+
+class FactMemorySettings(MemorySettings):
+    #: Cosine similarity at or above which a new fact reinforces an existing one.
+    near_duplicate_threshold: float = Field(default=0.92, gt=0.0, le=1.0)
+    #: How far a reinforcement moves confidence towards 1.
+    reinforce_rate: float = Field(default=0.2, ge=0.0, le=1.0)
+    default_importance: float = Field(default=0.5, ge=0.0, le=1.0)
+    default_confidence: float = Field(default=0.7, ge=0.0, le=1.0)
+    #: TTL of facts stored without ``ttl_seconds``; none: they never expire.
+    default_ttl_seconds: float | None = Field(default=None, gt=0)
+    max_content_chars: int = Field(default=4000, ge=1)
+    #: Facts in one ``store`` request.
+    max_batch: int = Field(default=256, ge=1)
+    #: Fact records (history included) per workspace + collection + user.
+    max_facts_per_scope: int = Field(default=100_000, ge=1)
+    max_top_k: int = Field(default=100, ge=1)
+    #: Largest ``list`` page, and most ids in one ``get`` or ``delete``.
+    max_list_limit: int = Field(default=1000, ge=1, le=10_000)
+    #: Seconds between sweeps that delete expired facts (and refresh the size gauge).
+    sweep_interval: float = Field(default=60.0, gt=0)
+
+    def policy(self) -> FactPolicy:
+        return FactPolicy(**{k: getattr(self, k) for k in FactPolicy.__dataclass_fields__})
+
+
+def _error_reply(error: Error) -> FactResponse:
+    return FactResponse(error=error)
+
+
+class FactMemoryProcessor(MemoryProcessor):
+    """Serves store, retrieve, get, history, list, update, delete and purge (see
+    :mod:`.schema`), and deletes expired facts in the background."""
+
+    Settings: ClassVar[type[ProcessorSettings]] = FactMemorySettings
+    default_id: ClassVar[str] = "fact-memory"
+
+    def __init__(
+        self,
+        settings: ProcessorSettings,
+        transport: Transport,
+        *,
+        registry: CollectorRegistry | None = None,
+        clock: Clock = time.time,
+    ) -> None:
+        super().__init__(settings, transport, registry=registry, clock=clock)
+        assert isinstance(self.memory_settings, FactMemorySettings)
+        self.fact_settings: FactMemorySettings = self.memory_settings
+        self._size = self.items.labels(processor=self.id, kind="fact")
+        self._memory: FactMemory | None = None
+        self.register_specification(
+            ConsumerSpec(
+                name="request",
+                schema=FactRequest,
+                handler=self.on_request,
+                response="response",
+                error_reply=_error_reply,
+            )
+        )
+        self.register_specification(ProducerSpec(name="response", schema=FactResponse))
+
+    @property
+    def sweep_interval(self) -> float:
+        return self.fact_settings.sweep_interval
+
+    @property
+    def memory(self) -> FactMemory:
+        if self._memory is None:
+            raise ConfigurationError(f"{self.id}: not started")
+        return self._memory
+
+    async def open_memory(self, store: VectorStore, embedder: Embedder) -> None:
+        memory = FactMemory(
+            store,
+            embedder,
+            policy=self.fact_settings.policy(),
+            clock=self.clock,
+            on_change=self._size.inc,
+        )
+        await memory.ensure()
+        self._memory = memory
+
+    async def sweep(self) -> None:
+        removed, held = await self.memory.sweep()
+        self._size.set(held)
+        if removed:
+            logger.info("%s: swept %d expired facts", self.id, removed)
+
+    async def on_request(self, request: FactRequest, ctx: MessageContext) -> None:
+        if request.operation not in FACT_OPERATIONS:
+            raise unknown_operation(request.operation, FACT_OPERATIONS)
+        scope = self.scope(ctx, request.collection, request.user, request.conversation_id)
+        await ctx.reply(await self._execute(scope, request, ctx.id))
+
+    async def _execute(self, scope: Scope, r: FactRequest, request_id: str | None) -> FactResponse:
+        memory, op = self.memory, r.operation
+        if op == "store":
+            return FactResponse(stored=await memory.store(scope, r.facts, request_id))
+        if op == "update":
+            return FactResponse(stored=[await memory.update(scope, r.fact_id, r.fact, request_id)])
+        if op == "retrieve":
+            facts = await memory.retrieve(
+                scope, query=r.query, vector=r.vector, top_k=r.top_k, min_score=r.min_score
+            )
+            return FactResponse(facts=facts)
+        if op == "get":
+            facts, missing = await memory.get(scope, r.ids)
+            return FactResponse(facts=facts, missing=missing)
+        if op == "history":
+            return FactResponse(facts=await memory.history(scope, r.fact_id))
+        if op == "list":
+            facts, cursor = await memory.page(scope, limit=r.limit, cursor=r.cursor)
+            return FactResponse(facts=facts, next_cursor=cursor)
+        if op == "delete":
+            return FactResponse(deleted=await memory.delete(scope, r.ids))
+        return FactResponse(deleted=await memory.purge(scope))  # purge

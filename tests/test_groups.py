@@ -1,0 +1,28 @@
+"""The shipped group files load: every class resolves and every setting validates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from react_mem.processor.group import load_group
+
+GROUPS = Path(__file__).resolve().parent.parent / "config" / "groups"
+
+
+@pytest.mark.parametrize(
+    ("name", "ids"),
+    [
+        ("demo.yaml", ["config-svc", "ping"]),
+        ("memory.yaml", ["fact-memory", "episode-memory", "conversation-memory", "working-memory"]),
+    ],
+)
+def test_group_files_load(name: str, ids: list[str], tmp_path: Path) -> None:
+    entries = load_group(GROUPS / name, shared={"state_dir": tmp_path})
+    assert [e.settings.id for e in entries] == ids
+    for entry in entries:
+        assert entry.settings.state_dir == tmp_path
+        flows = entry.settings.flows
+        if flows is not None:  # the demo's ping takes its flow from the config service
+            assert f"processor:{entry.settings.id}:" in flows.read_text()
