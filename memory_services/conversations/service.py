@@ -30,8 +30,7 @@ from react_mem.bus.transport import Transport
 from react_mem.errors import BadRequest, ConfigurationError
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
-from react_mem.processor.specs import ConsumerSpec, ProducerSpec
-from react_mem.schema import Error
+from react_mem.processor.specs import ProducerSpec
 
 logger = logging.getLogger(__name__)
 
@@ -49,10 +48,6 @@ class ConversationMemorySettings(MemorySettings):
     max_answer_chars: int = Field(default=64_000, ge=1)
     max_summary_chars: int = Field(default=16_000, ge=1)
     default_top_k: int = Field(default=5, ge=1, le=50)
-
-
-def _error_reply(error: Error) -> ConversationResponse:
-    return ConversationResponse(error=error)
 
 
 class ConversationMemoryProcessor(MemoryProcessor):
@@ -75,16 +70,7 @@ class ConversationMemoryProcessor(MemoryProcessor):
         self._memory: ConversationMemory | None = None
         self._lifecycle: ConversationLifecycle | None = None
         self._operations: ConversationOperations | None = None
-        self.register_specification(
-            ConsumerSpec(
-                name="request",
-                schema=ConversationRequest,
-                handler=self.on_request,
-                response="response",
-                error_reply=_error_reply,
-            )
-        )
-        self.register_specification(ProducerSpec(name="response", schema=ConversationResponse))
+        self.serve_requests(ConversationRequest, ConversationResponse, self.on_request)
         self.register_specification(ProducerSpec(name=ENDED, schema=ConversationEnded))
 
     @property

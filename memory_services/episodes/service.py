@@ -21,8 +21,6 @@ from react_mem.bus.transport import Transport
 from react_mem.errors import ConfigurationError
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
-from react_mem.processor.specs import ConsumerSpec, ProducerSpec
-from react_mem.schema import Error
 
 logger = logging.getLogger(__name__)
 
@@ -43,10 +41,6 @@ class EpisodeMemorySettings(MemorySettings):
     max_episode_bytes: int = Field(default=512 * 1024, ge=1024)
 
 
-def _error_reply(error: Error) -> EpisodeResponse:
-    return EpisodeResponse(error=error)
-
-
 class EpisodeMemoryProcessor(MemoryProcessor):
     """Stores, retrieves, lists and forgets episodes; see :mod:`.schema` for the operations."""
 
@@ -65,16 +59,7 @@ class EpisodeMemoryProcessor(MemoryProcessor):
         assert isinstance(self.memory_settings, EpisodeMemorySettings)
         self.episode_settings: EpisodeMemorySettings = self.memory_settings
         self._memory: EpisodeMemory | None = None
-        self.register_specification(
-            ConsumerSpec(
-                name="request",
-                schema=EpisodeRequest,
-                handler=self.on_request,
-                response="response",
-                error_reply=_error_reply,
-            )
-        )
-        self.register_specification(ProducerSpec(name="response", schema=EpisodeResponse))
+        self.serve_requests(EpisodeRequest, EpisodeResponse, self.on_request)
 
     @property
     def sweep_interval(self) -> float:

@@ -20,8 +20,6 @@ from react_mem.bus.transport import Transport
 from react_mem.errors import ConfigurationError
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
-from react_mem.processor.specs import ConsumerSpec, ProducerSpec
-from react_mem.schema import Error
 
 logger = logging.getLogger(__name__)
 
@@ -50,10 +48,6 @@ class FactMemorySettings(MemorySettings):
         return FactPolicy(**{k: getattr(self, k) for k in FactPolicy.__dataclass_fields__})
 
 
-def _error_reply(error: Error) -> FactResponse:
-    return FactResponse(error=error)
-
-
 class FactMemoryProcessor(MemoryProcessor):
     """Serves store, retrieve, get, history, list, update, delete and purge (see
     :mod:`.schema`), and deletes expired facts in the background."""
@@ -74,16 +68,7 @@ class FactMemoryProcessor(MemoryProcessor):
         self.fact_settings: FactMemorySettings = self.memory_settings
         self._size = self.items.labels(processor=self.id, kind="fact")
         self._memory: FactMemory | None = None
-        self.register_specification(
-            ConsumerSpec(
-                name="request",
-                schema=FactRequest,
-                handler=self.on_request,
-                response="response",
-                error_reply=_error_reply,
-            )
-        )
-        self.register_specification(ProducerSpec(name="response", schema=FactResponse))
+        self.serve_requests(FactRequest, FactResponse, self.on_request)
 
     @property
     def sweep_interval(self) -> float:

@@ -31,8 +31,8 @@ from react_mem.errors import BadRequest
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
-from react_mem.processor.specs import ConsumerSpec, ProducerSpec, RequestResponseSpec
-from react_mem.schema import Error, TextCompletionRequest, TextCompletionResponse
+from react_mem.processor.specs import RequestResponseSpec
+from react_mem.schema import TextCompletionRequest, TextCompletionResponse
 
 TEXT_COMPLETION_REQUEST = "text-completion-request"
 TEXT_COMPLETION_RESPONSE = "text-completion-response"
@@ -62,10 +62,6 @@ class WorkingMemorySettings(ProcessorSettings):
     #: Request limits; larger requests are refused as bad input.
     max_steps: int = Field(default=1000, ge=1)
     max_input_chars: int = Field(default=200_000, ge=1)
-
-
-def _error_reply(error: Error) -> WorkingMemoryResponse:
-    return WorkingMemoryResponse(error=error)
 
 
 _families: weakref.WeakKeyDictionary[CollectorRegistry, Counter] = weakref.WeakKeyDictionary()
@@ -104,16 +100,7 @@ class WorkingMemoryProcessor(Processor):
         self.memory_settings = settings
         self._counter = counter
         self._outcomes = _compressions(registry)
-        self.register_specification(
-            ConsumerSpec(
-                name="request",
-                schema=WorkingMemoryRequest,
-                handler=self.on_request,
-                response="response",
-                error_reply=_error_reply,
-            )
-        )
-        self.register_specification(ProducerSpec(name="response", schema=WorkingMemoryResponse))
+        self.serve_requests(WorkingMemoryRequest, WorkingMemoryResponse, self.on_request)
         self.register_specification(
             RequestResponseSpec(
                 request=TEXT_COMPLETION_REQUEST,

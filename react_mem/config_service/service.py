@@ -21,7 +21,7 @@ from react_mem.errors import ConfigurationError
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
-from react_mem.processor.specs import ConsumerSpec, ProducerSpec
+from react_mem.processor.specs import ProducerSpec
 from react_mem.schema import (
     CONFIG_PUSH_QUEUE,
     CONFIG_REQUEST_QUEUE,
@@ -29,7 +29,6 @@ from react_mem.schema import (
     ConfigPush,
     ConfigRequest,
     ConfigResponse,
-    Error,
 )
 
 logger = logging.getLogger(__name__)
@@ -46,10 +45,6 @@ class ConfigServiceSettings(ProcessorSettings):
     @property
     def store_dir(self) -> Path:
         return self.data_dir if self.data_dir is not None else self.state_dir / "config"
-
-
-def _error_reply(error: Error) -> ConfigResponse:
-    return ConfigResponse(error=error)
 
 
 class ConfigServiceProcessor(Processor):
@@ -77,16 +72,7 @@ class ConfigServiceProcessor(Processor):
         self._store: ConfigStore | None = None
         # Writes are serialised so pushes go out in version order.
         self._write_lock = asyncio.Lock()
-        self.register_specification(
-            ConsumerSpec(
-                name="request",
-                schema=ConfigRequest,
-                handler=self.on_request,
-                response="response",
-                error_reply=_error_reply,
-            )
-        )
-        self.register_specification(ProducerSpec(name="response", schema=ConfigResponse))
+        self.serve_requests(ConfigRequest, ConfigResponse, self.on_request)
         self.register_specification(ProducerSpec(name="push", schema=ConfigPush))
 
     @property

@@ -25,7 +25,8 @@ from react_mem.processor.config_source import (
 from react_mem.processor.consumer import Settlement
 from react_mem.processor.flow import Flow, FlowDefinition
 from react_mem.processor.settings import ProcessorSettings
-from react_mem.processor.specs import Spec
+from react_mem.processor.specs import ConsumerSpec, Handler, ProducerSpec, Spec
+from react_mem.schema.base import WireModel
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +71,23 @@ class Processor:
 
     def register_specification(self, spec: Spec) -> None:
         self.specifications.append(spec)
+
+    def serve_requests(
+        self, request: type[WireModel], response: type[WireModel], handler: Handler
+    ) -> None:
+        """The usual service shape: ``handler`` consumes ``request`` from the flow's
+        ``request`` queue and replies on its ``response`` queue; a message that fails is
+        answered with ``response(error=...)``."""
+        self.register_specification(
+            ConsumerSpec(
+                name="request",
+                schema=request,
+                handler=handler,
+                response="response",
+                error_reply=lambda error: response(error=error),
+            )
+        )
+        self.register_specification(ProducerSpec(name="response", schema=response))
 
     def register_config_handler(self, types: list[str], handler: ConfigHandler) -> None:
         """Call ``handler(workspace, {type: {key: value}}, version)`` when ``types`` change."""
