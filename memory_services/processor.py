@@ -46,11 +46,9 @@ class MemoryProcessor(Processor):
         registry: CollectorRegistry | None = None,
         clock: Clock = time.time,
     ) -> None:
-        if not isinstance(settings, self.Settings):
-            settings = self.Settings.load(settings.model_dump())
-        assert isinstance(settings, MemorySettings)
         super().__init__(settings, transport, registry=registry)
-        self.memory_settings: MemorySettings = settings
+        assert isinstance(self.settings, MemorySettings)
+        self.memory_settings: MemorySettings = self.settings
         self.clock = clock
         self.items: Gauge = memory_items(registry)
         self._store: VectorStore | None = None

@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from memory_services.working.service import WorkingMemoryProcessor, WorkingMemorySettings
 from react_mem.processor.group import load_group
+from react_mem.processor.settings import ProcessorSettings
+from tests.support.memory_bus import MemoryTransport
 
 GROUPS = Path(__file__).resolve().parent.parent / "config" / "groups"
 
@@ -26,3 +29,11 @@ def test_group_files_load(name: str, ids: list[str], tmp_path: Path) -> None:
         flows = entry.settings.flows
         if flows is not None:  # the demo's ping takes its flow from the config service
             assert f"processor:{entry.settings.id}:" in flows.read_text()
+
+
+def test_base_settings_are_revalidated_as_the_processors_own() -> None:
+    processor = WorkingMemoryProcessor(
+        ProcessorSettings.load({"id": "wm", "concurrency": 3}), MemoryTransport()
+    )
+    assert isinstance(processor.settings, WorkingMemorySettings)
+    assert (processor.settings.concurrency, processor.settings.keep_recent) == (3, 3)

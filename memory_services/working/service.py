@@ -94,10 +94,9 @@ class WorkingMemoryProcessor(Processor):
         registry: CollectorRegistry | None = None,
         counter: TokenCounter | None = None,
     ) -> None:
-        if not isinstance(settings, WorkingMemorySettings):
-            settings = WorkingMemorySettings.load(settings.model_dump())
         super().__init__(settings, transport, registry=registry)
-        self.memory_settings = settings
+        assert isinstance(self.settings, WorkingMemorySettings)
+        self.memory_settings = settings = self.settings
         self._counter = counter
         self._outcomes = _compressions(registry)
         self.serve_requests(WorkingMemoryRequest, WorkingMemoryResponse, self.on_request)

@@ -65,10 +65,9 @@ class ConfigServiceProcessor(Processor):
         *,
         registry: CollectorRegistry | None = None,
     ) -> None:
-        if not isinstance(settings, ConfigServiceSettings):
-            settings = ConfigServiceSettings.load(settings.model_dump())
         super().__init__(settings, transport, registry=registry)
-        self.config_settings = settings
+        assert isinstance(self.settings, ConfigServiceSettings)
+        self.config_settings = self.settings
         self._store: ConfigStore | None = None
         # Writes are serialised so pushes go out in version order.
         self._write_lock = asyncio.Lock()

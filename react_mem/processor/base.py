@@ -54,6 +54,10 @@ class Processor:
         *,
         registry: CollectorRegistry | None = None,
     ) -> None:
+        if not isinstance(settings, self.Settings):
+            # Settings built for the base class (a group entry, a test): revalidate them
+            # as this processor's own, so its extra keys get their defaults and checks.
+            settings = self.Settings.load(settings.model_dump())
         self.settings = settings
         self.id = settings.id
         self.transport = transport
