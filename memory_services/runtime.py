@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Literal, Self
+from typing import Literal, Protocol, Self
 
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 
@@ -77,7 +77,17 @@ _embedders: dict[str, Embedder] = {}
 _embedders_lock = threading.Lock()
 
 
-def shared_embedder(settings: MemorySettings) -> Embedder:
+class EmbeddingChoice(Protocol):
+    """What picks an embedder: memory services' settings, or the agent's."""
+
+    @property
+    def embedding_model(self) -> str: ...
+
+    @property
+    def torch_threads(self) -> int: ...
+
+
+def shared_embedder(settings: EmbeddingChoice) -> Embedder:
     """The process-wide embedder for ``settings.embedding_model`` (``await .start()`` it;
     starting again is a no-op). The first caller's ``torch_threads`` applies: torch's
     thread count is global to the process."""

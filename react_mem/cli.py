@@ -9,12 +9,13 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
+from react_mem.commands import ask, memory
 from react_mem.errors import ReactMemError, RequestTimeout
 from react_mem.processor.group import load_group
 from react_mem.processor.runtime import ProcessorEntry, open_bus, resolve_processor, serve
@@ -206,23 +207,33 @@ def build_parser() -> argparse.ArgumentParser:
     ping.add_argument("--workspace", default="default")
     ping.add_argument("--flow", default="default")
     ping.add_argument("--count", type=int, default=5)
+    ask.add_parser(sub, _bus_args)
+    memory.add_parser(sub, _bus_args)
     return parser
 
 
-COMMANDS = {"demo": _demo, "run": _run, "group": _group, "ping": _ping_command}
+# A command may return its exit status (None: 0).
+COMMANDS: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, int | None]]] = {
+    "demo": _demo,
+    "run": _run,
+    "group": _group,
+    "ping": _ping_command,
+    "ask": ask.command,
+    "memory": memory.command,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _setup_logging(getattr(args, "log_level", "INFO"))
     try:
-        asyncio.run(COMMANDS[args.command](args))
+        code = asyncio.run(COMMANDS[args.command](args))
     except ReactMemError as exc:
         print(f"react-mem: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
-    return 0
+    return code or 0
 
 
 def run() -> None:

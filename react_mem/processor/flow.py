@@ -72,6 +72,8 @@ class Flow:
         try:
             for spec in proc.specifications:
                 if isinstance(spec, ProducerSpec):
+                    if spec.optional and spec.name not in self.definition.topics:
+                        continue
                     producer = await proc.transport.producer(self.queue(spec.name))
                     self._producers[spec.name] = (producer, proc.producer_metrics(spec.name))
                 elif isinstance(spec, RequestResponseSpec):
@@ -136,6 +138,14 @@ class Flow:
             ) from None
         await handle.send(message.encode(), {"id": id} if id is not None else {})
         metrics.sent()
+
+    def has_producer(self, name: str) -> bool:
+        """Whether the (optional) producer ``name`` runs in this flow."""
+        return name in self._producers
+
+    def has_client(self, request: str) -> bool:
+        """Whether the (optional) client ``request`` runs in this flow."""
+        return request in self._clients
 
     def client(self, request: str) -> RequestResponseClient[Any, Any]:
         """The request/response client declared with request spec name ``request``."""

@@ -36,8 +36,11 @@ class ConsumerSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class ProducerSpec:
+    """``optional`` producers are skipped when the flow does not define their queue."""
+
     name: str
     schema: type[WireModel]
+    optional: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

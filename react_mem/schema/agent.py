@@ -6,6 +6,8 @@ means "use the processor's configured default", so TrustGraph clients need not k
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from react_mem.schema.base import WireModel
@@ -30,6 +32,41 @@ class AgentStep(WireModel):
     subagent_results: dict[str, str] = Field(default_factory=dict)
 
 
+MemoryKind = Literal["fact", "episode", "turn", "summary", "bullet"]
+
+
+class MemoryRef(WireModel):
+    """One memory item that was placed in the prompt."""
+
+    kind: MemoryKind = "fact"
+    id: str = ""
+    content: str = ""
+    score: float | None = None
+
+
+class MemoryState(WireModel):
+    """Carried in ``AgentRequest.memory`` from one iteration to the next, so any replica
+    continues an invocation without assembling its memory context again."""
+
+    #: The rendered memory section of the prompt (already within its token budget).
+    context: str = ""
+    #: What the context holds, for the trajectory record.
+    used: list[MemoryRef] = Field(default_factory=list)
+    #: Iterations done so far (``history`` shrinks when working memory is compressed).
+    iteration: int = 0
+    #: Epoch seconds the invocation started.
+    started_at: float = 0.0
+    #: LLM tokens used so far by this invocation.
+    in_tokens: int = 0
+    out_tokens: int = 0
+    #: Corrective retries spent on malformed LLM replies so far.
+    parse_retries: int = 0
+    #: Working-memory compressions so far.
+    compressions: int = 0
+    #: Every step taken, compressed or not, for the trajectory record.
+    steps: list[AgentStep] = Field(default_factory=list)
+
+
 class AgentRequest(WireModel):
     question: str = ""
     state: str = ""
@@ -49,6 +86,8 @@ class AgentRequest(WireModel):
     # react-mem extensions (optional; TrustGraph peers ignore them).
     enable_memory: bool | None = None
     user: str | None = None
+    #: Set by the agent on its ``next`` requests (see :class:`MemoryState`).
+    memory: MemoryState | None = None
 
 
 class AgentResponse(WireModel):

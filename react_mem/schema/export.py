@@ -24,7 +24,7 @@ from memory_services.conversations import schema as conversations
 from memory_services.episodes import schema as episodes
 from memory_services.facts import schema as facts
 from memory_services.working import schema as working
-from react_mem.schema import agent, config, llm, ping, primitives
+from react_mem.schema import agent, config, llm, ping, primitives, services, trajectory
 from react_mem.schema.base import WireModel
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -50,6 +50,10 @@ register(llm.TextCompletionRequest, llm.TextCompletionResponse)
 register(config.ConfigKey, config.ConfigValue, config.ConfigRequest, config.ConfigResponse)
 register(config.WorkspaceChanges, config.ConfigPush)
 register(ping.PingRequest, ping.PingResponse)
+register(services.PromptRequest, services.PromptResponse, services.GraphRagQuery)
+register(services.Source, services.GraphRagResponse, services.ToolRequest, services.ToolResponse)
+# react-mem's agent messages.
+register(agent.MemoryRef, agent.MemoryState, trajectory.Trajectory)
 # The memory services' own messages.
 register(facts.FactInput, facts.Fact, facts.StoredFact, facts.FactRequest, facts.FactResponse)
 register(working.WorkingMemoryRequest, working.WorkingMemoryResponse)

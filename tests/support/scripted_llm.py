@@ -23,6 +23,7 @@ from react_mem.schema import Error, TextCompletionRequest, TextCompletionRespons
 from tests.support.ping import flow_file
 
 Reply = str | TextCompletionResponse | None
+CHUNK = 7
 Script = Callable[[TextCompletionRequest], Reply | Awaitable[Reply]]
 
 
@@ -77,10 +78,17 @@ class ScriptedLLM(Processor):
         if reply is None:
             return
         if isinstance(reply, str):
+            text = reply
+            # Streaming requests get a few characters per response, as a model streams.
+            chunks = [text[i : i + CHUNK] for i in range(0, len(text), CHUNK)] or [""]
+            if not request.streaming:
+                chunks = [text]
+            for chunk in chunks[:-1]:
+                await ctx.reply(TextCompletionResponse(response=chunk))
             reply = TextCompletionResponse(
-                response=reply,
+                response=chunks[-1],
                 in_token=len(request.prompt.split()),
-                out_token=len(reply.split()),
+                out_token=len(text.split()),
                 model="scripted",
                 end_of_stream=True,
             )

@@ -1,0 +1,69 @@
+"""The ``agent-mem`` config type: the memory agent's behaviour, per workspace.
+
+As TrustGraph's ``agent`` type, it is a map of keys to string values; a value may be
+JSON (``"5"``, ``"true"``) or plain text (``additional-context``). Keys use TrustGraph's
+hyphenated spelling. Unknown keys are ignored; a bad value is logged and the previous
+configuration kept, so one typo cannot take an agent down.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from react_mem.errors import ConfigurationError
+
+CONFIG_TYPE = "agent-mem"
+
+
+class AgentMemConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    max_iterations: int = Field(default=10, ge=1, le=100, alias="max-iterations")
+    #: Tokens of working memory (this invocation's steps) before it is compressed.
+    working_memory_threshold: int = Field(default=2000, ge=64, alias="working-memory-threshold")
+    #: Recent steps kept verbatim when working memory is compressed.
+    working_memory_keep_recent: int = Field(default=3, ge=0, alias="working-memory-keep-recent")
+    fact_retrieval_top_k: int = Field(default=5, ge=0, le=100, alias="fact-retrieval-top-k")
+    episode_retrieval_top_k: int = Field(default=3, ge=0, le=50, alias="episode-retrieval-top-k")
+    #: The conversation's most recent turns shown besides its rolling summary.
+    conversation_turns: int = Field(default=5, ge=0, le=100, alias="conversation-turns")
+    #: Facts and episodes less similar than this (cosine) are left out of the prompt.
+    fact_min_score: float = Field(default=0.25, ge=-1.0, le=1.0, alias="fact-min-score")
+    episode_min_score: float = Field(default=0.3, ge=-1.0, le=1.0, alias="episode-min-score")
+    #: Most tokens the memory section of a prompt may take.
+    memory_token_budget: int = Field(default=800, ge=0, alias="memory-token-budget")
+    #: Seconds each memory service may take at invocation start; a late one is left out.
+    memory_timeout: float = Field(default=2.0, gt=0, le=60, alias="memory-timeout")
+    enable_auto_fact_extraction: bool = Field(default=True, alias="enable-auto-fact-extraction")
+    enable_episode_recording: bool = Field(default=True, alias="enable-episode-recording")
+    #: Memory for requests that do not say (``AgentRequest.enable_memory`` absent).
+    enable_memory: bool = Field(default=True, alias="enable-memory")
+    #: Offer the RetrieveFacts, RecallEpisodes and StoreFact tools to the LLM.
+    enable_memory_tools: bool = Field(default=True, alias="enable-memory-tools")
+    additional_context: str | None = Field(default=None, alias="additional-context")
+    #: Seconds to wait for one LLM reply, and for one tool call.
+    llm_timeout: float = Field(default=120.0, gt=0, alias="llm-timeout")
+    tool_timeout: float = Field(default=60.0, gt=0, alias="tool-timeout")
+
+    @classmethod
+    def parse(cls, values: dict[str, str], *, defaults: dict[str, Any] | None = None) -> Self:
+        """Build from a config map (string values, JSON where it parses)."""
+        data: dict[str, Any] = dict(defaults or {})
+        for key, raw in values.items():
+            data[key.replace("_", "-")] = _value(raw)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigurationError(f"invalid {CONFIG_TYPE} config: {exc}") from exc
+
+
+def _value(raw: Any) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw

@@ -1,0 +1,115 @@
+"""Memory tools the LLM may call mid-invocation (seed 004, "Tool Extensions")."""
+
+from __future__ import annotations
+
+from memory_services.episodes.schema import EpisodeRequest, EpisodeResponse
+from memory_services.facts.schema import FactInput, FactRequest, FactResponse
+from react_mem.agent.memory import EPISODES, FACTS
+from react_mem.agent.tools import Argument, Invoke, Tool, ToolCall, ToolError
+from react_mem.processor.flow import Flow
+
+QUERY = (Argument("query", "string", "What to look for"),)
+
+
+def _checked(response: FactResponse | EpisodeResponse, service: str) -> None:
+    if response.error is not None:
+        raise ToolError(f"{service}: {response.error.message}")
+
+
+def retrieve_facts(top_k: int) -> Invoke:
+    async def invoke(call: ToolCall) -> str:
+        query = call.arguments.get("query", "").strip()
+        if not query:
+            raise ToolError("RetrieveFacts needs a non-empty 'query'")
+        request = FactRequest(
+            operation="retrieve",
+            collection=call.collection,
+            user=call.user,
+            query=query,
+            top_k=max(top_k, 1),
+        )
+        response: FactResponse = await call.flow.client(FACTS).request(
+            request, timeout=call.timeout
+        )
+        _checked(response, "fact-memory")
+        if not response.facts:
+            return "No stored facts match."
+        return "\n".join(f"- {f.content} (score {f.score or 0:.2f})" for f in response.facts)
+
+    return invoke
+
+
+def recall_episodes(top_k: int) -> Invoke:
+    async def invoke(call: ToolCall) -> str:
+        query = call.arguments.get("query", "").strip()
+        if not query:
+            raise ToolError("RecallEpisodes needs a non-empty 'query'")
+        request = EpisodeRequest(
+            operation="retrieve",
+            collection=call.collection,
+            user=call.user,
+            goal=query,
+            top_k=max(top_k, 1),
+        )
+        response: EpisodeResponse = await call.flow.client(EPISODES).request(
+            request, timeout=call.timeout
+        )
+        _checked(response, "episode-memory")
+        if not response.episodes:
+            return "No similar past episodes."
+        return "\n".join(
+            f"- {e.goal} -> {e.outcome}"
+            + (f". Lessons: {'; '.join(e.lessons)}" if e.lessons else "")
+            for e in response.episodes
+        )
+
+    return invoke
+
+
+async def _store_fact(call: ToolCall) -> str:
+    content = call.arguments.get("fact_content", "").strip()
+    if not content:
+        raise ToolError("StoreFact needs a non-empty 'fact_content'")
+    request = FactRequest(
+        operation="store",
+        collection=call.collection,
+        user=call.user,
+        conversation_id=call.conversation_id or None,
+        facts=[FactInput(content=content)],
+    )
+    response: FactResponse = await call.flow.client(FACTS).request(request, timeout=call.timeout)
+    _checked(response, "fact-memory")
+    status = response.stored[0].status if response.stored else "added"
+    return "Stored." if status == "added" else f"Already known ({status})."
+
+
+def memory_tools(flow: Flow, fact_top_k: int, episode_top_k: int) -> list[Tool]:
+    """The memory tools whose services run in ``flow``."""
+    tools = []
+    if flow.has_client(FACTS):
+        tools.append(
+            Tool(
+                "RetrieveFacts",
+                "Retrieve more facts from long-term memory",
+                QUERY,
+                retrieve_facts(fact_top_k),
+            )
+        )
+        tools.append(
+            Tool(
+                "StoreFact",
+                "Store a fact for future conversations",
+                (Argument("fact_content", "string", "The fact, as one sentence"),),
+                _store_fact,
+            )
+        )
+    if flow.has_client(EPISODES):
+        tools.append(
+            Tool(
+                "RecallEpisodes",
+                "Search similar past problem-solving episodes and their lessons",
+                QUERY,
+                recall_episodes(episode_top_k),
+            )
+        )
+    return tools

@@ -1,0 +1,503 @@
+"""The memory-augmented ReAct agent: TrustGraph's agent-manager, with memory.
+
+One ReAct iteration per message. The first iteration recalls memory and renders the
+memory section of the prompt; it and the invocation's counters travel on in
+``AgentRequest.memory``, with ``conversation_id`` and ``session_id``, through the ``next``
+queue (the request queue), so any replica continues any invocation. The answer is sent
+first; then the turn is appended to conversation memory and the trajectory published for
+the memory learner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from prometheus_client import CollectorRegistry
+from pydantic import Field
+
+from memory_services.conversations.schema import ConversationRequest, ConversationResponse
+from memory_services.embedding.base import Embedder
+from memory_services.episodes.schema import EpisodeRequest, EpisodeResponse
+from memory_services.facts.schema import FactRequest, FactResponse
+from memory_services.working.schema import WorkingMemoryRequest, WorkingMemoryResponse
+from memory_services.working.tokens import HFTokenCounter, TokenCounter, count_steps
+from react_mem.agent import prompt
+from react_mem.agent.config import CONFIG_TYPE, AgentMemConfig
+from react_mem.agent.llm import Usage, decide
+from react_mem.agent.memory import CONVERSATIONS, WORKING, MemoryRecall, Scope
+from react_mem.agent.memory_tools import memory_tools
+from react_mem.agent.metrics import agent_metrics
+from react_mem.agent.parse import Action, Final, ParseError
+from react_mem.agent.respond import Responder, error_response
+from react_mem.agent.tools import TOOL_CONFIG_TYPE, Tool, ToolCall, tools_from_config
+from react_mem.bus.transport import Transport
+from react_mem.errors import BadRequest, ConfigurationError
+from react_mem.processor.base import Processor
+from react_mem.processor.context import MessageContext
+from react_mem.processor.flow import Flow
+from react_mem.processor.settings import ProcessorSettings
+from react_mem.processor.specs import ConsumerSpec, ProducerSpec, RequestResponseSpec
+from react_mem.schema import (
+    AgentRequest,
+    AgentResponse,
+    AgentStep,
+    TextCompletionRequest,
+    TextCompletionResponse,
+)
+from react_mem.schema.agent import MemoryState
+from react_mem.schema.services import (
+    GraphRagQuery,
+    GraphRagResponse,
+    PromptRequest,
+    PromptResponse,
+    ToolRequest,
+    ToolResponse,
+)
+from react_mem.schema.trajectory import Outcome, Trajectory
+
+logger = logging.getLogger(__name__)
+
+PARSE_ERROR_ACTION = "__parse_error__"
+
+
+class AgentSettings(ProcessorSettings):
+    #: Defaults for keys the workspace's ``agent-mem`` config does not set.
+    max_iterations: int = Field(default=10, ge=1, le=100)
+    #: The config type read for memory settings (TrustGraph's ``--config-type``).
+    config_type: str = CONFIG_TYPE
+    #: The query embedder; must be the memory services' model (vectors are compared).
+    embedding_model: str = Field(default="all-MiniLM-L6-v2", min_length=1)
+    torch_threads: int = Field(default=1, ge=1, le=64)
+    #: Token counting for the memory budget and working memory (default: MiniLM's tokenizer).
+    tokenizer: Path | None = None
+    #: Seconds to wait for memory writes after the answer (conversation append).
+    memory_write_timeout: float = Field(default=5.0, gt=0)
+
+
+def _clients() -> list[RequestResponseSpec]:
+    """TrustGraph's agent-manager clients, then react-mem's memory services."""
+    pairs: list[tuple[str, type[Any], type[Any], bool]] = [
+        ("text-completion", TextCompletionRequest, TextCompletionResponse, False),
+        ("graph-rag", GraphRagQuery, GraphRagResponse, True),
+        ("prompt", PromptRequest, PromptResponse, True),
+        ("mcp-tool", ToolRequest, ToolResponse, True),
+    ]
+    pairs += [
+        ("fact-memory", FactRequest, FactResponse, True),
+        ("episode-memory", EpisodeRequest, EpisodeResponse, True),
+        ("conversation-memory", ConversationRequest, ConversationResponse, True),
+        ("working-memory", WorkingMemoryRequest, WorkingMemoryResponse, True),
+    ]
+    return [
+        RequestResponseSpec(
+            request=f"{name}-request",
+            response=f"{name}-response",
+            request_schema=req,
+            response_schema=resp,
+            timeout=300.0,
+            optional=optional,
+        )
+        for name, req, resp, optional in pairs
+    ]
+
+
+@dataclass
+class Workspace:
+    """One workspace's agent configuration: raw config by type, and what it means."""
+
+    raw: dict[str, dict[str, str]] = field(default_factory=dict)
+    config: AgentMemConfig = field(default_factory=AgentMemConfig)
+    tools: dict[str, Tool] = field(default_factory=dict)
+
+
+class AgentProcessor(Processor):
+    Settings: ClassVar[type[ProcessorSettings]] = AgentSettings
+    default_id: ClassVar[str] = "agent-mem"
+
+    def __init__(
+        self,
+        settings: ProcessorSettings,
+        transport: Transport,
+        *,
+        registry: CollectorRegistry | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        super().__init__(settings, transport, registry=registry)
+        assert isinstance(self.settings, AgentSettings)
+        self.agent_settings: AgentSettings = self.settings
+        self.metrics = agent_metrics(registry)
+        self.embedder = embedder
+        self.counter: TokenCounter | None = None
+        self.workspaces: dict[str, Workspace] = {}
+        self.register_specification(
+            ConsumerSpec(
+                name="request",
+                schema=AgentRequest,
+                handler=self.on_request,
+                response="response",
+                error_reply=lambda e: error_response(e.message, kind=e.type or "agent-error"),
+            )
+        )
+        self.register_specification(ProducerSpec(name="next", schema=AgentRequest))
+        self.register_specification(ProducerSpec(name="response", schema=AgentResponse))
+        self.register_specification(
+            ProducerSpec(name="trajectory", schema=Trajectory, optional=True)
+        )
+        for spec in _clients():
+            self.register_specification(spec)
+        self.register_config_handler(
+            [TOOL_CONFIG_TYPE, self.agent_settings.config_type], self.on_agent_config
+        )
+
+    async def start(self) -> None:
+        s = self.agent_settings
+        self.counter = await asyncio.to_thread(HFTokenCounter.from_file, s.tokenizer)
+        if self.embedder is None:
+            from memory_services.runtime import shared_embedder
+
+            self.embedder = shared_embedder(s)
+        await self.embedder.start()
+        await super().start()
+
+    # -- configuration ---------------------------------------------------------
+    def defaults(self) -> dict[str, Any]:
+        return {"max-iterations": self.agent_settings.max_iterations}
+
+    def workspace(self, name: str) -> Workspace:
+        return self.workspaces.get(name) or Workspace(
+            config=AgentMemConfig.parse({}, defaults=self.defaults())
+        )
+
+    async def on_agent_config(
+        self, workspace: str, config: dict[str, dict[str, str]], version: int
+    ) -> None:
+        current = self.workspaces.get(workspace) or Workspace()
+        raw = {**current.raw, **config}
+        try:
+            parsed = AgentMemConfig.parse(
+                raw.get(self.agent_settings.config_type, {}), defaults=self.defaults()
+            )
+        except ConfigurationError as exc:
+            logger.error(
+                "%s: %s (workspace %s keeps its previous settings)", self.id, exc, workspace
+            )
+            parsed = current.config if workspace in self.workspaces else self.workspace("").config
+        tools = tools_from_config(raw.get(TOOL_CONFIG_TYPE, {}))
+        self.workspaces[workspace] = Workspace(raw=raw, config=parsed, tools=tools)
+        logger.info(
+            "%s: workspace %s config v%d: %d tools, max-iterations %d",
+            self.id,
+            workspace,
+            version,
+            len(tools),
+            parsed.max_iterations,
+        )
+
+    # -- one iteration -----------------------------------------------------------
+    async def on_request(self, request: AgentRequest, ctx: MessageContext) -> None:
+        flow = ctx.flow
+        ws = self.workspace(flow.workspace)
+        cfg = ws.config
+        if not request.question.strip():
+            raise BadRequest("the request has no question", type="invalid")
+        request = request.model_copy(update={"session_id": request.session_id or str(uuid.uuid4())})
+        memory_on = cfg.enable_memory if request.enable_memory is None else request.enable_memory
+        scope = Scope(request.collection or "default", request.user, request.conversation_id)
+        state = request.memory
+        if state is None:
+            state = await self.begin(request, flow, cfg, scope, memory_on)
+        state = state.model_copy(update={"iteration": state.iteration + 1})
+        respond = Responder(ctx, request.session_id, state.iteration, request.streaming)
+
+        if state.iteration > cfg.max_iterations:
+            message = (
+                f"No final answer within max-iterations ({cfg.max_iterations}); "
+                f"the last step was: {_last_observation(request.history)}"
+            )
+            await respond.error(message)
+            self.metrics.sessions.labels(processor=self.id, outcome="max-iterations").inc()
+            self.metrics.iterations.labels(processor=self.id).observe(cfg.max_iterations)
+            await self.finish(request, flow, state, scope, cfg, "", "failure", message)
+            return
+
+        history = await self.compact(request, flow, cfg, scope, state)
+        if len(history) < len(request.history):
+            state = state.model_copy(update={"compressions": state.compressions + 1})
+        tools = self.tools_for(ws, request, flow, memory_on)
+        system = prompt.system_prompt(list(tools.values()), cfg.additional_context)
+        user = prompt.user_prompt(state.context, history, request.question)
+
+        usage = Usage()
+        sink = respond.stream_chunk if request.streaming else None
+        started = time.perf_counter()
+        decision, retries = await decide(
+            flow, system, user, usage, timeout=cfg.llm_timeout, sink=sink
+        )
+        self.metrics.llm_duration.labels(processor=self.id).observe(time.perf_counter() - started)
+        if retries:
+            self.metrics.parse_retries.labels(processor=self.id).inc(retries)
+        state = state.model_copy(
+            update={
+                "in_tokens": state.in_tokens + usage.in_tokens,
+                "out_tokens": state.out_tokens + usage.out_tokens,
+                "parse_retries": state.parse_retries + retries,
+            }
+        )
+
+        if isinstance(decision, Final):
+            await respond.thought(decision.thought)
+            respond.in_token, respond.out_token = state.in_tokens, state.out_tokens
+            respond.model = usage.model
+            await respond.answer(decision.answer)
+            outcome: Outcome = "partial" if _tool_errors(state.steps) else "success"
+            self.metrics.sessions.labels(processor=self.id, outcome="completed").inc()
+            self.metrics.iterations.labels(processor=self.id).observe(state.iteration)
+            await self.finish(request, flow, state, scope, cfg, decision.answer, outcome, None)
+            return
+
+        step = await self.act(decision, tools, request, flow, cfg, scope, respond)
+        next_state = request.state
+        if isinstance(decision, Action) and decision.name in tools:
+            next_state = tools[decision.name].next_state(request.state or "undefined")
+        state = state.model_copy(update={"steps": [*state.steps, step]})
+        await flow.send(
+            "next",
+            request.model_copy(
+                update={"history": [*history, step], "state": next_state, "memory": state}
+            ),
+            id=ctx.id,
+        )
+
+    async def begin(
+        self, request: AgentRequest, flow: Flow, cfg: AgentMemConfig, scope: Scope, memory_on: bool
+    ) -> MemoryState:
+        """Invocation start: recall memory and render it within the budget."""
+        state = MemoryState(started_at=time.time(), steps=list(request.history))
+        if not memory_on or cfg.memory_token_budget == 0:
+            return state
+        started = time.perf_counter()
+        recall = await MemoryRecall(flow, self.embedder, cfg).recall(request.question, scope)
+        self.metrics.memory_recall.labels(processor=self.id).observe(time.perf_counter() - started)
+        for source in recall.missed:
+            self.metrics.memory_missed.labels(processor=self.id, source=source).inc()
+        assert self.counter is not None
+        context, used = prompt.render_memory(
+            self.counter,
+            cfg.memory_token_budget,
+            {
+                "facts": prompt.fact_items(recall.facts),
+                "conversation": prompt.conversation_items(
+                    recall.conversation, cfg.conversation_turns
+                ),
+                "episodes": prompt.episode_items(recall.episodes),
+            },
+        )
+        return state.model_copy(update={"context": context, "used": used})
+
+    def tools_for(
+        self, ws: Workspace, request: AgentRequest, flow: Flow, memory_on: bool
+    ) -> dict[str, Tool]:
+        tools = {
+            name: tool
+            for name, tool in ws.tools.items()
+            if tool.available(request.group, request.state)
+        }
+        cfg = ws.config
+        if memory_on and cfg.enable_memory_tools:
+            for tool in memory_tools(flow, cfg.fact_retrieval_top_k, cfg.episode_retrieval_top_k):
+                tools.setdefault(tool.name, tool)
+        return tools
+
+    async def compact(
+        self,
+        request: AgentRequest,
+        flow: Flow,
+        cfg: AgentMemConfig,
+        scope: Scope,
+        state: MemoryState,
+    ) -> list[AgentStep]:
+        """Working memory over its threshold is compressed by the working-memory service;
+        if that fails the steps go on uncompressed (the LLM sees more, nothing is lost)."""
+        history = list(request.history)
+        assert self.counter is not None
+        if not history or not flow.has_client(WORKING):
+            return history
+        if sum(count_steps(self.counter, history)) <= cfg.working_memory_threshold:
+            return history
+        self.metrics.compressions.labels(processor=self.id).inc()
+        try:
+            response: WorkingMemoryResponse = await flow.client(WORKING).request(
+                WorkingMemoryRequest(
+                    operation="compress",
+                    collection=scope.collection,
+                    user=scope.user,
+                    conversation_id=scope.conversation_id or None,
+                    steps=history,
+                    threshold=cfg.working_memory_threshold,
+                    keep_recent=cfg.working_memory_keep_recent,
+                ),
+                timeout=cfg.llm_timeout,
+            )
+        except Exception as exc:
+            logger.warning("working memory not compressed: %r", exc)
+            return history
+        if response.error is not None:
+            logger.warning("working memory not compressed: %s", response.error.message)
+            return history
+        return response.steps
+
+    async def act(
+        self,
+        decision: Action | ParseError,
+        tools: dict[str, Tool],
+        request: AgentRequest,
+        flow: Flow,
+        cfg: AgentMemConfig,
+        scope: Scope,
+        respond: Responder,
+    ) -> AgentStep:
+        """Run the chosen tool; every outcome, failures included, becomes the observation."""
+        if isinstance(decision, ParseError):
+            observation = f"Your reply could not be parsed: {decision}"
+            if request.streaming:
+                await respond.thought("")  # closes a streamed thought, if one is open
+            await respond.observation(observation)
+            return AgentStep(action=PARSE_ERROR_ACTION, observation=observation)
+        await respond.thought(decision.thought)
+        tool = tools.get(decision.name)
+        labels = {"processor": self.id, "tool": decision.name if tool else "unknown"}
+        if tool is None:
+            names = ", ".join(sorted(tools)) or "none"
+            observation = f"Unknown tool {decision.name!r}. Available tools: {names}."
+            step_type = "tool-error"
+        else:
+            self.metrics.tool_calls.labels(**labels).inc()
+            started = time.perf_counter()
+            call = ToolCall(
+                flow=flow,
+                collection=scope.collection,
+                user=scope.user,
+                conversation_id=scope.conversation_id,
+                arguments=decision.arguments,
+                timeout=cfg.tool_timeout,
+            )
+            try:
+                observation = await asyncio.wait_for(tool.invoke(call), cfg.tool_timeout)
+                step_type = ""
+            except Exception as exc:  # any tool failure is an observation
+                self.metrics.tool_errors.labels(**labels).inc()
+                reason = str(exc) or type(exc).__name__
+                observation = f"Tool {decision.name} failed: {reason}"
+                step_type = "tool-error"
+            self.metrics.tool_duration.labels(**labels).observe(time.perf_counter() - started)
+        await respond.observation(observation)
+        return AgentStep(
+            thought=decision.thought,
+            action=decision.name,
+            arguments=decision.arguments,
+            observation=observation,
+            step_type=step_type,
+        )
+
+    # -- invocation end ------------------------------------------------------------
+    async def finish(
+        self,
+        request: AgentRequest,
+        flow: Flow,
+        state: MemoryState,
+        scope: Scope,
+        cfg: AgentMemConfig,
+        answer: str,
+        outcome: Outcome,
+        error: str | None,
+    ) -> None:
+        """After the reply: the conversation turn (synchronous, cheap), then the trajectory."""
+        memory_on = cfg.enable_memory if request.enable_memory is None else request.enable_memory
+        if not memory_on:
+            return
+        if scope.conversation_id and flow.has_client(CONVERSATIONS):
+            await self.append_turn(request, flow, scope, state, answer, outcome)
+        if not flow.has_producer("trajectory"):
+            return
+        finished = time.time()
+        trajectory = Trajectory(
+            trajectory_id=request.session_id,
+            collection=scope.collection,
+            user=scope.user,
+            conversation_id=scope.conversation_id,
+            session_id=request.session_id,
+            question=request.question,
+            answer=answer,
+            steps=state.steps,
+            outcome=outcome,
+            error=error,
+            iterations=state.iteration,
+            tool_errors=_tool_errors(state.steps),
+            parse_retries=state.parse_retries,
+            compressions=state.compressions,
+            in_tokens=state.in_tokens,
+            out_tokens=state.out_tokens,
+            duration_seconds=max(finished - state.started_at, 0.0),
+            started_at=state.started_at,
+            finished_at=finished,
+            memory_used=state.used,
+            extract_facts=cfg.enable_auto_fact_extraction,
+            record_episode=cfg.enable_episode_recording,
+        )
+        try:
+            await flow.send("trajectory", trajectory, id=request.session_id)
+        except Exception as exc:
+            logger.error("trajectory %s not published: %r", request.session_id, exc)
+
+    async def append_turn(
+        self,
+        request: AgentRequest,
+        flow: Flow,
+        scope: Scope,
+        state: MemoryState,
+        answer: str,
+        outcome: Outcome,
+    ) -> None:
+        tools_used = sorted({s.action for s in state.steps if s.action} - {PARSE_ERROR_ACTION})
+        did = f" using {', '.join(tools_used)}" if tools_used else ""
+        said = answer if answer else "no answer"
+        summary = f"User asked: {_short(request.question)} Agent answered{did}: {_short(said)}"
+        try:
+            response: ConversationResponse = await flow.client(CONVERSATIONS).request(
+                ConversationRequest(
+                    operation="append",
+                    collection=scope.collection,
+                    user=scope.user,
+                    conversation_id=scope.conversation_id,
+                    turn_id=request.session_id,
+                    session_id=request.session_id,
+                    query=request.question,
+                    answer=answer,
+                    summary=summary,
+                    result=outcome,
+                ),
+                timeout=self.agent_settings.memory_write_timeout,
+            )
+            if response.error is not None:
+                logger.warning("conversation turn not stored: %s", response.error.message)
+        except Exception as exc:
+            logger.warning("conversation turn not stored: %r", exc)
+
+
+def _tool_errors(steps: list[AgentStep]) -> int:
+    return sum(1 for s in steps if s.step_type == "tool-error")
+
+
+def _last_observation(history: list[AgentStep]) -> str:
+    return _short(history[-1].observation) if history else "none"
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

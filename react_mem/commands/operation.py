@@ -1,0 +1,51 @@
+"""One ``react-mem memory`` subcommand: which service, how to build the request from the
+arguments, and how to show the response."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TextIO, TypeVar
+
+from react_mem.commands.common import BusArgs, Subparsers, flow_args
+from react_mem.schema.base import WireModel
+
+Resp = TypeVar("Resp", bound=WireModel)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Operation(Generic[Resp]):
+    #: The service name in its queues (``request:tg:{service}:{workspace}:{flow}``).
+    service: str
+    response: type[Resp]
+    build: Callable[[argparse.Namespace], WireModel]
+    #: Writes the response to ``out``; returns a message for stderr when it is a failure.
+    render: Callable[[Resp, argparse.Namespace, TextIO], str | None]
+    #: For destructive operations: describes what will be deleted, to confirm first.
+    confirm: Callable[[argparse.Namespace], str] | None = None
+
+
+def leaf(
+    sub: Subparsers, name: str, help: str, operation: Operation[Any], bus: BusArgs
+) -> argparse.ArgumentParser:
+    """A subcommand parser with the scope, output and bus options every operation takes."""
+    parser = sub.add_parser(name, help=help, description=help)
+    parser.add_argument("--collection", default="default", help="collection (default: default)")
+    parser.add_argument("-u", "--user", help="only this user's memories (default: all)")
+    flow_args(parser)
+    parser.add_argument("--json", action="store_true", help="print the service's JSON response")
+    parser.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds to wait for the service (30)"
+    )
+    if operation.confirm is not None:
+        parser.add_argument("-y", "--yes", action="store_true", help="do not ask to confirm")
+    bus(parser)
+    parser.set_defaults(operation=operation, log_level="WARNING")
+    return parser
+
+
+def scope(args: argparse.Namespace) -> str:
+    """The scope in words, for messages."""
+    user = f", user {args.user}" if args.user else ""
+    return f"collection {args.collection}{user}"

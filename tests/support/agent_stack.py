@@ -1,0 +1,278 @@
+"""The agent with its neighbours over the real broker: a scripted LLM, the real memory
+services (store, embedder), optionally the learner and a graph-rag test double.
+
+Every queue name carries the test's unique token, so stacks of different tests never meet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from prometheus_client import CollectorRegistry
+
+from memory_services.conversations.service import ConversationMemoryProcessor
+from memory_services.episodes.service import EpisodeMemoryProcessor
+from memory_services.facts.service import FactMemoryProcessor
+from memory_services.working.service import WorkingMemoryProcessor
+from react_mem.agent.service import AgentProcessor
+from react_mem.bus.pulsar import PulsarTransport
+from react_mem.bus.queues import Queue
+from react_mem.bus.rpc import RequestResponseClient
+from react_mem.bus.transport import Transport
+from react_mem.processor.base import Processor
+from react_mem.processor.context import MessageContext
+from react_mem.processor.settings import ProcessorSettings
+from react_mem.processor.specs import ConsumerSpec, ProducerSpec
+from react_mem.schema import AgentRequest, AgentResponse
+from react_mem.schema.services import GraphRagQuery, GraphRagResponse
+from tests.support.scripted_llm import Script, ScriptedLLM
+
+SERVICES: dict[str, type[Processor]] = {
+    "fact-memory": FactMemoryProcessor,
+    "episode-memory": EpisodeMemoryProcessor,
+    "conversation-memory": ConversationMemoryProcessor,
+    "working-memory": WorkingMemoryProcessor,
+}
+
+
+class GraphRag(Processor):
+    """A graph-rag test double answering every query with ``answer`` (query appended)."""
+
+    default_id: ClassVar[str] = "graph-rag"
+
+    def __init__(
+        self, settings: ProcessorSettings, transport: Transport, *, registry: CollectorRegistry
+    ) -> None:
+        super().__init__(settings, transport, registry=registry)
+        self.queries: list[GraphRagQuery] = []
+        self.register_specification(
+            ConsumerSpec(
+                name="request", schema=GraphRagQuery, handler=self.on_query, response="response"
+            )
+        )
+        self.register_specification(ProducerSpec(name="response", schema=GraphRagResponse))
+
+    async def on_query(self, query: GraphRagQuery, ctx: MessageContext) -> None:
+        self.queries.append(query)
+        await ctx.reply(GraphRagResponse(message_type="explain", explain_id="urn:x"))
+        await ctx.reply(
+            GraphRagResponse(
+                message_type="chunk",
+                response=f"KNOWLEDGE about {query.query}",
+                end_of_stream=True,
+                end_of_session=True,
+            )
+        )
+
+
+def queues(unique: str) -> dict[str, dict[str, str]]:
+    """Request/response queue pair per service, unique to a test."""
+    names = ["agent", "text-completion", "graph-rag", *SERVICES]
+    return {
+        n: {
+            "request": f"request:tg:{n}-{unique}:default:f1",
+            "response": f"response:tg:{n}-{unique}:default:f1",
+        }
+        for n in names
+    }
+
+
+@dataclass
+class Stack:
+    transport: PulsarTransport
+    unique: str
+    llm: ScriptedLLM
+    agent: AgentProcessor
+    graph_rag: GraphRag
+    services: dict[str, Processor]
+    client: RequestResponseClient[AgentRequest, AgentResponse]
+    topics: dict[str, dict[str, str]]
+    others: list[Processor] = field(default_factory=list)
+
+    async def ask(
+        self, question: str, *, timeout: float = 60.0, **fields: Any
+    ) -> list[AgentResponse]:
+        request = AgentRequest(question=question, **fields)
+        return [
+            r
+            async for r in self.client.stream(
+                request, last=lambda r: r.end_of_dialog, timeout=timeout
+            )
+        ]
+
+    def prompts(self) -> list[str]:
+        """Every agent reasoning prompt the LLM was given (system prompts tell them apart)."""
+        return [
+            r.prompt for r in self.llm.requests if r.system.startswith("You are a helpful agent")
+        ]
+
+
+def agent_flow(
+    unique: str,
+    topics: dict[str, dict[str, str]],
+    services: tuple[str, ...],
+    *,
+    learner: bool,
+) -> dict[str, Any]:
+    agent = topics["agent"]
+    flow = {
+        "request": agent["request"],
+        "next": agent["request"],
+        "response": agent["response"],
+    }
+    for name in ("text-completion", "graph-rag", *services):
+        flow[f"{name}-request"] = topics[name]["request"]
+        flow[f"{name}-response"] = topics[name]["response"]
+    if learner:
+        flow["trajectory"] = f"flow:tg:agent-trajectory-{unique}:default:f1"
+    return {"topics": flow, "parameters": {}}
+
+
+def write_flows(path: Path, config: dict[str, dict[str, Any]]) -> Path:
+    path.write_text(json.dumps({"default": config}))  # JSON is YAML
+    return path
+
+
+@contextlib.asynccontextmanager
+async def agent_stack(
+    transport: PulsarTransport,
+    tmp_path: Path,
+    unique: str,
+    *,
+    script: Script,
+    services: tuple[str, ...] = tuple(SERVICES),
+    running: tuple[str, ...] | None = None,
+    agent_mem: dict[str, Any] | None = None,
+    tools: dict[str, dict[str, Any]] | None = None,
+    learner: bool = False,
+    agent_settings: dict[str, Any] | None = None,
+) -> AsyncIterator[Stack]:
+    """The agent, its flow naming ``services``; of those, ``running`` (default all) run."""
+    registry = CollectorRegistry()
+    topics = queues(unique)
+    started: list[Processor] = []
+
+    async def start(processor: Processor) -> Any:
+        await processor.start()
+        started.append(processor)
+        return processor
+
+    def settings_for(cls: type[Processor], pid: str, flow: dict[str, Any], **extra: Any) -> Any:
+        flows = write_flows(tmp_path / f"flows-{pid}.yaml", {f"processor:{pid}": {"f1": flow}})
+        return cls.Settings.load({"id": pid, "flows": flows, "concurrency": 4, **extra})
+
+    client: RequestResponseClient[AgentRequest, AgentResponse] = RequestResponseClient(
+        transport, topics["agent"]["request"], topics["agent"]["response"], AgentResponse
+    )
+    try:
+        llm_topics = {"topics": topics["text-completion"]}
+        llm = await start(
+            ScriptedLLM(
+                settings_for(ScriptedLLM, f"llm-{unique}", llm_topics),
+                transport,
+                registry=registry,
+                script=script,
+            )
+        )
+        rag = await start(
+            GraphRag(
+                settings_for(GraphRag, f"rag-{unique}", {"topics": topics["graph-rag"]}),
+                transport,
+                registry=registry,
+            )
+        )
+        up: dict[str, Processor] = {}
+        for name in running if running is not None else services:
+            flow: dict[str, Any] = {"topics": dict(topics[name])}
+            if name == "working-memory":
+                flow["topics"]["text-completion-request"] = topics["text-completion"]["request"]
+                flow["topics"]["text-completion-response"] = topics["text-completion"]["response"]
+            if name == "conversation-memory":
+                flow["topics"]["ended"] = f"flow:tg:conversation-ended-{unique}:default:f1"
+            cls = SERVICES[name]
+            pid = f"{name}-{unique}"
+            extra = {} if name == "working-memory" else {"data_dir": tmp_path / pid}
+            up[name] = await start(
+                cls(settings_for(cls, pid, flow, **extra), transport, registry=registry)
+            )
+        others: list[Processor] = []
+        if learner:
+            from react_mem.learner.service import MemoryLearnerProcessor
+
+            flow = {
+                "topics": {
+                    "trajectory": f"flow:tg:agent-trajectory-{unique}:default:f1",
+                    "conversation-ended": f"flow:tg:conversation-ended-{unique}:default:f1",
+                }
+            }
+            for name in ("text-completion", *services):
+                if name != "working-memory":
+                    flow["topics"][f"{name}-request"] = topics[name]["request"]
+                    flow["topics"][f"{name}-response"] = topics[name]["response"]
+            pid = f"learner-{unique}"
+            others.append(
+                await start(
+                    MemoryLearnerProcessor(
+                        settings_for(MemoryLearnerProcessor, pid, flow, state_dir=tmp_path / pid),
+                        transport,
+                        registry=registry,
+                    )
+                )
+            )
+        pid = f"agent-{unique}"
+        config: dict[str, Any] = {
+            f"processor:{pid}": {"f1": agent_flow(unique, topics, services, learner=learner)},
+            "agent-mem": {
+                k: json.dumps(v) if not isinstance(v, str) else v
+                for k, v in (agent_mem or {}).items()
+            },
+            "tool": {k: json.dumps(v) for k, v in (tools or {}).items()},
+        }
+        flows = write_flows(tmp_path / f"flows-{pid}.yaml", config)
+        agent = AgentProcessor(
+            AgentProcessor.Settings.load(
+                {"id": pid, "flows": flows, "concurrency": 4, **(agent_settings or {})}
+            ),
+            transport,
+            registry=registry,
+        )
+        await start(agent)
+        await client.start()
+        yield Stack(transport, unique, llm, agent, rag, up, client, topics, others)
+    finally:
+        await client.close()
+        for processor in reversed(started):
+            await processor.stop()
+
+
+async def raw_exchange(
+    transport: PulsarTransport, topics: dict[str, str], payload: bytes, *, timeout: float = 60.0
+) -> list[dict[str, Any]]:
+    """Send raw request bytes as a TrustGraph client would; collect raw response JSON."""
+    import asyncio
+    import uuid
+
+    responses = await transport.consumer(
+        Queue.parse(topics["response"]), f"raw-{uuid.uuid4().hex[:8]}"
+    )
+    producer = await transport.producer(Queue.parse(topics["request"]))
+    request_id = str(uuid.uuid4())
+    got: list[dict[str, Any]] = []
+    try:
+        await producer.send(payload, {"id": request_id})
+        while True:
+            delivery = await asyncio.wait_for(responses.receive(), timeout)
+            await responses.ack(delivery)
+            if delivery.properties.get("id") != request_id:
+                continue
+            got.append(json.loads(delivery.data))
+            if got[-1].get("end_of_dialog"):
+                return got
+    finally:
+        await producer.close()
+        await responses.close()
