@@ -3,7 +3,7 @@
 The pinned payloads are exactly what TrustGraph's writers put on the bus: ``json.dumps``
 (default separators, ASCII escapes) of ``dataclass_to_dict``, i.e. every field in
 declaration order with ``null`` for None. react-mem's own trailing extension fields on
-``AgentRequest`` (``enable_memory``, ``user``) appear as ``null`` when unset.
+``AgentRequest`` (``enable_memory``, ``user``, ``memory``) appear as ``null`` when unset.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ AGENT_REQUEST = (
     '"plan": [], "subagent_results": {}}], "collection": "default", "streaming": true, '
     '"session_id": "s-1", "conversation_id": "", "pattern": "react", "task_type": "", '
     '"framing": "", "correlation_id": "", "parent_session_id": "", "subagent_goal": "", '
-    '"expected_siblings": 0, "enable_memory": null, "user": null}'
+    '"expected_siblings": 0, "enable_memory": null, "user": null, "memory": null}'
 )
 AGENT_REQUEST_MODEL = AgentRequest(
     question="Where is the café?",
@@ -66,13 +66,16 @@ AGENT_REQUEST_MODEL = AgentRequest(
     pattern="react",
 )
 # The same request as a TrustGraph peer sends it: without react-mem's extension fields.
-AGENT_REQUEST_FROM_TRUSTGRAPH = AGENT_REQUEST.replace(', "enable_memory": null, "user": null', "")
+AGENT_REQUEST_FROM_TRUSTGRAPH = AGENT_REQUEST.replace(
+    ', "enable_memory": null, "user": null, "memory": null', ""
+)
 
 AGENT_REQUEST_WITH_MEMORY = (
     '{"question": "hi", "state": "", "group": null, "history": [], "collection": "default", '
     '"streaming": false, "session_id": "", "conversation_id": "", "pattern": "", '
     '"task_type": "", "framing": "", "correlation_id": "", "parent_session_id": "", '
-    '"subagent_goal": "", "expected_siblings": 0, "enable_memory": true, "user": "alice"}'
+    '"subagent_goal": "", "expected_siblings": 0, "enable_memory": true, "user": "alice", '
+    '"memory": null}'
 )
 AGENT_REQUEST_WITH_MEMORY_MODEL = AgentRequest(question="hi", enable_memory=True, user="alice")
 
@@ -244,7 +247,7 @@ def test_decode_pinned_bytes_round_trips(wire: str, model: WireModel) -> None:
 def test_pinned_key_order_is_declaration_order() -> None:
     keys = list(json.loads(AGENT_REQUEST))
     assert keys == list(AgentRequest.model_fields)
-    assert keys[-2:] == ["enable_memory", "user"]
+    assert keys[-3:] == ["enable_memory", "user", "memory"]
 
 
 # --- decoding what a TrustGraph peer sends ------------------------------------------------
