@@ -8,6 +8,7 @@ import logging
 import os
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -16,11 +17,13 @@ from typing import Any
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
 from react_mem.commands import ask, memory
+from react_mem.demo import run_demo
 from react_mem.errors import ReactMemError, RequestTimeout
 from react_mem.processor.group import load_group
 from react_mem.processor.runtime import ProcessorEntry, open_bus, resolve_processor, serve
 from react_mem.processor.settings import BusSettings
 from react_mem.schema.ping import PingRequest, PingResponse
+from react_mem.stack import Progress, agent_queues, stack_entries, wait_until_ready
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
 
@@ -143,28 +146,63 @@ async def _ping(transport: Transport, queue: str, count: int, wait: float) -> li
         await client.close()
 
 
-async def _demo(args: argparse.Namespace) -> None:
+def _stack(args: argparse.Namespace) -> list[ProcessorEntry]:
+    llm_settings = {k: v for k, v in (("base_url", args.llm_url), ("model", args.llm_model)) if v}
+    return stack_entries(
+        settings_file=args.settings,
+        shared=_bus_given(args),
+        llm=args.llm,
+        llm_settings=llm_settings,
+    )
+
+
+async def _up(args: argparse.Namespace) -> None:
     bus = _bus_settings(args)
-    entries = load_group(
-        CONFIG_DIR / "groups" / "demo.yaml", settings_file=args.settings, shared=_bus_given(args)
-    )
-    print(
-        f"react-mem demo: embedded broker under {bus.state_dir / 'broker'}, "
-        f"processors: {', '.join(e.settings.id for e in entries)}"
-    )
+    entries = _stack(args)
+    request, response = agent_queues()
+    print(f"react-mem up: state under {bus.state_dir}", flush=True)
+    where = bus.pulsar_host or f"embedded broker ({bus.state_dir / 'broker'})"
+    print(f"  bus          {where}")
+    print(f"  agent        {request} -> {response}")
+    print("  trajectories flow:tg:agent-trajectory:default:default")
+    if bus.metrics:
+        print(f"  metrics      http://localhost:{bus.metrics_port}/metrics")
+    print("starting (models load on first start) ...", flush=True)
+    progress = Progress([e.settings.id for e in entries])
 
-    async def exercise(transport: Transport) -> None:
-        latencies = await _ping(transport, "default:default", args.count, wait=30)
-        print(
-            f"{len(latencies)} round trips through the ping processor: "
-            f"p50 {statistics.median(latencies) * 1000:.2f} ms, "
-            f"max {max(latencies) * 1000:.2f} ms"
-        )
-        stopping.set()
+    async def ready(transport: Transport) -> None:
+        await progress.all_started.wait()
+        await wait_until_ready(transport, lambda line: print(line, flush=True))
+        print('ready. Try: react-mem ask "Remember that I like tea" --conversation c1', flush=True)
+        print("Ctrl-C stops everything.", flush=True)
 
-    stopping = asyncio.Event()
-    await serve(entries, bus, stopping=stopping, ready=exercise)
+    await serve(entries, bus, ready=ready, started=progress)
     print("stopped cleanly")
+
+
+async def _demo(args: argparse.Namespace) -> int:
+    """The stack on a fresh state directory (unless one is given), then two sessions."""
+    with tempfile.TemporaryDirectory(prefix="react-mem-demo-") as fresh:
+        if "state_dir" not in _bus_given(args):
+            args.state_dir = Path(fresh)
+        bus = _bus_settings(args)
+        entries = _stack(args)
+        print(f"react-mem demo: the whole stack on the embedded defaults, state in {bus.state_dir}")
+        progress = Progress([e.settings.id for e in entries])
+        outcome: list[bool] = []
+
+        async def exercise(transport: Transport) -> None:
+            try:
+                await progress.all_started.wait()
+                await wait_until_ready(transport, lambda line: print(line, flush=True))
+                outcome.append(await run_demo(transport, sys.stdout))
+            finally:
+                stopping.set()
+
+        stopping = asyncio.Event()
+        await serve(entries, bus, stopping=stopping, ready=exercise, started=progress)
+    print("\nstopped cleanly")
+    return 0 if outcome and outcome[0] else 1
 
 
 async def _run(args: argparse.Namespace) -> None:
@@ -190,9 +228,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="react-mem", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="start the embedded stack and show a round trip")
-    _bus_args(demo)
-    demo.add_argument("--count", type=int, default=20)
+    up = sub.add_parser("up", help="run the whole stack (agent, memory, LLM) in one process")
+    demo = sub.add_parser("demo", help="run the stack and a two-session memory demo")
+    for p in (up, demo):
+        _bus_args(p)
+        p.add_argument(
+            "--llm",
+            choices=["llama-cpp", "openai"],
+            default="llama-cpp",
+            help="text-completion backend: in-process llama.cpp (default) or an "
+            "OpenAI-compatible endpoint",
+        )
+        p.add_argument("--llm-url", default=None, help="openai: base URL (env OPENAI_BASE_URL)")
+        p.add_argument("--llm-model", default=None, help="openai: model name; llama-cpp: unused")
 
     run = sub.add_parser("run", help="run one processor")
     run.add_argument("processor", help="a processor name (ping) or module.Class")
@@ -215,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
 # A command may return its exit status (None: 0).
 COMMANDS: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, int | None]]] = {
     "demo": _demo,
+    "up": _up,
     "run": _run,
     "group": _group,
     "ping": _ping_command,

@@ -7,6 +7,7 @@ import contextlib
 import importlib
 import logging
 import signal
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,11 +28,15 @@ RESTART_DELAY = 4.0
 #: Short names for the processors react-mem ships; any ``module.Class`` path also works.
 PROCESSORS = {
     "ping": "react_mem.ping.service.PingProcessor",
+    "agent-mem": "react_mem.agent.service.AgentProcessor",
     "fact-memory": "memory_services.facts.service.FactMemoryProcessor",
     "working-memory": "memory_services.working.service.WorkingMemoryProcessor",
     "episode-memory": "memory_services.episodes.service.EpisodeMemoryProcessor",
     "conversation-memory": "memory_services.conversations.service.ConversationMemoryProcessor",
     "config-service": "react_mem.config_service.service.ConfigServiceProcessor",
+    "memory-learner": "react_mem.learner.service.MemoryLearnerProcessor",
+    "text-completion-openai": "react_mem.llm.openai_compat.OpenAICompatibleProcessor",
+    "text-completion-llama-cpp": "react_mem.llm.llama_cpp.LlamaCppProcessor",
 }
 
 
@@ -85,12 +90,21 @@ class ProcessorEntry:
     settings: ProcessorSettings
 
 
-async def supervise(entry: ProcessorEntry, transport: Transport, stopping: asyncio.Event) -> None:
-    """Run one processor, restarting it after a failure, until ``stopping`` is set."""
+async def supervise(
+    entry: ProcessorEntry,
+    transport: Transport,
+    stopping: asyncio.Event,
+    started: Callable[[str, float], Any] | None = None,
+) -> None:
+    """Run one processor, restarting it after a failure, until ``stopping`` is set;
+    ``started(id, seconds)`` is called each time it has started."""
     while not stopping.is_set():
         processor = entry.cls(entry.settings, transport)
         try:
+            began = time.monotonic()
             await processor.start()
+            if started is not None:
+                started(entry.settings.id, time.monotonic() - began)
             runner = asyncio.create_task(processor.run())
             stopper = asyncio.create_task(stopping.wait())
             done, _ = await asyncio.wait({runner, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -112,8 +126,12 @@ async def serve(
     *,
     stopping: asyncio.Event | None = None,
     ready: Callable[[Transport], Any] | None = None,
+    started: Callable[[str, float], Any] | None = None,
 ) -> None:
-    """Run ``entries`` in this process on one bus connection until SIGINT/SIGTERM."""
+    """Run ``entries`` in this process on one bus connection until SIGINT/SIGTERM.
+
+    ``ready(transport)`` is awaited once the bus is open (processors start meanwhile);
+    ``started(id, seconds)`` is called as each processor finishes starting."""
     ids = [e.settings.id for e in entries]
     duplicates = {i for i in ids if ids.count(i) > 1}
     if duplicates:
@@ -127,7 +145,7 @@ async def serve(
         start_http_server(bus.metrics_port)
         logger.info("metrics on :%d/metrics", bus.metrics_port)
     async with open_bus(bus) as transport:
-        tasks = [asyncio.create_task(supervise(e, transport, stopping)) for e in entries]
+        tasks = [asyncio.create_task(supervise(e, transport, stopping, started)) for e in entries]
         try:
             if ready is not None:
                 await ready(transport)

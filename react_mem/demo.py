@@ -1,0 +1,204 @@
+"""The multi-session demo: a fact told in one conversation is recalled in a later one.
+
+It talks to a running stack over the bus like any client, and reports in plain words what
+was stored, what was recalled into the prompt, and what the model answered. A tiny model
+answers poorly; the memory mechanics are shown from the services and the trajectory
+records, so they are visible whatever the model says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from memory_services.conversations.schema import ConversationRequest, ConversationResponse
+from memory_services.facts.schema import Fact, FactRequest, FactResponse
+from react_mem.bus.queues import Queue
+from react_mem.bus.rpc import RequestResponseClient
+from react_mem.bus.transport import Consumer, Transport
+from react_mem.schema import AgentRequest, AgentResponse
+from react_mem.schema.trajectory import Trajectory
+from react_mem.stack import agent_queues
+
+USER = "demo-user"
+TRAJECTORIES = "flow:tg:agent-trajectory:default:default"
+
+SESSIONS = [
+    ("trip-planning", "Hi, I'm Ada. Please remember that I am allergic to peanuts."),
+    ("snacks", "Can you suggest a snack for me for the train?"),
+]
+
+
+@dataclass
+class Turn:
+    conversation: str
+    question: str
+    session_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    answer: str = ""
+    error: str | None = None
+    trajectory: Trajectory | None = None
+
+
+class Demo:
+    def __init__(self, transport: Transport, out: TextIO, *, timeout: float = 300.0) -> None:
+        self.transport, self.out, self.timeout = transport, out, timeout
+        self.clients: dict[str, RequestResponseClient[Any, Any]] = {}
+        self.trajectories: Consumer | None = None
+
+    def say(self, text: str = "") -> None:
+        print(text, file=self.out, flush=True)
+
+    async def __aenter__(self) -> Demo:
+        req, resp = agent_queues()
+        specs: dict[str, tuple[str, str, type[Any]]] = {
+            "agent": (req, resp, AgentResponse),
+            "facts": (
+                "request:tg:fact-memory:default:default",
+                "response:tg:fact-memory:default:default",
+                FactResponse,
+            ),
+            "conversations": (
+                "request:tg:conversation-memory:default:default",
+                "response:tg:conversation-memory:default:default",
+                ConversationResponse,
+            ),
+        }
+        for name, (request, response, schema) in specs.items():
+            client: RequestResponseClient[Any, Any] = RequestResponseClient(
+                self.transport,
+                request,
+                response,
+                schema,
+                subscriber="react-mem-demo",
+                timeout=self.timeout,
+            )
+            await client.start()
+            self.clients[name] = client
+        # Subscribed before anything is asked, so no trajectory is missed.
+        self.trajectories = await self.transport.consumer(
+            Queue.parse(TRAJECTORIES), f"react-mem-demo-{uuid.uuid4().hex[:8]}"
+        )
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        for client in self.clients.values():
+            await client.close()
+        if self.trajectories is not None:
+            await self.trajectories.close()
+
+    async def ask(self, turn: Turn) -> None:
+        self.say(f"\n[{turn.conversation}] You: {turn.question}")
+        request = AgentRequest(
+            question=turn.question,
+            conversation_id=turn.conversation,
+            session_id=turn.session_id,
+            user=USER,
+        )
+        async for r in self.clients["agent"].stream(
+            request, last=lambda r: r.end_of_dialog or r.error is not None
+        ):
+            if r.message_type == "thought" and r.content:
+                self.say(f"  (thought) {r.content}")
+            elif r.message_type == "observation":
+                self.say(f"  (observation) {r.content}")
+            elif r.message_type == "answer":
+                turn.answer = r.content
+            if r.error is not None:
+                turn.error = r.error.message
+        self.say(f"[{turn.conversation}] Agent: {turn.answer or '(error) ' + str(turn.error)}")
+        turn.trajectory = await self.trajectory_of(turn.session_id)
+
+    async def trajectory_of(self, session_id: str) -> Trajectory | None:
+        assert self.trajectories is not None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                delivery = await asyncio.wait_for(self.trajectories.receive(), 5)
+            except TimeoutError:
+                continue
+            await self.trajectories.ack(delivery)
+            trajectory = Trajectory.decode(delivery.data)
+            if trajectory.session_id == session_id:
+                return trajectory
+        return None
+
+    async def facts(self, query: str | None = None) -> list[Fact]:
+        request = (
+            FactRequest(operation="retrieve", user=USER, query=query, top_k=5)
+            if query
+            else FactRequest(operation="list", user=USER, limit=20)
+        )
+        response: FactResponse = await self.clients["facts"].request(request, timeout=30)
+        return response.facts
+
+    async def wait_for_facts(self, poll: Callable[[str], None]) -> list[Fact]:
+        """The learner writes after the reply, off the reply path: wait for it."""
+        began = time.monotonic()
+        while time.monotonic() - began < self.timeout:
+            found = await self.facts()
+            if found:
+                return found
+            poll(f"  ... waiting for the memory learner ({time.monotonic() - began:.0f} s)")
+            await asyncio.sleep(2)
+        return []
+
+    async def conversation_summary(self, conversation: str) -> str:
+        response: ConversationResponse = await self.clients["conversations"].request(
+            ConversationRequest(operation="get", user=USER, conversation_id=conversation),
+            timeout=30,
+        )
+        c = response.conversation
+        if c is None:
+            return "(not stored)"
+        return c.summary or "; ".join(t.summary for t in c.turns)
+
+
+async def run_demo(transport: Transport, out: TextIO) -> bool:
+    """The two sessions; True when the fact from the first was recalled in the second."""
+    async with Demo(transport, out) as demo:
+        say = demo.say
+        first, second = (Turn(c, q) for c, q in SESSIONS)
+        say("\n== Session 1: tell the agent something about yourself ==")
+        await demo.ask(first)
+        stored = await demo.wait_for_facts(say)
+        say("\nWhat memory stored after session 1:")
+        summary = await demo.conversation_summary(first.conversation)
+        say(f"  conversation '{first.conversation}': {summary}")
+        for fact in stored:
+            say(f"  long-term fact: {fact.content}  (learned in '{fact.source_conversation}')")
+        if not stored:
+            say("  no long-term fact was extracted (the model found nothing worth keeping)")
+
+        say("\n== Session 2: a new conversation, later ==")
+        await demo.ask(second)
+        used = second.trajectory.memory_used if second.trajectory else []
+        recalled = [u for u in used if u.kind == "fact"]
+        say("\nWhat memory put into the prompt of session 2 (before the model saw the question):")
+        for item in used:
+            score = f" (similarity {item.score:.2f})" if item.score is not None else ""
+            say(f"  {item.kind}: {item.content}{score}")
+        if not used:
+            say("  nothing")
+        carried = any(f.id in {r.id for r in recalled} for f in stored)
+        say("\nIn plain words:")
+        if carried:
+            say(
+                f"  - In '{first.conversation}' you said something the learner kept as a fact; "
+                f"in '{second.conversation}', a different conversation, that fact was recalled "
+                "into the agent's prompt."
+            )
+        else:
+            say("  - No fact from session 1 reached the prompt of session 2.")
+        mentions = "peanut" in second.answer.lower()
+        say(
+            "  - The answer "
+            + ("mentions" if mentions else "does not mention")
+            + " the peanut allergy"
+            + ("" if mentions else " (a 135M-parameter model often ignores its context)")
+            + "."
+        )
+        return carried

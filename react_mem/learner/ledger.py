@@ -1,0 +1,120 @@
+"""A durable record of what the learner has done, so redelivery writes nothing twice.
+
+One SQLite file per processor id. Each record (workspace + key) holds the plan computed
+for it (LLM output included), the steps already written, and whether it is done. The plan
+is saved before the first write: a redelivery after a crash reuses it instead of asking
+the LLM again, and skips the steps already written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS ledger (
+    workspace TEXT NOT NULL,
+    key TEXT NOT NULL,
+    plan TEXT NOT NULL,
+    steps TEXT NOT NULL DEFAULT '[]',
+    done INTEGER NOT NULL DEFAULT 0,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (workspace, key)
+)
+"""
+
+
+@dataclass
+class Entry:
+    plan: dict[str, Any]
+    steps: list[str] = field(default_factory=list)
+    done: bool = False
+
+
+class Ledger:
+    """Records older than ``retention`` seconds are pruned at open and then hourly."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        retention: float = 7 * 86400.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.path = path
+        self._retention = retention
+        self._clock = clock
+        self._db: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        self._pruned_at = 0.0
+
+    async def open(self) -> None:
+        await asyncio.to_thread(self._open)
+
+    def _open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute(_SCHEMA)
+        self._db = db
+        self._prune()
+
+    async def close(self) -> None:
+        db, self._db = self._db, None
+        if db is not None:
+            await asyncio.to_thread(db.close)
+
+    async def get(self, workspace: str, key: str) -> Entry | None:
+        row = await self._run(
+            "SELECT plan, steps, done FROM ledger WHERE workspace = ? AND key = ?",
+            (workspace, key),
+            fetch=True,
+        )
+        if row is None:
+            return None
+        return Entry(json.loads(row[0]), json.loads(row[1]), bool(row[2]))
+
+    async def save_plan(self, workspace: str, key: str, plan: dict[str, Any]) -> None:
+        await self._run(
+            "INSERT OR REPLACE INTO ledger (workspace, key, plan, steps, done, updated_at) "
+            "VALUES (?, ?, ?, '[]', 0, ?)",
+            (workspace, key, json.dumps(plan), self._clock()),
+        )
+
+    async def mark_steps(self, workspace: str, key: str, steps: list[str]) -> None:
+        await self._run(
+            "UPDATE ledger SET steps = ?, updated_at = ? WHERE workspace = ? AND key = ?",
+            (json.dumps(steps), self._clock(), workspace, key),
+        )
+
+    async def mark_done(self, workspace: str, key: str) -> None:
+        await self._run(
+            "UPDATE ledger SET done = 1, updated_at = ? WHERE workspace = ? AND key = ?",
+            (self._clock(), workspace, key),
+        )
+
+    async def _run(self, sql: str, args: tuple[Any, ...], *, fetch: bool = False) -> Any:
+        return await asyncio.to_thread(self._execute, sql, args, fetch)
+
+    def _execute(self, sql: str, args: tuple[Any, ...], fetch: bool) -> Any:
+        with self._lock:
+            if self._db is None:
+                raise RuntimeError(f"ledger {self.path} is not open")
+            cursor = self._db.execute(sql, args)
+            row = cursor.fetchone() if fetch else None
+            if self._clock() - self._pruned_at > 3600:
+                self._prune()
+            return row
+
+    def _prune(self) -> None:
+        assert self._db is not None
+        self._pruned_at = now = self._clock()
+        self._db.execute("DELETE FROM ledger WHERE updated_at < ?", (now - self._retention,))

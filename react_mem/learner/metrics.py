@@ -1,0 +1,66 @@
+"""The learner's counters in TrustGraph's ``tg_`` style, created once per registry."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter
+
+
+@dataclass(frozen=True)
+class LearnerFamilies:
+    learned: Counter
+    duplicates: Counter
+    degraded: Counter
+
+
+_families: weakref.WeakKeyDictionary[CollectorRegistry, LearnerFamilies] = (
+    weakref.WeakKeyDictionary()
+)
+_lock = threading.Lock()
+
+
+def _create(registry: CollectorRegistry) -> LearnerFamilies:
+    return LearnerFamilies(
+        learned=Counter(
+            "tg_memory_learned_total",
+            "Memories the learner wrote (fact, episode, summary)",
+            ["processor", "kind"],
+            registry=registry,
+        ),
+        duplicates=Counter(
+            "tg_memory_learner_duplicates_total",
+            "Redelivered records and writes the learner found already done",
+            ["processor", "kind"],
+            registry=registry,
+        ),
+        degraded=Counter(
+            "tg_memory_learner_degraded_total",
+            "Records learned without the LLM because it stayed unavailable",
+            ["processor"],
+            registry=registry,
+        ),
+    )
+
+
+class LearnerMetrics:
+    def __init__(self, registry: CollectorRegistry | None, processor: str) -> None:
+        registry = REGISTRY if registry is None else registry
+        with _lock:
+            found = _families.get(registry)
+            if found is None:
+                found = _families[registry] = _create(registry)
+        self._fam, self._processor = found, processor
+
+    def learned(self, kind: str, count: int = 1) -> None:
+        if count:
+            self._fam.learned.labels(processor=self._processor, kind=kind).inc(count)
+
+    def duplicate(self, kind: str, count: int = 1) -> None:
+        if count:
+            self._fam.duplicates.labels(processor=self._processor, kind=kind).inc(count)
+
+    def degraded(self) -> None:
+        self._fam.degraded.labels(processor=self._processor).inc()

@@ -1,0 +1,141 @@
+"""What to write for one record, computed once (LLM included) and saved before writing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel, Field
+
+from memory_services.conversations.schema import ConversationEnded
+from memory_services.episodes.schema import EpisodeRequest
+from memory_services.facts.schema import FactInput
+from react_mem.learner import records
+from react_mem.learner.extract import (
+    FactCandidate,
+    clip,
+    extract_facts,
+    extract_lessons,
+    merge_summary,
+)
+from react_mem.learner.llm import JsonLLM
+from react_mem.schema.trajectory import Trajectory
+
+
+class Plan(BaseModel):
+    """The writes for one record. Steps: ``summary``, ``facts``, ``episode``."""
+
+    #: The new rolling summary, written only while the stored one is still ``previous``.
+    summary: str | None = None
+    previous_summary: str = ""
+    facts: list[FactInput] = Field(default_factory=list)
+    episode: EpisodeRequest | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    max_facts: int = 5
+    max_fact_chars: int = 400
+    summary_chars: int = 2000
+    prompt_chars: int = 8000
+    min_episode_steps: int = 2
+    max_episode_steps: int = 40
+    step_chars: int = 1000
+    max_lessons: int = 3
+    llm_lessons: bool = True
+    min_conversation_turns: int = 3
+
+
+class Planner:
+    """``llm=None`` plans without the LLM: deterministic summary, heuristic lessons, no facts."""
+
+    def __init__(self, llm: JsonLLM | None, limits: Limits) -> None:
+        self._llm, self._limits = llm, limits
+
+    async def for_trajectory(self, t: Trajectory, previous_summary: str | None) -> Plan:
+        """``previous_summary`` None: no conversation to summarise into."""
+        lim = self._limits
+        plan = Plan()
+        record = records.trajectory_record(t, max_chars=lim.prompt_chars)
+        if previous_summary is not None:
+            plan.previous_summary = previous_summary
+            plan.summary = await self._merge(previous_summary, t)
+        if t.extract_facts and self._llm is not None:
+            found = await extract_facts(
+                self._llm,
+                record,
+                questions=[t.question],
+                limit=lim.max_facts,
+                max_chars=lim.max_fact_chars,
+            )
+            plan.facts = self._inputs(found, t.conversation_id, "invocation")
+        if t.record_episode and records.is_task(t, lim.min_episode_steps):
+            plan.episode = await self._episode(t, record)
+        return plan
+
+    async def for_conversation(
+        self, event: ConversationEnded, *, facts: bool, episode: bool
+    ) -> Plan:
+        lim = self._limits
+        plan = Plan()
+        if facts and self._llm is not None and (event.turns or event.summary):
+            record = records.conversation_record(event, max_chars=lim.prompt_chars)
+            found = await extract_facts(
+                self._llm,
+                record,
+                questions=[t.query for t in event.turns],
+                limit=lim.max_facts,
+                max_chars=lim.max_fact_chars,
+            )
+            plan.facts = self._inputs(found, event.conversation_id, "conversation-end")
+        if episode and len(event.turns) >= lim.min_conversation_turns:
+            first = event.turns[0].query
+            plan.episode = EpisodeRequest(
+                operation="store",
+                goal=clip(f"Conversation: {event.summary or first}", 1000),
+                steps=records.turn_steps(
+                    event.turns, limit=lim.max_episode_steps, chars=lim.step_chars
+                ),
+                outcome=records.conversation_outcome(event.turns),
+                score=records.BASE_SCORE[records.conversation_outcome(event.turns)],
+                session_id=f"conversation-end:{event.event_id}",
+            )
+        return plan
+
+    async def _merge(self, previous: str, t: Trajectory) -> str:
+        turn = records.invocation_summary(t)
+        limit = self._limits.summary_chars
+        merged = None
+        if self._llm is not None:
+            merged = await merge_summary(self._llm, previous, turn, max_chars=limit)
+        return merged or records.fallback_merge(previous, turn, limit)
+
+    async def _episode(self, t: Trajectory, record: str) -> EpisodeRequest:
+        lim = self._limits
+        lessons: list[str] = []
+        if lim.llm_lessons and self._llm is not None:
+            lessons = await extract_lessons(
+                self._llm, record, limit=lim.max_lessons, max_chars=lim.max_fact_chars
+            )
+        return EpisodeRequest(
+            operation="store",
+            goal=clip(t.question.strip(), 4000),
+            steps=records.episode_steps(t.steps, limit=lim.max_episode_steps, chars=lim.step_chars),
+            outcome=t.outcome,
+            score=records.score(t),
+            lessons=lessons or records.heuristic_lessons(t),
+            tokens=max(0, t.in_tokens + t.out_tokens),
+            duration_seconds=max(0.0, t.duration_seconds),
+            session_id=t.session_id or t.trajectory_id,
+        )
+
+    @staticmethod
+    def _inputs(found: list[FactCandidate], conversation: str, origin: str) -> list[FactInput]:
+        return [
+            FactInput(
+                content=f.content,
+                importance=f.importance,
+                source_conversation=conversation or None,
+                metadata={"learned-from": origin},
+            )
+            for f in found
+        ]

@@ -1,0 +1,279 @@
+"""The memory-learner processor: learning off the reply path (seed 004, "Invocation End"
+and "Conversation End").
+
+It consumes the agent's :class:`Trajectory` records and conversation-memory's
+:class:`ConversationEnded` events, both from persistent flow queues, and writes the
+rolling summary, extracted facts and episodes through the memory services. Each record is
+learned exactly once under redelivery: see :mod:`.ledger` for how.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import ClassVar
+
+from prometheus_client import CollectorRegistry
+from pydantic import Field
+
+from memory_services.conversations.schema import (
+    ConversationEnded,
+    ConversationRequest,
+    ConversationResponse,
+)
+from memory_services.episodes.schema import EpisodeRequest, EpisodeResponse
+from memory_services.facts.schema import FactRequest, FactResponse
+from react_mem.bus.transport import Transport
+from react_mem.errors import BadRequest, ConfigurationError
+from react_mem.learner.ledger import Ledger
+from react_mem.learner.llm import JsonLLM, LLMUnavailable
+from react_mem.learner.locks import KeyedLocks
+from react_mem.learner.metrics import LearnerMetrics
+from react_mem.learner.planner import Limits, Plan, Planner
+from react_mem.learner.writer import (
+    CONVERSATION_MEMORY,
+    EPISODE_MEMORY,
+    FACT_MEMORY,
+    Target,
+    Writer,
+)
+from react_mem.processor.base import Processor
+from react_mem.processor.config_source import WorkspaceConfig
+from react_mem.processor.context import MessageContext
+from react_mem.processor.settings import ProcessorSettings
+from react_mem.processor.specs import ConsumerSpec, RequestResponseSpec
+from react_mem.schema import TextCompletionRequest, TextCompletionResponse, WireModel
+from react_mem.schema.trajectory import Trajectory
+
+logger = logging.getLogger(__name__)
+
+TEXT_COMPLETION = "text-completion-request"
+AGENT_MEM = "agent-mem"
+MAX_ID_CHARS = 256
+
+
+class LearnerSettings(ProcessorSettings):
+    #: Seconds to wait for one text completion, and attempts per question.
+    llm_timeout: float = Field(default=120.0, gt=0)
+    llm_attempts: int = Field(default=2, ge=1, le=10)
+    #: Redeliveries spent waiting for an unavailable LLM before learning without it
+    #: (deterministic summary, heuristic lessons, no facts).
+    llm_outage_redeliveries: int = Field(default=2, ge=0)
+    #: Seconds to wait for one memory-service call.
+    memory_timeout: float = Field(default=30.0, gt=0)
+    max_facts: int = Field(default=5, ge=0, le=50)
+    max_fact_chars: int = Field(default=400, ge=20)
+    summary_chars: int = Field(default=2000, ge=100)
+    prompt_chars: int = Field(default=8000, ge=500)
+    #: An invocation without tools is recorded as an episode from this many steps.
+    min_episode_steps: int = Field(default=2, ge=1)
+    max_episode_steps: int = Field(default=40, ge=1, le=200)
+    step_chars: int = Field(default=1000, ge=50)
+    #: Lessons for an episode: asked of the LLM (at most this many), else heuristic.
+    llm_lessons: bool = True
+    max_lessons: int = Field(default=3, ge=0, le=10)
+    #: Conversation end: promote facts, and record an episode from this many turns.
+    promote_facts: bool = True
+    conversation_episodes: bool = True
+    min_conversation_turns: int = Field(default=3, ge=1)
+    #: The ledger file; default ``state_dir/learner/<id>.sqlite3``.
+    ledger_path: Path | None = None
+    ledger_retention_days: float = Field(default=7.0, gt=0)
+
+    def limits(self) -> Limits:
+        return Limits(**{k: getattr(self, k) for k in Limits.__dataclass_fields__})
+
+
+class MemoryLearnerProcessor(Processor):
+    Settings: ClassVar[type[ProcessorSettings]] = LearnerSettings
+    default_id: ClassVar[str] = "memory-learner"
+
+    def __init__(
+        self,
+        settings: ProcessorSettings,
+        transport: Transport,
+        *,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        super().__init__(settings, transport, registry=registry)
+        assert isinstance(self.settings, LearnerSettings)
+        self.learner_settings: LearnerSettings = self.settings
+        self.metrics = LearnerMetrics(registry, self.id)
+        self._limits = self.learner_settings.limits()
+        self._ledger: Ledger | None = None
+        self._locks = KeyedLocks()
+        #: Per workspace: agent-mem's (enable-auto-fact-extraction, enable-episode-recording).
+        self._agent_mem: dict[str, tuple[bool, bool]] = {}
+        self.register_specification(
+            ConsumerSpec(name="trajectory", schema=Trajectory, handler=self.on_trajectory)
+        )
+        self.register_specification(
+            ConsumerSpec(name="conversation-ended", schema=ConversationEnded, handler=self.on_ended)
+        )
+        s = self.learner_settings
+        clients: list[tuple[str, type[WireModel], type[WireModel], float]] = [
+            (TEXT_COMPLETION, TextCompletionRequest, TextCompletionResponse, s.llm_timeout),
+            (FACT_MEMORY, FactRequest, FactResponse, s.memory_timeout),
+            (EPISODE_MEMORY, EpisodeRequest, EpisodeResponse, s.memory_timeout),
+            (CONVERSATION_MEMORY, ConversationRequest, ConversationResponse, s.memory_timeout),
+        ]
+        for request, req_schema, resp_schema, timeout in clients:
+            self.register_specification(
+                RequestResponseSpec(
+                    request=request,
+                    response=request.removesuffix("-request") + "-response",
+                    request_schema=req_schema,
+                    response_schema=resp_schema,
+                    timeout=timeout,
+                )
+            )
+        self.register_config_handler([AGENT_MEM], self.on_agent_mem)
+
+    @property
+    def ledger(self) -> Ledger:
+        if self._ledger is None:
+            raise ConfigurationError(f"{self.id}: not started")
+        return self._ledger
+
+    async def start(self) -> None:
+        s = self.learner_settings
+        path = s.ledger_path or s.state_dir / "learner" / f"{self.id}.sqlite3"
+        ledger = Ledger(path, retention=s.ledger_retention_days * 86400)
+        await ledger.open()
+        self._ledger = ledger
+        try:
+            await super().start()
+        except BaseException:
+            await self._close_ledger()
+            raise
+
+    async def stop(self) -> None:
+        await super().stop()
+        await self._close_ledger()
+
+    async def _close_ledger(self) -> None:
+        ledger, self._ledger = self._ledger, None
+        if ledger is not None:
+            await ledger.close()
+
+    async def on_agent_mem(self, workspace: str, config: WorkspaceConfig, version: int) -> None:
+        values = config.get(AGENT_MEM, {})
+        self._agent_mem[workspace] = (
+            _flag(values.get("enable-auto-fact-extraction")),
+            _flag(values.get("enable-episode-recording")),
+        )
+
+    # -- handlers ----------------------------------------------------------------
+    async def on_trajectory(self, t: Trajectory, ctx: MessageContext) -> None:
+        record_id = _checked_trajectory(t)
+        to = Target(t.collection, t.user or None, t.conversation_id or None)
+        writer = Writer(ctx.flow, self.metrics)
+
+        async def plan(planner: Planner) -> Plan:
+            return await planner.for_trajectory(t, await writer.current_summary(to))
+
+        await self._learn(ctx, f"trajectory:{record_id}", to, writer, plan, "trajectory")
+
+    async def on_ended(self, event: ConversationEnded, ctx: MessageContext) -> None:
+        if not event.event_id or not event.conversation_id:
+            raise BadRequest("conversation-ended: event_id and conversation_id are required")
+        if len(event.event_id) > MAX_ID_CHARS:
+            raise BadRequest("conversation-ended: event_id is too long", type="too-large")
+        facts, episodes = self._agent_mem.get(ctx.flow.workspace, (True, True))
+        s = self.learner_settings
+        to = Target(event.collection or "default", event.user or None, event.conversation_id)
+
+        async def plan(planner: Planner) -> Plan:
+            return await planner.for_conversation(
+                event,
+                facts=facts and s.promote_facts,
+                episode=episodes and s.conversation_episodes,
+            )
+
+        writer = Writer(ctx.flow, self.metrics)
+        await self._learn(ctx, f"ended:{event.event_id}", to, writer, plan, "conversation-ended")
+
+    # -- exactly once ------------------------------------------------------------------
+    async def _learn(
+        self,
+        ctx: MessageContext,
+        key: str,
+        to: Target,
+        writer: Writer,
+        make_plan: Callable[[Planner], Awaitable[Plan]],
+        kind: str,
+    ) -> None:
+        workspace = ctx.flow.workspace
+        # One conversation at a time: its rolling summary is read, merged and written.
+        lock = (workspace, to.collection, to.user, to.conversation or key)
+        async with self._locks.hold(lock):
+            entry = await self.ledger.get(workspace, key)
+            if entry is not None and entry.done:
+                self.metrics.duplicate(kind)
+                return
+            if entry is not None:
+                plan, done = Plan.model_validate(entry.plan), entry.steps
+            else:
+                plan, done = await self._plan(ctx, make_plan), []
+                await self.ledger.save_plan(workspace, key, plan.model_dump(mode="json"))
+            for step, write in (
+                ("summary", writer.summary),
+                ("facts", writer.facts),
+                ("episode", writer.episode),
+            ):
+                if step not in done:
+                    await write(to, plan)
+                    done = [*done, step]
+                    await self.ledger.mark_steps(workspace, key, done)
+            await self.ledger.mark_done(workspace, key)
+
+    async def _plan(
+        self, ctx: MessageContext, make_plan: Callable[[Planner], Awaitable[Plan]]
+    ) -> Plan:
+        s = self.learner_settings
+        client = ctx.flow.client(TEXT_COMPLETION)
+
+        async def complete(
+            request: TextCompletionRequest, timeout: float
+        ) -> TextCompletionResponse:
+            response: TextCompletionResponse = await client.request(request, timeout=timeout)
+            return response
+
+        llm = JsonLLM(complete, attempts=s.llm_attempts, timeout=s.llm_timeout)
+        try:
+            return await make_plan(Planner(llm, self._limits))
+        except LLMUnavailable:
+            if ctx.redelivery_count < s.llm_outage_redeliveries:
+                raise
+            logger.warning("%s: LLM still unavailable; learning without it", self.id)
+            self.metrics.degraded()
+            return await make_plan(Planner(None, self._limits))
+
+
+def _checked_trajectory(t: Trajectory) -> str:
+    record_id = t.trajectory_id or t.session_id
+    if not record_id:
+        raise BadRequest("trajectory: trajectory_id or session_id is required")
+    if not t.question.strip():
+        raise BadRequest("trajectory: the question is empty")
+    ids = (record_id, t.collection, t.user or "", t.conversation_id)
+    if any(len(i) > MAX_ID_CHARS for i in ids):
+        raise BadRequest("trajectory: an id is too long", type="too-large")
+    numbers = (t.duration_seconds, t.started_at, t.finished_at)
+    if not all(math.isfinite(n) for n in numbers) or min(t.in_tokens, t.out_tokens) < 0:
+        raise BadRequest("trajectory: tokens and times must be finite and not negative")
+    return record_id
+
+
+def _flag(raw: str | None) -> bool:
+    """A JSON boolean from config; absent or unreadable means the default, on."""
+    if raw is None:
+        return True
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw.strip().lower()
+    return value not in (False, "false", "no", "off", 0)

@@ -1,0 +1,1 @@
+"""LLM backends as text-completion processors (TrustGraph TextCompletion schema)."""

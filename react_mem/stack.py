@@ -1,0 +1,130 @@
+"""The whole stack in one process: what ``react-mem up`` and ``react-mem demo`` run.
+
+The group is ``config/groups/stack.yaml``: a config service seeded with every flow, the
+agent, the memory learner, the four memory services and an LLM backend (in-process
+llama.cpp by default, or any OpenAI-compatible endpoint).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from react_mem.bus.rpc import RequestResponseClient
+from react_mem.bus.transport import Transport
+from react_mem.errors import RequestTimeout
+from react_mem.processor.group import load_group
+from react_mem.processor.runtime import ProcessorEntry, resolve_processor
+from react_mem.schema import (
+    AgentRequest,
+    AgentResponse,
+    TextCompletionRequest,
+    TextCompletionResponse,
+)
+from react_mem.schema.base import WireModel
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
+STACK_GROUP = CONFIG_DIR / "groups" / "stack.yaml"
+LLM_ID = "text-completion"
+
+
+def agent_queues(workspace: str = "default", flow: str = "default") -> tuple[str, str]:
+    return (f"request:tg:agent:{workspace}:{flow}", f"response:tg:agent:{workspace}:{flow}")
+
+
+def stack_entries(
+    *,
+    settings_file: Path | None,
+    shared: dict[str, Any],
+    llm: str = "llama-cpp",
+    llm_settings: dict[str, Any] | None = None,
+) -> list[ProcessorEntry]:
+    """The stack's processors; ``llm`` picks the text-completion backend
+    (``llama-cpp`` or ``openai``), ``llm_settings`` are its extra settings."""
+    entries = load_group(STACK_GROUP, settings_file=settings_file, shared=shared)
+    cls = resolve_processor(f"text-completion-{llm}")
+    result = []
+    for entry in entries:
+        if entry.settings.id == LLM_ID:
+            values = {**entry.settings.model_dump(exclude_unset=True), **(llm_settings or {})}
+            entry = ProcessorEntry(cls, cls.Settings.load(values, file=settings_file))
+        result.append(entry)
+    return result
+
+
+class Progress:
+    """Prints each processor as it starts, and when all have."""
+
+    def __init__(self, ids: list[str], out: TextIO = sys.stdout) -> None:
+        self.waiting, self.out, self.began = set(ids), out, time.monotonic()
+        self.all_started = asyncio.Event()
+
+    def __call__(self, pid: str, seconds: float) -> None:
+        if pid in self.waiting:
+            self.waiting.discard(pid)
+            print(f"  started {pid:<20} {seconds:5.1f} s", file=self.out, flush=True)
+            if not self.waiting:
+                self.all_started.set()
+
+
+async def probe(
+    transport: Transport,
+    request_queue: str,
+    response_queue: str,
+    schema: type[WireModel],
+    message: WireModel,
+    *,
+    deadline: float,
+    say: Callable[[str], None],
+    what: str,
+) -> None:
+    """Wait until a service answers ``message`` (any answer, errors included): a request
+    sent before it subscribes is dropped, so ask again until one is answered."""
+    client: RequestResponseClient[Any, Any] = RequestResponseClient(
+        transport, request_queue, response_queue, schema, subscriber="react-mem-probe"
+    )
+    await client.start()
+    began = time.monotonic()
+    try:
+        while True:
+            try:
+                await client.request(message, timeout=1.0)
+                return
+            except RequestTimeout:
+                if time.monotonic() - began > deadline:
+                    raise RequestTimeout(f"{what} did not come up within {deadline:.0f}s") from None
+                say(f"  waiting for {what} ({time.monotonic() - began:.0f} s)")
+    finally:
+        await client.close()
+
+
+async def wait_until_ready(
+    transport: Transport, say: Callable[[str], None], deadline: float = 300.0
+) -> None:
+    """The agent and the LLM answer: both reject an empty request at once, which proves
+    they have their flows without spending a model call."""
+    req, resp = agent_queues()
+    await probe(
+        transport,
+        req,
+        resp,
+        AgentResponse,
+        AgentRequest(),
+        deadline=deadline,
+        say=say,
+        what="the agent",
+    )
+    await probe(
+        transport,
+        "request:tg:text-completion:default:default",
+        "response:tg:text-completion:default:default",
+        TextCompletionResponse,
+        TextCompletionRequest(),
+        deadline=deadline,
+        say=say,
+        what="the LLM",
+    )
