@@ -135,26 +135,28 @@ class Demo:
         response: FactResponse = await self.clients["facts"].request(request, timeout=30)
         return response.facts
 
-    async def wait_for_facts(self, poll: Callable[[str], None]) -> list[Fact]:
-        """The learner writes after the reply, off the reply path: wait for it."""
+    async def wait_for_learner(self, conversation: str, say: Callable[[str], None]) -> list[Fact]:
+        """The learner works after the reply, off the reply path: its rolling summary of the
+        conversation comes first, then facts; wait for both (facts for a while only: there
+        may be none worth keeping)."""
         began = time.monotonic()
+        summarised_at: float | None = None
         while time.monotonic() - began < self.timeout:
+            if summarised_at is None and await self.rolling_summary(conversation):
+                summarised_at = time.monotonic()
             found = await self.facts()
-            if found:
+            if found or (summarised_at is not None and time.monotonic() - summarised_at > 60):
                 return found
-            poll(f"  ... waiting for the memory learner ({time.monotonic() - began:.0f} s)")
-            await asyncio.sleep(2)
+            say(f"  ... the memory learner is working ({time.monotonic() - began:.0f} s)")
+            await asyncio.sleep(3)
         return []
 
-    async def conversation_summary(self, conversation: str) -> str:
+    async def rolling_summary(self, conversation: str) -> str:
         response: ConversationResponse = await self.clients["conversations"].request(
             ConversationRequest(operation="get", user=USER, conversation_id=conversation),
             timeout=30,
         )
-        c = response.conversation
-        if c is None:
-            return "(not stored)"
-        return c.summary or "; ".join(t.summary for t in c.turns)
+        return response.conversation.summary if response.conversation else ""
 
 
 async def run_demo(transport: Transport, out: TextIO) -> bool:
@@ -164,10 +166,10 @@ async def run_demo(transport: Transport, out: TextIO) -> bool:
         first, second = (Turn(c, q) for c, q in SESSIONS)
         say("\n== Session 1: tell the agent something about yourself ==")
         await demo.ask(first)
-        stored = await demo.wait_for_facts(say)
+        stored = await demo.wait_for_learner(first.conversation, say)
         say("\nWhat memory stored after session 1:")
-        summary = await demo.conversation_summary(first.conversation)
-        say(f"  conversation '{first.conversation}': {summary}")
+        summary = await demo.rolling_summary(first.conversation)
+        say(f"  conversation '{first.conversation}', rolling summary: {summary or '(none yet)'}")
         for fact in stored:
             say(f"  long-term fact: {fact.content}  (learned in '{fact.source_conversation}')")
         if not stored:

@@ -269,3 +269,31 @@ async def test_a_long_tool_loop_gets_its_working_memory_compressed(
 
 def _text(responses: list[AgentResponse]) -> str:
     return "".join(r.content for r in responses if r.message_type == "answer")
+
+
+async def test_json_reply_format_constrains_the_decision_to_known_tools(
+    transport: PulsarTransport, tmp_path: Path, unique: str
+) -> None:
+    decisions = reasoning(
+        json.dumps({"thought": "ask it", "action": "lookup", "args": {"question": "Rome"}}),
+        "not json at all",  # a backend that failed to constrain: corrected once
+        json.dumps({"thought": "got it", "action": "final-answer", "answer": "Rome.\nItaly."}),
+    )
+    async with agent_stack(
+        transport,
+        tmp_path,
+        unique,
+        script=decisions,
+        services=(),
+        tools={"lookup": LOOKUP},
+        agent_mem={"reply-format": "json"},
+    ) as stack:
+        got = await stack.ask("Capital of Italy?", streaming=True)
+        requests = [r for r in stack.llm.requests if r.system.startswith("You are a helpful agent")]
+    assert all(r.response_format == "json" for r in requests)
+    assert requests[0].schema_ is not None
+    assert requests[0].schema_["properties"]["action"]["enum"] == ["lookup", "final-answer"]
+    assert [o.content for o in got if o.message_type == "observation"] == ["KNOWLEDGE about Rome"]
+    answer = "".join(r.content for r in got if r.message_type == "answer")
+    assert answer == "Rome.\nItaly." and got[-1].end_of_dialog and got[-1].content == ""
+    assert "could not be used" in requests[2].prompt

@@ -9,7 +9,7 @@ configuration kept, so one typo cannot take an agent down.
 from __future__ import annotations
 
 import json
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -44,6 +44,9 @@ class AgentMemConfig(BaseModel):
     #: Offer the RetrieveFacts, RecallEpisodes and StoreFact tools to the LLM.
     enable_memory_tools: bool = Field(default=True, alias="enable-memory-tools")
     additional_context: str | None = Field(default=None, alias="additional-context")
+    #: ``text``: TrustGraph's ReAct text format. ``json``: a decision constrained by a JSON
+    #: Schema, for backends that enforce one (llama.cpp, vLLM, OpenAI); small models need it.
+    reply_format: Literal["text", "json"] = Field(default="text", alias="reply-format")
     #: Seconds to wait for one LLM reply, and for one tool call.
     llm_timeout: float = Field(default=120.0, gt=0, alias="llm-timeout")
     tool_timeout: float = Field(default=60.0, gt=0, alias="tool-timeout")

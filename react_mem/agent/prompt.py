@@ -25,16 +25,14 @@ PERSONA = (
     "Use what memory tells you about the user and past work when it is relevant."
 )
 
-FORMAT = """Answer in exactly one of these two formats.
-To use a tool:
-Thought: your reasoning
-Action: one tool name from the list
-Args: {"argument": "value"}
-
-To answer:
-Thought: your reasoning
-Final Answer: your answer
-
+FORMAT = """Reply in exactly one of these two forms.
+To use a tool, write three lines:
+Thought: (why the tool helps)
+Action: (one tool name from the list)
+Args: {"argument name": "value"}
+To answer, write two lines (the answer may go on over more lines):
+Thought: (what you know now)
+Final Answer: (the answer for the user)
 Never write an Observation yourself; the tool's result is given to you."""
 
 DATA_NOTE = (
@@ -158,11 +156,13 @@ def render_step(step: AgentStep) -> str:
     return "\n".join(lines)
 
 
-def system_prompt(tools: Sequence[Tool], additional_context: str | None) -> str:
+def system_prompt(
+    tools: Sequence[Tool], additional_context: str | None, reply_format: str = FORMAT
+) -> str:
     parts = [PERSONA]
     if additional_context:
         parts.append(additional_context)
-    parts += [render_tools(tools), FORMAT, DATA_NOTE]
+    parts += [render_tools(tools), reply_format, DATA_NOTE]
     return "\n\n".join(parts)
 
 

@@ -27,9 +27,9 @@ from memory_services.episodes.schema import EpisodeRequest, EpisodeResponse
 from memory_services.facts.schema import FactRequest, FactResponse
 from memory_services.working.schema import WorkingMemoryRequest, WorkingMemoryResponse
 from memory_services.working.tokens import HFTokenCounter, TokenCounter, count_steps
-from react_mem.agent import prompt
+from react_mem.agent import json_reply, prompt
 from react_mem.agent.config import CONFIG_TYPE, AgentMemConfig
-from react_mem.agent.llm import Usage, decide
+from react_mem.agent.llm import ReplyFormat, Usage, decide
 from react_mem.agent.memory import CONVERSATIONS, WORKING, MemoryRecall, Scope
 from react_mem.agent.memory_tools import memory_tools
 from react_mem.agent.metrics import agent_metrics
@@ -230,14 +230,19 @@ class AgentProcessor(Processor):
         if len(history) < len(request.history):
             state = state.model_copy(update={"compressions": state.compressions + 1})
         tools = self.tools_for(ws, request, flow, memory_on)
-        system = prompt.system_prompt(list(tools.values()), cfg.additional_context)
+        form = ReplyFormat(json=cfg.reply_format == "json", tool_names=sorted(tools))
+        system = prompt.system_prompt(
+            list(tools.values()),
+            cfg.additional_context,
+            json_reply.FORMAT if form.json else prompt.FORMAT,
+        )
         user = prompt.user_prompt(state.context, history, request.question)
 
         usage = Usage()
         sink = respond.stream_chunk if request.streaming else None
         started = time.perf_counter()
         decision, retries = await decide(
-            flow, system, user, usage, timeout=cfg.llm_timeout, sink=sink
+            flow, system, user, usage, timeout=cfg.llm_timeout, sink=sink, form=form
         )
         self.metrics.llm_duration.labels(processor=self.id).observe(time.perf_counter() - started)
         if retries:
