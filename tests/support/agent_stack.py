@@ -151,6 +151,7 @@ async def agent_stack(
     tools: dict[str, dict[str, Any]] | None = None,
     learner: bool = False,
     agent_settings: dict[str, Any] | None = None,
+    config_service: bool = False,
 ) -> AsyncIterator[Stack]:
     """The agent, its flow naming ``services``; of those, ``running`` (default all) run."""
     registry = CollectorRegistry()
@@ -233,14 +234,12 @@ async def agent_stack(
             },
             "tool": {k: json.dumps(v) for k, v in (tools or {}).items()},
         }
-        flows = write_flows(tmp_path / f"flows-{pid}.yaml", config)
-        agent = AgentProcessor(
-            AgentProcessor.Settings.load(
-                {"id": pid, "flows": flows, "concurrency": 4, **(agent_settings or {})}
-            ),
-            transport,
-            registry=registry,
-        )
+        values: dict[str, Any] = {"id": pid, "concurrency": 4, **(agent_settings or {})}
+        if config_service:  # flow, settings and tools come from the running config service
+            await put_config("default", config, transport)
+        else:
+            values["flows"] = write_flows(tmp_path / f"flows-{pid}.yaml", config)
+        agent = AgentProcessor(AgentProcessor.Settings.load(values), transport, registry=registry)
         await start(agent)
         await client.start()
         yield Stack(transport, unique, llm, agent, rag, up, client, topics, others)
@@ -248,6 +247,36 @@ async def agent_stack(
         await client.close()
         for processor in reversed(started):
             await processor.stop()
+
+
+async def put_config(
+    workspace: str, config: dict[str, dict[str, Any]], transport: Transport
+) -> None:
+    """Write ``{type: {key: value}}`` through the config service (which then pushes it)."""
+    from react_mem.schema import (
+        CONFIG_REQUEST_QUEUE,
+        CONFIG_RESPONSE_QUEUE,
+        ConfigRequest,
+        ConfigResponse,
+        ConfigValue,
+    )
+
+    values = [
+        ConfigValue(type=kind, key=key, value=v if isinstance(v, str) else json.dumps(v))
+        for kind, entries in config.items()
+        for key, v in entries.items()
+    ]
+    client: RequestResponseClient[ConfigRequest, ConfigResponse] = RequestResponseClient(
+        transport, CONFIG_REQUEST_QUEUE, CONFIG_RESPONSE_QUEUE, ConfigResponse, timeout=10
+    )
+    await client.start()
+    try:
+        reply = await client.request(
+            ConfigRequest(operation="put", workspace=workspace, values=values)
+        )
+        assert reply.error is None, reply.error
+    finally:
+        await client.close()
 
 
 async def raw_exchange(
