@@ -31,7 +31,7 @@ class AgentMemConfig(BaseModel):
     #: The conversation's most recent turns shown besides its rolling summary.
     conversation_turns: int = Field(default=5, ge=0, le=100, alias="conversation-turns")
     #: Facts and episodes less similar than this (cosine) are left out of the prompt.
-    fact_min_score: float = Field(default=0.25, ge=-1.0, le=1.0, alias="fact-min-score")
+    fact_min_score: float = Field(default=0.15, ge=-1.0, le=1.0, alias="fact-min-score")
     episode_min_score: float = Field(default=0.3, ge=-1.0, le=1.0, alias="episode-min-score")
     #: Most tokens the memory section of a prompt may take.
     memory_token_budget: int = Field(default=800, ge=0, alias="memory-token-budget")
