@@ -18,6 +18,7 @@ from memory_services.conversations.schema import (
     ConversationEnded,
     ConversationRequest,
     ConversationResponse,
+    ConversationTurn,
 )
 from memory_services.conversations.service import ConversationMemoryProcessor
 from memory_services.episodes.schema import Episode, EpisodeRequest, EpisodeResponse
@@ -297,6 +298,32 @@ async def test_a_trajectory_published_twice_is_learned_once(stack: Stack) -> Non
     assert stack.sample("tg_memory_learned_total", kind="summary") == 1
 
 
+async def test_an_explicit_request_to_remember_is_kept_once_beside_the_llms_facts(
+    stack: Stack,
+) -> None:
+    await stack.start_service("fact-memory")
+    # The LLM repeats the explicit fact in other words and case, and adds one of its own.
+    stack.llm.script = answers(facts=["the user is allergic to peanuts", "Ada lives in Leeds."])
+    await stack.start_learner()
+    t = trajectory(question="Hi, I'm Ada. Please remember that I am allergic to peanuts.")
+    await stack.append_turn(t)
+    await stack.publish(t, "trajectory")
+    await stack.publish(t, "trajectory")
+    await stack.settled("trajectory", 2)
+
+    facts = {f.content: f for f in await stack.facts()}
+    assert sorted(facts) == [
+        "Ada lives in Leeds.",
+        "The user is allergic to peanuts.",
+        "The user's name is Ada.",
+    ]
+    assert facts["The user is allergic to peanuts."].importance == 0.8
+    assert facts["The user is allergic to peanuts."].metadata["extracted-by"] == "explicit-request"
+    assert facts["Ada lives in Leeds."].metadata["extracted-by"] == "llm"
+    assert stack.sample("tg_memory_learned_total", kind="fact") == 3
+    assert stack.sample("tg_memory_learner_duplicates_total", kind="fact") == 0
+
+
 async def test_a_failure_mid_way_then_a_restart_writes_each_memory_once(stack: Stack) -> None:
     # fact-memory is not running: the summary is written, the facts time out.
     await stack.start_learner(memory_timeout=1.0, max_redeliveries=100)
@@ -382,7 +409,7 @@ async def test_junk_from_the_llm_yields_no_facts_and_deterministic_fallbacks(
     assert await stack.facts() == []
     assert (await stack.conversation()).summary == invocation_summary(t)
     [episode] = await stack.episodes()
-    assert episode.lessons == ["Answered with knowledge-query in 1 steps."]
+    assert episode.lessons == ["Answered with knowledge-query in 1 step."]
     assert len(stack.llm.requests) == 6  # two attempts at each of three questions
 
 
@@ -390,7 +417,7 @@ async def test_an_unavailable_llm_delays_learning_then_learns_without_it(stack: 
     await stack.start_service("fact-memory")
     stack.llm.script = silent
     await stack.start_learner(llm_timeout=0.5, llm_attempts=1, llm_outage_redeliveries=1)
-    t = trajectory()
+    t = trajectory(question=QUESTION + " Please remember that I'm visiting her in May.")
     await stack.append_turn(t)
     await stack.publish(t, "trajectory")
     await stack.settled("trajectory")
@@ -401,8 +428,25 @@ async def test_an_unavailable_llm_delays_learning_then_learns_without_it(stack: 
     )
     assert stack.sample("tg_memory_learner_degraded_total") == 1
     assert (await stack.conversation()).summary == invocation_summary(t)
-    assert await stack.facts() == []
+    # Only what the user asked to be remembered: no LLM was needed for it.
+    assert [f.content for f in await stack.facts()] == ["The user is visiting her in May."]
     assert len(await stack.episodes()) == 1
+
+
+async def test_the_last_delivery_learns_without_the_llm_whatever_the_outage_setting(
+    stack: Stack,
+) -> None:
+    await stack.start_service("fact-memory")
+    stack.llm.script = silent
+    await stack.start_learner(
+        llm_timeout=0.3, llm_attempts=1, llm_outage_redeliveries=10, max_redeliveries=1
+    )
+    t = trajectory(question="Please remember that I am allergic to peanuts.")
+    await stack.append_turn(t)
+    await stack.publish(t, "trajectory")
+    await stack.settled("trajectory")  # on the second, last delivery: not dead-lettered
+    assert stack.sample("tg_memory_learner_degraded_total") == 1
+    assert [f.content for f in await stack.facts()] == ["The user is allergic to peanuts."]
 
 
 async def test_a_conversation_end_promotes_facts_once_even_if_redelivered(stack: Stack) -> None:
@@ -460,11 +504,12 @@ async def test_agent_mem_config_turns_promotion_off(stack: Stack) -> None:
         conversation_id="c9",
         summary="Alice planned a trip to Lisbon.",
         event_id="e-1",
+        turns=[ConversationTurn(query="Please remember that I like window seats.")],
     )
     await stack.publish(event, "conversation-ended")
     await stack.settled("conversation-ended")
     assert stack.llm.requests == [] and await stack.facts() == []
-    assert await stack.episodes() == []  # recording is on, but a conversation without turns
+    assert await stack.episodes() == []  # recording is on, but a conversation of one turn
 
 
 async def test_bad_input_is_settled_and_the_consumer_keeps_going(stack: Stack) -> None:

@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+
+from memory_services.conversations.schema import ConversationEnded, ConversationTurn
+from react_mem.agent.service import PARSE_ERROR_ACTION
+from react_mem.errors import RequestTimeout
+from react_mem.learner.explicit import about_user, explicit_facts
 from react_mem.learner.extract import FactReply, SummaryReply, clip, keep_facts
 from react_mem.learner.ledger import Ledger
-from react_mem.learner.llm import first_json, parse
-from react_mem.learner.records import fallback_merge, is_task, score
-from react_mem.schema import AgentStep
+from react_mem.learner.llm import Complete, JsonLLM, LLMUnavailable, first_json, parse
+from react_mem.learner.planner import Limits, Planner
+from react_mem.learner.records import (
+    fallback_merge,
+    heuristic_lessons,
+    invocation_summary,
+    is_task,
+    score,
+    tools_used,
+    trajectory_record,
+)
+from react_mem.schema import AgentStep, TextCompletionRequest, TextCompletionResponse
 from react_mem.schema.trajectory import Trajectory
 
 
@@ -89,3 +105,196 @@ async def test_the_ledger_survives_a_reopen_and_prunes_old_records(tmp_path: Pat
     await pruned.open()
     assert await pruned.get("ws", "trajectory:a") is None
     await pruned.close()
+
+
+# -- explicit "remember ..." requests ---------------------------------------------------
+@pytest.mark.parametrize(
+    ("said", "facts"),
+    [
+        (
+            "Hi, I'm Ada. Please remember that I am allergic to peanuts.",
+            ["The user's name is Ada.", "The user is allergic to peanuts."],
+        ),
+        ("remember that my dog is called Rex", ["The user's dog is called Rex."]),
+        ("Please remember I like tea.", ["The user likes tea."]),
+        ("PLEASE REMEMBER THAT I WATCH FILMS", ["The user watches FILMS."]),
+        ("Don\u2019t forget that I\u2019m vegan!", ["The user is vegan."]),
+        ("Do not forget that I was born in 1990.", ["The user was born in 1990."]),
+        ("Note that my wife and I live in Leeds.", ["The user's wife and the user live in Leeds."]),
+        ("Keep in mind that I've been to Japan twice.", ["The user has been to Japan twice."]),
+        ("Bear in mind that I have two cats.", ["The user has two cats."]),
+        ("Could you please remember that I study French?", ["The user studies French."]),
+        ("Remember, I really love jazz.", ["The user really loves jazz."]),
+        ("Please note: I don't drink coffee.", ["The user doesn't drink coffee."]),
+        ("Remember this: I do not eat meat", ["The user does not eat meat."]),
+        ("Remember that I'd like window seats, please.", ["The user would like window seats."]),
+        ("Remember that I'd moved twice by then.", ["The user had moved twice by then."]),
+        ("Remember that I'll be in Paris in May.", ["The user will be in Paris in May."]),
+        ("Remember that the red bike is mine.", ["The red bike is the user's."]),
+        ("Remember that I taught myself German.", ["The user taught themselves German."]),
+        ("Oh, and remember that my boss called me.", ["The user's boss called the user."]),
+        ("Please remember my birthday is on May 3.", ["The user's birthday is on May 3."]),
+        ("Remember that the wifi password is hunter2.", ["The wifi password is hunter2."]),
+        ("Remember that it is my birthday on Friday.", ["It is the user's birthday on Friday."]),
+        (
+            "Remember that I'm vegan and don't forget that I go swimming on Mondays.",
+            ["The user is vegan.", "The user goes swimming on Mondays."],
+        ),
+        (
+            "Remember that I'm vegan and I hate mushrooms.",
+            ["The user is vegan and the user hates mushrooms."],
+        ),
+        (
+            "Please remember that I, for one, prefer aisle seats.",
+            ["The user said: I, for one, prefer aisle seats."],
+        ),
+        ("Please remember that my doctor is Dr. Smith.", ["The user's doctor is Dr. Smith."]),
+        ("My name is Ada Lovelace.", ["The user's name is Ada Lovelace."]),
+        (
+            "call me Zoë, and remember that I hate rain",
+            ["The user's name is Zoë.", "The user hates rain."],
+        ),
+        ("Please remember that I am Ada.", ["The user's name is Ada."]),
+        ("I'm Ada. Remember that my name is Ada.", ["The user's name is Ada."]),
+    ],
+)
+def test_explicit_requests_to_remember_become_facts_about_the_user(
+    said: str, facts: list[str]
+) -> None:
+    assert explicit_facts([said]) == facts
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Do you remember the film?",
+        "I can't remember.",
+        "I remember that I was late.",
+        "Remember when we went to Paris?",
+        "Remember when we went to Paris.",
+        "Remember to buy milk.",
+        "Remember me?",
+        "Will you remember my birthday?",
+        "Can you remember that?",
+        "Remember the Alamo.",
+        "Note the time.",
+        "Did you note that I like tea?",
+        "The notes say to remember that it rained.",
+        "I'm allergic to peanuts.",
+        "I'm Allergic to peanuts.",
+        "I am English.",
+        "I'm John's dad.",
+        "my name is not important",
+        "",
+    ],
+)
+def test_what_is_not_an_explicit_request(said: str) -> None:
+    assert explicit_facts([said]) == []
+
+
+def test_explicit_facts_are_distinct_bounded_and_in_order() -> None:
+    said = ["I'm Ada.", "Please remember that I like tea.", "Remember: I LIKE TEA"]
+    assert explicit_facts(said) == ["The user's name is Ada.", "The user likes tea."]
+    assert explicit_facts(said, limit=1) == ["The user's name is Ada."]
+    long = "Please remember that I like " + "very " * 100 + "hot tea."
+    assert explicit_facts([long], max_chars=400) == []
+
+
+@pytest.mark.parametrize(
+    ("said", "about"),
+    [
+        ("I fix bikes", "The user fixes bikes."),
+        ("I carry a spare key", "The user carries a spare key."),
+        ("I play chess", "The user plays chess."),
+        ("I went to Rome", "The user went to Rome."),
+        ("I can't swim", "The user can't swim."),
+        ("I haven't seen Dune", "The user hasn't seen Dune."),
+        ("I never eat after eight", "The user never eats after eight."),
+        ("my brother is taller than I", "The user's brother is taller than the user."),
+        ("I and my wife cook", "The user said: I and my wife cook."),
+        ("Bob and I are friends", "Bob and the user are friends."),
+        ("use the tool, i.e. the calculator", "Use the tool, i.e. the calculator."),
+    ],
+)
+def test_the_third_person_rewrite(said: str, about: str) -> None:
+    assert about_user(said) == about
+
+
+def _complete(facts: list[str] | None) -> Complete:
+    """A text-completion stand-in: ``facts`` for the fact question, nonsense for the rest;
+    ``None``: the service is down."""
+
+    async def complete(request: TextCompletionRequest, timeout: float) -> TextCompletionResponse:
+        if facts is None:
+            raise RequestTimeout("no answer")
+        if "facts" in (request.schema_ or {}).get("properties", {}):
+            return TextCompletionResponse(response=json.dumps({"facts": facts}))
+        return TextCompletionResponse(response="no json here")
+
+    return complete
+
+
+ADA = "Hi, I'm Ada. Please remember that I am allergic to peanuts."
+
+
+async def test_explicit_facts_are_in_every_plan_and_not_repeated_by_the_llm() -> None:
+    t = Trajectory(trajectory_id="s", conversation_id="c", question=ADA)
+    llm = JsonLLM(_complete(["the user is allergic to  peanuts", "Ada lives in Leeds."]))
+    plan = await Planner(llm, Limits()).for_trajectory(t, None)
+    assert [(f.content, f.importance, f.metadata["extracted-by"]) for f in plan.facts] == [
+        ("The user's name is Ada.", 0.8, "explicit-request"),
+        ("The user is allergic to peanuts.", 0.8, "explicit-request"),
+        ("Ada lives in Leeds.", None, "llm"),
+    ]
+    assert {f.source_conversation for f in plan.facts} == {"c"}
+
+    # Junk from the LLM, no LLM at all: the explicit facts still.
+    for planner in (Planner(JsonLLM(_complete([])), Limits()), Planner(None, Limits())):
+        plan = await planner.for_trajectory(t, "earlier")
+        assert [f.content for f in plan.facts] == [
+            "The user's name is Ada.",
+            "The user is allergic to peanuts.",
+        ]
+    with pytest.raises(LLMUnavailable):  # the service is down: retried later (service.py)
+        await Planner(JsonLLM(_complete(None), attempts=1), Limits()).for_trajectory(t, "")
+
+    quiet = t.model_copy(update={"extract_facts": False})
+    assert (await Planner(None, Limits()).for_trajectory(quiet, None)).facts == []
+
+
+async def test_a_conversation_end_keeps_each_turns_explicit_requests() -> None:
+    event = ConversationEnded(
+        conversation_id="c",
+        event_id="e",
+        turns=[
+            ConversationTurn(query=ADA),
+            ConversationTurn(query="What should I eat?"),
+            ConversationTurn(query="Don't forget that I am allergic to peanuts!"),
+        ],
+    )
+    plan = await Planner(None, Limits()).for_conversation(event, facts=True, episode=False)
+    assert [f.content for f in plan.facts] == [
+        "The user's name is Ada.",
+        "The user is allergic to peanuts.",
+    ]
+    assert {f.metadata["learned-from"] for f in plan.facts} == {"conversation-end"}
+    plan = await Planner(None, Limits()).for_conversation(event, facts=False, episode=False)
+    assert plan.facts == []
+
+
+# -- the agent's malformed replies are not tools ------------------------------------------
+def test_malformed_replies_are_not_counted_as_tools_or_steps() -> None:
+    bad = AgentStep(action=PARSE_ERROR_ACTION, observation="Your reply could not be parsed")
+    tool = AgentStep(action="search", observation="found")
+    t = Trajectory(question="q?", answer="a", steps=[bad, bad, tool, bad, AgentStep()])
+    summary = invocation_summary(t)
+    assert PARSE_ERROR_ACTION not in summary
+    assert "Agent used search in 2 steps after 3 malformed replies." in summary
+    assert tools_used(t.steps) == ["search"]
+    assert heuristic_lessons(t) == ["Answered with search in 2 steps."]
+    assert PARSE_ERROR_ACTION not in trajectory_record(t, max_chars=2000)
+
+    chat = Trajectory(question="q?", answer="a", steps=[bad, AgentStep(thought="t")])
+    assert "Agent answered after 1 malformed reply." in invocation_summary(chat)
+    assert not is_task(chat, min_steps=2)  # one real step: a chat, not a task
+    assert "Agent answered directly." in invocation_summary(Trajectory(question="q?"))

@@ -141,7 +141,7 @@ def keep_facts(
             or any(q and not words - q - _STOP for q in asked)
         ):
             continue
-        key = " ".join(sorted(words))
+        key = fact_key(content)
         if key not in kept:
             kept[key] = FactCandidate(content=content, importance=fact.importance)
     return list(kept.values())[:limit]
@@ -185,6 +185,11 @@ def clip(text: str, max_chars: int) -> str:
 def _wrap(record: str) -> str:
     # The data cannot close its own delimiter.
     return f"<record>\n{record.replace('</record>', '</ record>')}\n</record>"
+
+
+def fact_key(content: str) -> str:
+    """Facts with the same key say the same thing: the same words, in any order or case."""
+    return " ".join(sorted(_words(content)))
 
 
 def _words(text: str) -> set[str]:

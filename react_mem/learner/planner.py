@@ -10,11 +10,13 @@ from memory_services.conversations.schema import ConversationEnded
 from memory_services.episodes.schema import EpisodeRequest
 from memory_services.facts.schema import FactInput
 from react_mem.learner import records
+from react_mem.learner.explicit import explicit_facts
 from react_mem.learner.extract import (
     FactCandidate,
     clip,
     extract_facts,
     extract_lessons,
+    fact_key,
     merge_summary,
 )
 from react_mem.learner.llm import JsonLLM
@@ -43,10 +45,14 @@ class Limits:
     max_lessons: int = 3
     llm_lessons: bool = True
     min_conversation_turns: int = 3
+    #: Facts the user explicitly asked to be remembered (see :mod:`.explicit`).
+    explicit_importance: float = 0.8
 
 
 class Planner:
-    """``llm=None`` plans without the LLM: deterministic summary, heuristic lessons, no facts."""
+    """``llm=None`` plans without the LLM: deterministic summary, heuristic lessons, and only
+    the facts the user explicitly asked to be remembered. Those are in every plan, LLM or
+    not, so an LLM that is down, slow or talking nonsense never loses them."""
 
     def __init__(self, llm: JsonLLM | None, limits: Limits) -> None:
         self._llm, self._limits = llm, limits
@@ -59,15 +65,8 @@ class Planner:
         if previous_summary is not None:
             plan.previous_summary = previous_summary
             plan.summary = await self._merge(previous_summary, t)
-        if t.extract_facts and self._llm is not None:
-            found = await extract_facts(
-                self._llm,
-                record,
-                questions=[t.question],
-                limit=lim.max_facts,
-                max_chars=lim.max_fact_chars,
-            )
-            plan.facts = self._inputs(found, t.conversation_id, "invocation")
+        if t.extract_facts:
+            plan.facts = await self._facts(record, [t.question], t.conversation_id, "invocation")
         if t.record_episode and records.is_task(t, lim.min_episode_steps):
             plan.episode = await self._episode(t, record)
         return plan
@@ -77,16 +76,12 @@ class Planner:
     ) -> Plan:
         lim = self._limits
         plan = Plan()
-        if facts and self._llm is not None and (event.turns or event.summary):
+        if facts and (event.turns or event.summary):
             record = records.conversation_record(event, max_chars=lim.prompt_chars)
-            found = await extract_facts(
-                self._llm,
-                record,
-                questions=[t.query for t in event.turns],
-                limit=lim.max_facts,
-                max_chars=lim.max_fact_chars,
+            queries = [t.query for t in event.turns]
+            plan.facts = await self._facts(
+                record, queries, event.conversation_id, "conversation-end"
             )
-            plan.facts = self._inputs(found, event.conversation_id, "conversation-end")
         if episode and len(event.turns) >= lim.min_conversation_turns:
             first = event.turns[0].query
             plan.episode = EpisodeRequest(
@@ -128,14 +123,41 @@ class Planner:
             session_id=t.session_id or t.trajectory_id,
         )
 
+    async def _facts(
+        self, record: str, questions: list[str], conversation: str, origin: str
+    ) -> list[FactInput]:
+        """The user's explicit requests first, then the LLM's facts that say something else."""
+        lim = self._limits
+        asked = [
+            FactCandidate(content=c, importance=lim.explicit_importance)
+            for c in explicit_facts(questions, max_chars=lim.max_fact_chars)
+        ]
+        found: list[FactCandidate] = []
+        if self._llm is not None:
+            found = await extract_facts(
+                self._llm,
+                record,
+                questions=questions,
+                limit=lim.max_facts,
+                max_chars=lim.max_fact_chars,
+            )
+        seen = {fact_key(f.content) for f in asked}
+        found = [f for f in found if fact_key(f.content) not in seen]
+        return [
+            *self._inputs(asked, conversation, origin, "explicit-request"),
+            *self._inputs(found, conversation, origin, "llm"),
+        ]
+
     @staticmethod
-    def _inputs(found: list[FactCandidate], conversation: str, origin: str) -> list[FactInput]:
+    def _inputs(
+        found: list[FactCandidate], conversation: str, origin: str, by: str
+    ) -> list[FactInput]:
         return [
             FactInput(
                 content=f.content,
                 importance=f.importance,
                 source_conversation=conversation or None,
-                metadata={"learned-from": origin},
+                metadata={"learned-from": origin, "extracted-by": by},
             )
             for f in found
         ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memory_services.conversations.schema import ConversationEnded, ConversationTurn
+from react_mem.agent.service import PARSE_ERROR_ACTION
 from react_mem.learner.extract import clip
 from react_mem.schema import AgentStep
 from react_mem.schema.trajectory import Outcome, Trajectory
@@ -14,13 +15,26 @@ BASE_SCORE = {"success": 1.0, "partial": 0.5, "failure": 0.0}
 
 
 def tools_used(steps: Sequence[AgentStep]) -> list[str]:
-    return list(dict.fromkeys(s.action for s in steps if s.action))
+    return list(dict.fromkeys(s.action for s in steps if s.action and not malformed(s)))
+
+
+def malformed(step: AgentStep) -> bool:
+    """The agent's record of a reply it could not parse, not a tool call."""
+    return step.action == PARSE_ERROR_ACTION
+
+
+def real_steps(steps: Sequence[AgentStep]) -> int:
+    return sum(1 for s in steps if not malformed(s))
 
 
 def invocation_summary(t: Trajectory, max_chars: int = 600) -> str:
     """ "User asked X, agent did Y, result was Z" in one line."""
     tools = tools_used(t.steps)
-    did = f"used {', '.join(tools)} in {len(t.steps)} steps" if tools else "answered directly"
+    did = f"used {', '.join(tools)} in {_steps(real_steps(t.steps))}" if tools else "answered"
+    if retries := len(t.steps) - real_steps(t.steps):
+        did += f" after {retries} malformed repl{'y' if retries == 1 else 'ies'}"
+    elif not tools:
+        did += " directly"
     result = clip(_one_line(t.answer), 240) if t.answer else "no answer"
     if t.outcome != "success":
         result += f" ({t.outcome}{': ' + clip(_one_line(t.error), 120) if t.error else ''})"
@@ -62,6 +76,8 @@ def conversation_record(event: ConversationEnded, *, max_chars: int, turn_chars:
 
 
 def render_step(step: AgentStep) -> str:
+    if malformed(step):
+        return "(a malformed reply; the agent was asked to reply again)"
     parts = [f"thought: {step.thought}"] if step.thought else []
     if step.action:
         args = ", ".join(f"{k}={v}" for k, v in step.arguments.items())
@@ -73,7 +89,8 @@ def render_step(step: AgentStep) -> str:
 
 def is_task(t: Trajectory, min_steps: int) -> bool:
     """Tools were used, it took several steps, or it did not simply succeed."""
-    return bool(tools_used(t.steps)) or len(t.steps) >= min_steps or t.outcome != "success"
+    steps = real_steps(t.steps)
+    return bool(tools_used(t.steps)) or steps >= min_steps or t.outcome != "success"
 
 
 def score(t: Trajectory) -> float:
@@ -91,7 +108,7 @@ def heuristic_lessons(t: Trajectory) -> list[str]:
     if t.outcome == "partial" and not t.tool_errors:
         lessons.append("The answer came at the iteration limit; plan fewer, surer steps.")
     if t.outcome == "success" and tools:
-        lessons.append(f"Answered with {', '.join(tools)} in {len(t.steps)} steps.")
+        lessons.append(f"Answered with {', '.join(tools)} in {_steps(real_steps(t.steps))}.")
     return lessons
 
 
@@ -129,6 +146,10 @@ def conversation_outcome(turns: Sequence[ConversationTurn]) -> Outcome:
     if results and all(r == "failure" for r in results):
         return "failure"
     return "partial" if any(r != "success" for r in results) else "success"
+
+
+def _steps(count: int) -> str:
+    return f"{count} step" + ("" if count == 1 else "s")
 
 
 def _one_line(text: str) -> str:

@@ -60,10 +60,11 @@ class LearnerSettings(ProcessorSettings):
     llm_timeout: float = Field(default=120.0, gt=0)
     llm_attempts: int = Field(default=2, ge=1, le=10)
     #: Redeliveries spent waiting for an unavailable LLM before learning without it
-    #: (deterministic summary, heuristic lessons, no facts).
+    #: (deterministic summary, heuristic lessons, only explicitly requested facts).
     llm_outage_redeliveries: int = Field(default=2, ge=0)
     #: Seconds to wait for one memory-service call.
     memory_timeout: float = Field(default=30.0, gt=0)
+    #: Facts asked of the LLM per record (explicit "remember ..." requests come on top).
     max_facts: int = Field(default=5, ge=0, le=50)
     max_fact_chars: int = Field(default=400, ge=20)
     summary_chars: int = Field(default=2000, ge=100)
@@ -79,6 +80,8 @@ class LearnerSettings(ProcessorSettings):
     promote_facts: bool = True
     conversation_episodes: bool = True
     min_conversation_turns: int = Field(default=3, ge=1)
+    #: Importance of a fact the user explicitly asked to be remembered.
+    explicit_importance: float = Field(default=0.8, ge=0.0, le=1.0)
     #: The ledger file; default ``state_dir/learner/<id>.sqlite3``.
     ledger_path: Path | None = None
     ledger_retention_days: float = Field(default=7.0, gt=0)
@@ -246,7 +249,8 @@ class MemoryLearnerProcessor(Processor):
         try:
             return await make_plan(Planner(llm, self._limits))
         except LLMUnavailable:
-            if ctx.redelivery_count < s.llm_outage_redeliveries:
+            # The last delivery before dead-lettering learns without the LLM in any case.
+            if ctx.redelivery_count < min(s.llm_outage_redeliveries, s.max_redeliveries):
                 raise
             logger.warning("%s: LLM still unavailable; learning without it", self.id)
             self.metrics.degraded()
