@@ -14,15 +14,17 @@ from react_mem.agent.parse import Action, Final, ParseError
 
 ANSWER = "final-answer"
 
-FORMAT = f"""Reply with one JSON object and nothing else:
-{{"thought": "why", "action": "<a tool name, or {ANSWER}>", "args": {{"argument": "value"}},
- "answer": "<the answer for the user, when action is {ANSWER}>"}}"""
+FORMAT = f"""Reply with one JSON object and nothing else. "action" is a tool name (then give
+its "args") or "{ANSWER}" (then give the "answer" for the user). For example:
+{{"thought": "The user said hello; no tool is needed.", "action": "{ANSWER}",
+ "answer": "Hello! How can I help you today?"}}"""
 
 CORRECTION = f"Reply with one JSON object only, as described: {FORMAT}"
 
 
 def schema(tool_names: Sequence[str]) -> dict[str, Any]:
-    """The JSON Schema of a decision: ``action`` is one of the tools or the answer."""
+    """The JSON Schema of a decision: ``action`` is one of the tools or the answer.
+    (No ``maxLength``: llama.cpp expands it into a grammar too large to load.)"""
     return {
         "type": "object",
         "properties": {

@@ -61,17 +61,25 @@ class MemoryRecall:
         cfg, flow, recall = self.config, self.flow, Recall()
         wants_facts = cfg.fact_retrieval_top_k > 0 and flow.has_client(FACTS)
         wants_episodes = cfg.episode_retrieval_top_k > 0 and flow.has_client(EPISODES)
+        conversation = None
+        if scope.conversation_id and flow.has_client(CONVERSATIONS):
+            # Needs no vector: asked at once, while the question is embedded.
+            conversation = asyncio.ensure_future(
+                self._timed(recall, "conversation", self._conversation(scope))
+            )
         vector = None
         if (wants_facts or wants_episodes) and self.embedder is not None:
             vector = await self._timed(recall, "embed", self._embed(question))
         jobs: dict[str, Awaitable[Any]] = {}
         if wants_facts:
-            jobs["facts"] = self._facts(question, vector, scope)
+            jobs["facts"] = self._timed(recall, "facts", self._facts(question, vector, scope))
         if wants_episodes:
-            jobs["episodes"] = self._episodes(question, vector, scope)
-        if scope.conversation_id and flow.has_client(CONVERSATIONS):
-            jobs["conversation"] = self._conversation(scope)
-        results = await asyncio.gather(*(self._timed(recall, k, j) for k, j in jobs.items()))
+            jobs["episodes"] = self._timed(
+                recall, "episodes", self._episodes(question, vector, scope)
+            )
+        if conversation is not None:
+            jobs["conversation"] = conversation
+        results = await asyncio.gather(*jobs.values())
         for name, result in zip(jobs, results, strict=True):
             if result is not None:
                 setattr(recall, name, result)

@@ -105,6 +105,8 @@ def render_memory(
         "episodes": "Relevant Past Episodes:",
         "conversation": "Conversation History:",
     }
+    # The fences, titles' line breaks and the blank lines between sections count too.
+    budget -= counter.count(f"{MEMORY_OPEN}\n\n{MEMORY_CLOSE}") + 2 * len(sections)
     chosen: dict[str, list[Item]] = {name: [] for name in sections}
     left = {name: int(budget * SHARES.get(name, 0.2)) for name in sections}
     spent = sum(counter.count(titles[n]) for n, items in sections.items() if items)
