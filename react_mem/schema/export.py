@@ -23,6 +23,7 @@ from typing import Any
 from memory_services.conversations import schema as conversations
 from memory_services.episodes import schema as episodes
 from memory_services.facts import schema as facts
+from memory_services.playbook import schema as playbook
 from memory_services.working import schema as working
 from react_mem.schema import agent, config, llm, ping, primitives, services, trajectory
 from react_mem.schema.base import WireModel
@@ -61,6 +62,9 @@ register(episodes.Episode, episodes.EpisodeRequest, episodes.EpisodeResponse)
 register(conversations.ConversationTurn, conversations.Conversation)
 register(conversations.ConversationRequest, conversations.ConversationResponse)
 register(conversations.ConversationEnded)
+register(playbook.Bullet, playbook.DeltaOperation, playbook.Delta, playbook.BulletChange)
+register(playbook.DeltaRecord, playbook.Weights, playbook.PlaybookRequest)
+register(playbook.PlaybookResponse, playbook.RubricResult, playbook.Feedback)
 
 
 def message_schema(model: type[WireModel]) -> dict[str, Any]:

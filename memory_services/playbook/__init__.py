@@ -1,0 +1,1 @@
+"""The ACE playbook: decay-scored strategy bullets evolved by delta operations."""

@@ -1,0 +1,189 @@
+"""playbook-memory messages (ACE: seeds 000, 001, 003).
+
+A playbook is scoped by the flow's workspace + ``collection`` + ``context_scope_id``
+(seed 001's context scopes: bullets of one context are never retrieved in another; ""
+is the shared default context). ``user`` on a bullet is its learner (seed 001's
+``learner_id``): retrieval boosts a user's own bullets.
+
+Operations (``operation``):
+
+- ``retrieve``: ``query`` text (or ``vector``), ``top_k``, optional ``topic`` and ``user``
+  boosts, ``relevance`` (``embedding`` | ``jaccard``), ``weights`` (a preset name or
+  explicit weights); advances the scope's access clock (unless ``advance_clock`` is false)
+  and refreshes the returned bullets' access indexes -> ``bullets`` with scores.
+- ``apply-delta``: ``delta`` -> ``version``, ``applied`` (false: this ``delta_id`` was
+  applied before; nothing changed), ``changes``. Atomic per scope; grow-and-refine runs after.
+- ``get`` (``ids``), ``list`` (``limit``, ``offset``, optional ``section``) -> ``bullets``.
+- ``history`` (``limit``) -> ``history`` (newest first); ``show`` (``version``) -> the
+  ``bullets`` as they were at that version; ``rollback`` (``version``) -> a new version
+  whose bullets equal those of ``version``.
+- ``stats`` -> ``count``, ``version``, ``clock``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from react_mem.schema import Error, WireModel
+
+OPERATIONS = ("retrieve", "apply-delta", "get", "list", "history", "show", "rollback", "stats")
+
+MemoryType = Literal["semantic", "episodic", "procedural"]
+DeltaType = Literal["ADD", "UPDATE", "TAG", "REMOVE"]
+ChangeKind = Literal["added", "updated", "tagged", "removed", "merged", "pruned", "reinforced"]
+
+
+class Bullet(WireModel):
+    """A strategy bullet (seed 001's fields, with seed 003's section and neutral count)."""
+
+    id: str = ""
+    content: str = ""
+    section: str = "general"
+    tags: list[str] = Field(default_factory=list)
+    helpful: int = 0
+    harmful: int = 0
+    neutral: int = 0
+    #: Only the active memory type's strength is non-zero.
+    memory_type: MemoryType = "semantic"
+    semantic_strength: float = 0.0
+    episodic_strength: float = 0.0
+    procedural_strength: float = 0.0
+    #: The scope's access clock when each component was last refreshed.
+    semantic_access_index: int = 0
+    episodic_access_index: int = 0
+    procedural_access_index: int = 0
+    topic: str = ""
+    concept: str = ""
+    user: str | None = None
+    collection: str = ""
+    context_scope_id: str = ""
+    ttl_days: float | None = None
+    #: SHA-256 of the normalised content.
+    content_hash: str = ""
+    #: Epoch seconds.
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    last_used: float | None = None
+    metadata: dict[str, str] = Field(default_factory=dict)
+    # retrieve only: the combined score and its parts.
+    score: float | None = None
+    relevance: float | None = None
+    strength: float | None = None
+    decay_score: float | None = None
+
+
+class DeltaOperation(WireModel):
+    """ADD (content, section, ...), UPDATE (bullet_id; new content and/or counts),
+    TAG (bullet_id; helpful/harmful/neutral increments), REMOVE (bullet_id)."""
+
+    type: DeltaType = "ADD"
+    bullet_id: str | None = None
+    content: str | None = None
+    section: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    memory_type: MemoryType | None = None
+    topic: str | None = None
+    concept: str | None = None
+    user: str | None = None
+    ttl_days: float | None = Field(default=None, gt=0)
+    #: Counter increments (ADD: initial counts; TAG/UPDATE: added to the bullet's).
+    helpful: int = Field(default=0, ge=0)
+    harmful: int = Field(default=0, ge=0)
+    neutral: int = Field(default=0, ge=0)
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class Delta(WireModel):
+    #: Exactly once: a delta id seen before in the scope is not applied again.
+    delta_id: str = ""
+    operations: list[DeltaOperation] = Field(default_factory=list)
+    #: Where it came from (a trajectory id, "feedback:<session>", "cli", "seed").
+    source: str = ""
+    reason: str = ""
+
+
+class BulletChange(WireModel):
+    bullet_id: str = ""
+    change: ChangeKind = "added"
+    #: merged/reinforced: the surviving bullet.
+    into: str | None = None
+
+
+class DeltaRecord(WireModel):
+    """One applied delta: the playbook's history, for show and rollback."""
+
+    version: int = 0
+    delta_id: str = ""
+    source: str = ""
+    reason: str = ""
+    applied_at: float = 0.0
+    operations: list[DeltaOperation] = Field(default_factory=list)
+    changes: list[BulletChange] = Field(default_factory=list)
+
+
+class Weights(WireModel):
+    relevance: float = Field(default=0.25, ge=0)
+    strength: float = Field(default=0.55, ge=0)
+    type: float = Field(default=0.20, ge=0)
+
+
+class PlaybookRequest(WireModel):
+    operation: str = ""
+    collection: str = "default"
+    context_scope_id: str = ""
+    user: str | None = None
+    # retrieve
+    query: str | None = None
+    vector: list[float] | None = None
+    top_k: int = Field(default=10, ge=1, le=200)
+    topic: str | None = None
+    relevance: Literal["embedding", "jaccard"] = "embedding"
+    #: A preset ("default", "relevance-dominant") or explicit weights.
+    weights: str | Weights = "default"
+    advance_clock: bool = True
+    # apply-delta
+    delta: Delta | None = None
+    # get / list
+    ids: list[str] = Field(default_factory=list)
+    section: str | None = None
+    limit: int = Field(default=50, ge=1, le=1000)
+    offset: str | None = None
+    # show / rollback
+    version: int | None = Field(default=None, ge=0)
+
+
+class PlaybookResponse(WireModel):
+    error: Error | None = None
+    bullets: list[Bullet] = Field(default_factory=list)
+    version: int | None = None
+    applied: bool | None = None
+    changes: list[BulletChange] = Field(default_factory=list)
+    history: list[DeltaRecord] = Field(default_factory=list)
+    next_offset: str | None = None
+    count: int | None = None
+    clock: int | None = None
+
+
+class RubricResult(WireModel):
+    name: str = ""
+    passed: bool = False
+    comment: str = ""
+
+
+class Feedback(WireModel):
+    """User or evaluator feedback on one agent invocation, on the flow's ``feedback`` queue
+    (``flow:tg:agent-feedback:{workspace}:{flow}``): it re-runs reflection for that
+    trajectory and moves the counters of the bullets that were in its prompt."""
+
+    feedback_id: str = ""
+    session_id: str = ""
+    collection: str = "default"
+    user: str | None = None
+    #: -1 (harmful) .. 1 (helpful); or use ``helpful``.
+    rating: float | None = Field(default=None, ge=-1.0, le=1.0)
+    helpful: bool | None = None
+    rubric: list[RubricResult] = Field(default_factory=list)
+    ground_truth: str | None = None
+    comment: str = ""
