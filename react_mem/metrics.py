@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Enum, Gauge, Histogram, Info
 
@@ -112,18 +114,30 @@ def _create(registry: CollectorRegistry) -> Families:
     )
 
 
-_families: weakref.WeakKeyDictionary[CollectorRegistry, Families] = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
+T = TypeVar("T")
 
 
-def families(registry: CollectorRegistry | None = None) -> Families:
-    """The metric families of ``registry`` (the global one by default), created on first use."""
-    registry = REGISTRY if registry is None else registry
-    with _lock:
-        found = _families.get(registry)
-        if found is None:
-            found = _families[registry] = _create(registry)
-        return found
+def per_registry(
+    create: Callable[[CollectorRegistry], T],
+) -> Callable[[CollectorRegistry | None], T]:
+    """``create``'s metric families, made once per registry (the global one by default):
+    processors sharing a process share them, tests pass a fresh registry."""
+    made: weakref.WeakKeyDictionary[CollectorRegistry, T] = weakref.WeakKeyDictionary()
+    lock = threading.Lock()
+
+    def families(registry: CollectorRegistry | None = None) -> T:
+        registry = REGISTRY if registry is None else registry
+        with lock:
+            found = made.get(registry)
+            if found is None:
+                found = made[registry] = create(registry)
+            return found
+
+    return families
+
+
+#: The metric families of a registry, created on first use.
+families = per_registry(_create)
 
 
 class ConsumerMetrics:

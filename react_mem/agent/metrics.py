@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import threading
-import weakref
 from dataclasses import dataclass
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from react_mem.metrics import per_registry
 
 BUCKETS_LLM = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
 BUCKETS_FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -90,14 +90,4 @@ def _create(registry: CollectorRegistry) -> AgentMetrics:
     )
 
 
-_families: weakref.WeakKeyDictionary[CollectorRegistry, AgentMetrics] = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
-
-
-def agent_metrics(registry: CollectorRegistry | None = None) -> AgentMetrics:
-    registry = REGISTRY if registry is None else registry
-    with _lock:
-        found = _families.get(registry)
-        if found is None:
-            found = _families[registry] = _create(registry)
-        return found
+agent_metrics = per_registry(_create)
