@@ -7,25 +7,19 @@ same family twice in one registry would fail when services run as a processor gr
 
 from __future__ import annotations
 
-import threading
-import weakref
+from prometheus_client import CollectorRegistry, Gauge
 
-from prometheus_client import REGISTRY, CollectorRegistry, Gauge
-
-_gauges: weakref.WeakKeyDictionary[CollectorRegistry, Gauge] = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
+from react_mem.metrics import per_registry
 
 
-def memory_items(registry: CollectorRegistry | None = None) -> Gauge:
-    """``tg_memory_items{processor, kind}``: records a memory service holds, by kind."""
-    registry = REGISTRY if registry is None else registry
-    with _lock:
-        gauge = _gauges.get(registry)
-        if gauge is None:
-            gauge = _gauges[registry] = Gauge(
-                "tg_memory_items",
-                "Records held by a memory service",
-                ["processor", "kind"],
-                registry=registry,
-            )
-        return gauge
+def _memory_items(registry: CollectorRegistry) -> Gauge:
+    return Gauge(
+        "tg_memory_items",
+        "Records held by a memory service",
+        ["processor", "kind"],
+        registry=registry,
+    )
+
+
+#: ``tg_memory_items{processor, kind}``: records a memory service holds, by kind.
+memory_items = per_registry(_memory_items)

@@ -9,12 +9,10 @@ request is simply compressed again.
 from __future__ import annotations
 
 import asyncio
-import threading
-import weakref
 from pathlib import Path
 from typing import ClassVar
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter
 from pydantic import Field
 
 from memory_services.working.compress import Compression, Policy, compress
@@ -28,6 +26,7 @@ from memory_services.working.tokens import (
 )
 from react_mem.bus.transport import Transport
 from react_mem.errors import BadRequest
+from react_mem.metrics import per_registry
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
@@ -64,22 +63,14 @@ class WorkingMemorySettings(ProcessorSettings):
     max_input_chars: int = Field(default=200_000, ge=1)
 
 
-_families: weakref.WeakKeyDictionary[CollectorRegistry, Counter] = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
-
-
-def _compressions(registry: CollectorRegistry | None) -> Counter:
-    registry = REGISTRY if registry is None else registry
-    with _lock:
-        found = _families.get(registry)
-        if found is None:
-            found = _families[registry] = Counter(
-                "tg_working_memory_compressions_total",
-                "Working-memory compress requests by outcome",
-                ["processor", "outcome"],
-                registry=registry,
-            )
-        return found
+_compressions = per_registry(
+    lambda registry: Counter(
+        "tg_working_memory_compressions_total",
+        "Working-memory compress requests by outcome",
+        ["processor", "outcome"],
+        registry=registry,
+    )
+)
 
 
 class WorkingMemoryProcessor(Processor):

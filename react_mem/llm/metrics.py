@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import threading
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from react_mem.metrics import per_registry
 
 if TYPE_CHECKING:
     from react_mem.llm.base import Completion
@@ -47,18 +47,12 @@ def _create(registry: CollectorRegistry) -> _Families:
     )
 
 
-_families: weakref.WeakKeyDictionary[CollectorRegistry, _Families] = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
+_families = per_registry(_create)
 
 
 class LLMMetrics:
     def __init__(self, registry: CollectorRegistry | None, processor: str) -> None:
-        registry = REGISTRY if registry is None else registry
-        with _lock:
-            found = _families.get(registry)
-            if found is None:
-                found = _families[registry] = _create(registry)
-        self._fam, self._processor = found, processor
+        self._fam, self._processor = _families(registry), processor
 
     def completed(self, completion: Completion, seconds: float, model: str) -> None:
         labels = {"processor": self._processor, "model": model}
