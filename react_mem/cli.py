@@ -16,7 +16,7 @@ from typing import Any
 
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
-from react_mem.commands import ask, memory
+from react_mem.commands import ask, feedback, memory, playbook
 from react_mem.demo import run_demo
 from react_mem.errors import ReactMemError, RequestTimeout
 from react_mem.processor.group import load_group
@@ -24,8 +24,6 @@ from react_mem.processor.runtime import ProcessorEntry, open_bus, resolve_proces
 from react_mem.processor.settings import BusSettings
 from react_mem.schema.ping import PingRequest, PingResponse
 from react_mem.stack import Progress, agent_queues, stack_entries, wait_until_ready
-
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
 
 # CLI flag -> settings key; flags default to "not given" so env and file can apply.
 _S = argparse.SUPPRESS
@@ -257,6 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
     ping.add_argument("--count", type=int, default=5)
     ask.add_parser(sub, _bus_args)
     memory.add_parser(sub, _bus_args)
+    playbook.add_parser(sub, _bus_args)
+    feedback.add_parser(sub, _bus_args)
     return parser
 
 
@@ -269,6 +269,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, int | Non
     "ping": _ping_command,
     "ask": ask.command,
     "memory": memory.command,
+    "playbook": playbook.command,
+    "feedback": feedback.command,
 }
 
 

@@ -8,6 +8,7 @@ llama.cpp by default, or any OpenAI-compatible endpoint).
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -27,7 +28,11 @@ from react_mem.schema import (
 )
 from react_mem.schema.base import WireModel
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
+#: Flow, group and playbook files: the repository's ``config/``, or REACT_MEM_CONFIG_DIR
+#: where react-mem is installed from a wheel (the container image sets it).
+CONFIG_DIR = Path(
+    os.environ.get("REACT_MEM_CONFIG_DIR") or Path(__file__).resolve().parent.parent / "config"
+)
 STACK_GROUP = CONFIG_DIR / "groups" / "stack.yaml"
 LLM_ID = "text-completion"
 

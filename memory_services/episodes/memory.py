@@ -6,17 +6,23 @@ user is in the collection's user-less bucket): after a store that takes a bucket
 of 5% of it (at most 50). Finding the oldest means reading the bucket (≈80 ms for 1000
 episodes here, against ≈1 ms for a store), so a full bucket pays that once per batch, not
 on every store. Episodes older than ``max_age`` are never returned and are deleted by
-:meth:`EpisodeMemory.sweep`, which a background task runs.
+:meth:`EpisodeMemory.sweep`, which a background task runs. Episodes merged into another by
+consolidation (:mod:`.consolidate`) stay in their bucket and count towards its limit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import uuid
 from collections.abc import Callable, Sequence
 
+from memory_services.consolidation.engine import Engine, Options, check_id
+from memory_services.consolidation.ledger import Ledger
+from memory_services.consolidation.schema import ConsolidationReport
 from memory_services.embedding.base import Embedder
+from memory_services.episodes.consolidate import EpisodeKind, keep_lineage
 from memory_services.episodes.records import (
     EpisodeLimits,
     embedded_text,
@@ -40,6 +46,10 @@ from memory_services.store.base import (
 from react_mem.errors import BadRequest
 
 STORE, EMBEDDER = "vector store", "embedder"
+#: Consolidation defaults (the service passes its settings).
+CONSOLIDATION = Options(similarity_threshold=0.85, importance_threshold=0.7, max_candidates=10_000)
+#: Retrieve and list skip episodes merged into another.
+_UNMERGED = Condition("consolidated_into", missing=True)
 
 
 class EpisodeMemory:
@@ -55,6 +65,7 @@ class EpisodeMemory:
         max_age: float | None,
         default_top_k: int,
         clock: Callable[[], float],
+        consolidation: Options = CONSOLIDATION,
     ) -> None:
         self._store, self._embedder = store, embedder
         self.collection = collection
@@ -64,6 +75,12 @@ class EpisodeMemory:
         self._default_top_k = default_top_k
         self._clock = clock
         self._evicting = asyncio.Lock()
+        # Store writes and consolidation passes never interleave.
+        self._writing = asyncio.Lock()
+        self._consolidation_defaults = consolidation
+        kind = EpisodeKind(max_lessons=limits.max_lessons, oldest_kept=self._oldest_kept)
+        ledger = Ledger(store, f"episode-consolidations-{embedder.dimension}")
+        self._consolidation = Engine(store, collection, ledger, kind)
 
     async def ensure(self) -> None:
         spec = CollectionSpec(
@@ -73,10 +90,12 @@ class EpisodeMemory:
                 "outcome": FieldType.KEYWORD,
                 "created_at": FieldType.FLOAT,
                 "session_id": FieldType.KEYWORD,
+                "consolidated_into": FieldType.KEYWORD,
             },
         )
         await retrying(STORE, self._store.ensure, spec)
         await self._registry.ensure()
+        await self._consolidation.ledger.ensure()
 
     # -- operations --------------------------------------------------------------
     async def store(self, scope: Scope, request: EpisodeRequest) -> tuple[str, bool, int]:
@@ -86,12 +105,19 @@ class EpisodeMemory:
         found = await retrying(STORE, self._store.get, self.collection, [record_id], scope=scope)
         created_at = float(found[0].payload["created_at"]) if found else self._clock()
         payload = episode_payload(scope, request, created_at=created_at, limits=self._limits)
-        if found and found[0].payload.get("content_hash") == payload["content_hash"]:
+        if _same(found, payload):
             return record_id, False, 0  # a redelivery: already stored, nothing to do
         [vector] = await retrying(EMBEDDER, self._embedder.embed, [embedded_text(payload)])
-        await self._registry.remember(scope)
-        record = Record(id=record_id, payload=payload, vector=vector)
-        await retrying(STORE, self._store.upsert, self.collection, [record])
+        async with self._writing:
+            found = await retrying(
+                STORE, self._store.get, self.collection, [record_id], scope=scope
+            )
+            if _same(found, payload):
+                return record_id, False, 0
+            payload = keep_lineage(found[0].payload if found else None, payload)
+            await self._registry.remember(scope)
+            record = Record(id=record_id, payload=payload, vector=vector)
+            await retrying(STORE, self._store.upsert, self.collection, [record])
         return record_id, not found, await self._enforce_count(scope)
 
     async def retrieve(self, scope: Scope, request: EpisodeRequest) -> list[Episode]:
@@ -111,7 +137,7 @@ class EpisodeMemory:
             scope=scope,
             limit=top_k,
             min_score=request.min_score,
-            where=self._fresh() + _outcome(request),
+            where=[*self._fresh(), *_outcome(request), _UNMERGED],
         )
         return [to_episode(hit.id, hit.payload, hit.score) for hit in hits]
 
@@ -132,7 +158,7 @@ class EpisodeMemory:
             self._store.scroll,
             self.collection,
             scope=scope,
-            where=self._fresh() + _outcome(request),
+            where=[*self._fresh(), *_outcome(request), _UNMERGED],
             limit=request.limit,
             offset=request.offset,
         )
@@ -143,7 +169,45 @@ class EpisodeMemory:
         return await retrying(STORE, self._store.delete, self.collection, scope=scope, ids=ids)
 
     async def purge(self, scope: Scope) -> int:
-        return await retrying(STORE, self._store.delete, self.collection, scope=scope)
+        removed = await retrying(STORE, self._store.delete, self.collection, scope=scope)
+        await self._consolidation.ledger.purge(scope)
+        return removed
+
+    # -- consolidation -------------------------------------------------------------
+    async def consolidate(
+        self, scope: Scope, request: EpisodeRequest, consolidation_id: str | None
+    ) -> tuple[ConsolidationReport, bool]:
+        """Merge near-duplicate low-score episodes (see :mod:`.consolidate`); return the
+        report and whether this call changed anything."""
+        defaults = self._consolidation_defaults
+        options = dataclasses.replace(
+            defaults,
+            similarity_threshold=request.similarity_threshold or defaults.similarity_threshold,
+            importance_threshold=request.importance_threshold or defaults.importance_threshold,
+            dry_run=request.dry_run,
+        )
+        pass_id = check_id(consolidation_id, "consolidate")
+        async with self._writing:
+            return await self._consolidation.consolidate(scope, pass_id, options, self._clock())
+
+    async def unconsolidate(
+        self, scope: Scope, consolidation_id: str | None
+    ) -> tuple[ConsolidationReport, bool]:
+        pass_id = check_id(consolidation_id, "unconsolidate")
+        async with self._writing:
+            return await self._consolidation.unconsolidate(scope, pass_id, self._clock())
+
+    async def consolidate_all(self, consolidation_id: str) -> list[ConsolidationReport]:
+        """A scheduled pass over every known collection with the default thresholds."""
+        options = dataclasses.replace(self._consolidation_defaults, record_empty=False)
+        reports = []
+        for scope in await self._registry.scopes():
+            async with self._writing:
+                report, _ = await self._consolidation.consolidate(
+                    scope, consolidation_id, options, self._clock()
+                )
+            reports.append(report)
+        return reports
 
     # -- retention ---------------------------------------------------------------
     async def sweep(self) -> tuple[int, int]:
@@ -218,6 +282,10 @@ class EpisodeMemory:
             except ValueError:
                 raise BadRequest(f"{value!r} is not an episode id (a UUID)") from None
         return list(dict.fromkeys(ids))
+
+
+def _same(found: list[Record], payload: dict[str, object]) -> bool:
+    return bool(found) and found[0].payload.get("content_hash") == payload["content_hash"]
 
 
 def _outcome(request: EpisodeRequest) -> list[Condition]:

@@ -37,7 +37,7 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _normalise(text: str) -> str:
+def normalise_text(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
@@ -52,7 +52,7 @@ def episode_id(scope: Scope, request: EpisodeRequest) -> str:
         parts = ["session", *_scope_key(scope), request.session_id]
     else:
         steps = hashlib.sha256(_canonical(_steps(request.steps)).encode()).hexdigest()
-        parts = ["content", *_scope_key(scope), _normalise(request.goal), steps]
+        parts = ["content", *_scope_key(scope), normalise_text(request.goal), steps]
     return str(uuid.uuid5(_NAMESPACE, "\x1f".join(parts)))
 
 
@@ -109,6 +109,24 @@ def episode_payload(
     return scope.payload() | content | {"created_at": created_at, "content_hash": content_hash}
 
 
+#: The payload keys that hold the episode itself (its content hash and size cover them).
+CONTENT_KEYS = (
+    "goal",
+    "steps",
+    "outcome",
+    "score",
+    "lessons",
+    "tokens",
+    "duration_seconds",
+    "session_id",
+)
+
+
+def canonical_size(payload: Mapping[str, Any]) -> int:
+    """Bytes of the episode's canonical JSON."""
+    return len(_canonical({k: payload.get(k) for k in CONTENT_KEYS}).encode())
+
+
 def embedded_text(payload: Mapping[str, Any]) -> str:
     """What an episode is found by: its goal, then its lessons (MiniLM reads ~256 tokens,
     so the goal comes first and is never cut)."""
@@ -140,5 +158,7 @@ def to_episode(record_id: str, payload: Mapping[str, Any], similarity: float | N
             "conversation_id": payload.get("scope_conversation"),
             "collection": payload.get("scope_collection", ""),
             "similarity": similarity,
+            "consolidation_id": payload.get("consolidation_id")
+            or (payload.get("consolidations") or [None])[-1],
         }
     )

@@ -13,6 +13,19 @@ every conversation (of the user, or of the whole collection without ``user``).
 - ``get``: ids -> episodes. ``list``: limit, offset, optional ``outcome`` -> a page of
   episodes and ``next_offset``. ``delete``: ids -> ``count``. ``purge``: the request's scope
   (collection, optionally narrowed by user and/or conversation_id) -> ``count``.
+- ``consolidate``: merges clusters of near-duplicate episodes (cosine similarity of their
+  stored vectors at or above ``similarity_threshold``) of one user and one outcome whose
+  ``score`` -- an episode's importance -- is below ``importance_threshold``; episodes at or
+  above it are never changed. Each cluster keeps its best episode (highest score, then most
+  lessons, then the newest) with its id, goal, steps and vector, adds the others' lessons it
+  lacks (up to the per-episode lesson limit) and lists them in ``consolidated_from``; the
+  others become history (``consolidated_into`` the survivor): ``retrieve`` and ``list`` skip
+  them, ``get`` still returns them. ``bytes_saved`` counts the episodes' JSON (goal, steps,
+  outcome, score, lessons, tokens, duration, session). Optional ``consolidation_id`` (default:
+  the request's id; a repeated request gets the first report), thresholds (default 0.85 and
+  0.7 from the settings), ``dry_run`` -> ``consolidation``.
+- ``unconsolidate``: ``consolidation_id`` -> ``consolidation``: the absorbed episodes live
+  again and the survivor loses the lessons the merge added.
 """
 
 from __future__ import annotations
@@ -21,10 +34,20 @@ from typing import Literal
 
 from pydantic import Field
 
+from memory_services.consolidation.schema import ConsolidationReport
 from react_mem.schema import AgentStep, Error, WireModel
 
 Outcome = Literal["success", "failure", "partial"]
-OPERATIONS = ("store", "retrieve", "get", "list", "delete", "purge")
+OPERATIONS = (
+    "store",
+    "retrieve",
+    "get",
+    "list",
+    "delete",
+    "purge",
+    "consolidate",
+    "unconsolidate",
+)
 
 
 class Episode(WireModel):
@@ -46,6 +69,13 @@ class Episode(WireModel):
     created_at: float = 0.0
     #: Cosine similarity to the query (``retrieve`` only).
     similarity: float | None = None
+    #: The episodes ``consolidate`` merged into this one.
+    consolidated_from: list[str] = Field(default_factory=list)
+    #: The episode this one was merged into (history until ``unconsolidate``).
+    consolidated_into: str | None = None
+    #: The pass that merged this episode into another, or (a survivor) the latest pass
+    #: that merged others into it.
+    consolidation_id: str | None = None
 
 
 class EpisodeRequest(WireModel):
@@ -75,6 +105,11 @@ class EpisodeRequest(WireModel):
     # list
     limit: int = Field(default=20, ge=1)
     offset: str | None = None
+    # consolidate / unconsolidate
+    consolidation_id: str | None = None
+    similarity_threshold: float | None = Field(default=None, gt=0.0, le=1.0)
+    importance_threshold: float | None = Field(default=None, gt=0.0, le=1.0)
+    dry_run: bool = False
 
 
 class EpisodeResponse(WireModel):
@@ -88,3 +123,5 @@ class EpisodeResponse(WireModel):
     count: int | None = None
     #: store: older episodes evicted by the per-scope count limit.
     evicted: int | None = None
+    #: consolidate, unconsolidate.
+    consolidation: ConsolidationReport | None = None

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from typing import ClassVar
 
 from prometheus_client import CollectorRegistry
 from pydantic import Field
 
+from memory_services.consolidation.engine import Options
+from memory_services.consolidation.metrics import consolidation_counters
+from memory_services.consolidation.schema import ConsolidationReport
 from memory_services.embedding.base import Embedder
 from memory_services.episodes.memory import EpisodeMemory
 from memory_services.episodes.records import EpisodeLimits
@@ -39,10 +43,21 @@ class EpisodeMemorySettings(MemorySettings):
     max_goal_chars: int = Field(default=4000, ge=1)
     max_steps: int = Field(default=200, ge=0)
     max_episode_bytes: int = Field(default=512 * 1024, ge=1024)
+    #: Seconds between scheduled consolidation passes over every collection (checked at
+    #: each sweep); none: only on request.
+    consolidation_interval: float | None = Field(default=None, gt=0)
+    #: Cosine similarity (of the stored goal + lessons vectors) at or above which episodes
+    #: merge.
+    consolidation_similarity: float = Field(default=0.85, gt=0.0, le=1.0)
+    #: Episodes whose score is at or above this are never consolidated.
+    consolidation_importance: float = Field(default=0.7, gt=0.0, le=1.0)
+    #: Episodes one pass compares at most (the rest wait for the next pass).
+    consolidation_max_candidates: int = Field(default=10_000, ge=2, le=100_000)
 
 
 class EpisodeMemoryProcessor(MemoryProcessor):
-    """Stores, retrieves, lists and forgets episodes; see :mod:`.schema` for the operations."""
+    """Stores, retrieves, lists, forgets and consolidates episodes; see :mod:`.schema` for
+    the operations. With ``consolidation_interval`` set, consolidates on that schedule."""
 
     Settings: ClassVar[type[ProcessorSettings]] = EpisodeMemorySettings
     default_id: ClassVar[str] = "episode-memory"
@@ -59,6 +74,12 @@ class EpisodeMemoryProcessor(MemoryProcessor):
         assert isinstance(self.memory_settings, EpisodeMemorySettings)
         self.episode_settings: EpisodeMemorySettings = self.memory_settings
         self._memory: EpisodeMemory | None = None
+        counters = consolidation_counters(registry)
+        self._consolidated = counters.consolidated.labels(processor=self.id, kind="episode")
+        self._unconsolidated = counters.unconsolidated.labels(processor=self.id, kind="episode")
+        self._next_consolidation = time.monotonic() + (
+            self.episode_settings.consolidation_interval or 0.0
+        )
         self.serve_requests(EpisodeRequest, EpisodeResponse, self.on_request)
 
     @property
@@ -87,6 +108,11 @@ class EpisodeMemoryProcessor(MemoryProcessor):
             max_age=None if s.max_age_days is None else s.max_age_days * SECONDS_PER_DAY,
             default_top_k=s.default_top_k,
             clock=self.clock,
+            consolidation=Options(
+                similarity_threshold=s.consolidation_similarity,
+                importance_threshold=s.consolidation_importance,
+                max_candidates=s.consolidation_max_candidates,
+            ),
         )
         await self._memory.ensure()
 
@@ -95,12 +121,53 @@ class EpisodeMemoryProcessor(MemoryProcessor):
         self.items.labels(processor=self.id, kind="episode").set(held)
         if removed:
             logger.info("%s: swept %d episodes past the age limit", self.id, removed)
+        interval = self.episode_settings.consolidation_interval
+        if interval is not None and time.monotonic() >= self._next_consolidation:
+            self._next_consolidation = time.monotonic() + interval
+            pass_id = f"scheduled-{uuid.uuid4()}"
+            for report in await self.memory.consolidate_all(pass_id):
+                if report.merged:
+                    self._consolidated.inc(report.merged)
+                    logger.info(
+                        "%s: consolidation %s merged %d episodes (%d bytes saved)",
+                        self.id,
+                        pass_id,
+                        report.merged,
+                        report.bytes_saved,
+                    )
 
     async def on_request(self, request: EpisodeRequest, ctx: MessageContext) -> None:
         if request.operation not in OPERATIONS:
             raise unknown_operation(request.operation, OPERATIONS)
         scope = self.scope(ctx, request.collection, request.user, request.conversation_id)
-        await ctx.reply(await self._execute(scope, request))
+        if request.operation == "consolidate":
+            pass_id = request.consolidation_id or ctx.id or str(uuid.uuid4())
+            report, changed = await self.memory.consolidate(scope, request, pass_id)
+            await ctx.reply(self._reported(report, changed, undone=False))
+        elif request.operation == "unconsolidate":
+            report, changed = await self.memory.unconsolidate(scope, request.consolidation_id)
+            await ctx.reply(self._reported(report, changed, undone=True))
+        else:
+            await ctx.reply(await self._execute(scope, request))
+
+    def _reported(
+        self, report: ConsolidationReport, changed: bool, *, undone: bool
+    ) -> EpisodeResponse:
+        if changed:
+            (self._unconsolidated if undone else self._consolidated).inc(
+                report.restored if undone else report.merged
+            )
+            logger.info(
+                "%s: %s %s: %d merged, %d restored, %d preserved, %d bytes saved",
+                self.id,
+                "unconsolidate" if undone else "consolidate",
+                report.consolidation_id,
+                report.merged,
+                report.restored,
+                report.preserved,
+                report.bytes_saved,
+            )
+        return EpisodeResponse(consolidation=report)
 
     async def _execute(self, scope: Scope, request: EpisodeRequest) -> EpisodeResponse:
         memory, op = self.memory, request.operation

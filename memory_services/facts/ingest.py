@@ -83,10 +83,13 @@ async def store(
     for item in items:
         expires_at = rec.expiry(now, item.fact.ttl_seconds or policy.default_ttl_seconds)
         if item.id in batch.payloads and not batch.payloads[item.id]["current"]:
-            # History: a stale restatement must not undo an update (``update`` can).
-            results.append(StoredFact(id=item.id, status="superseded", similarity=1.0))
-            continue
-        if item.id in batch.payloads:
+            merged_into = await _merged_into(ctx, owner, batch, item.id, now)
+            if merged_into is None:
+                # History: a stale restatement must not undo an update (``update`` can).
+                results.append(StoredFact(id=item.id, status="superseded", similarity=1.0))
+                continue
+            target, similarity = merged_into, None  # a consolidated fact: its survivor
+        elif item.id in batch.payloads:
             target, similarity = item.id, 1.0
         else:
             vector = vectors[item.content]
@@ -128,6 +131,25 @@ async def store(
     for id, changes in batch.changed.items():
         await ctx.set_payload(id, changes, owner)
     return results
+
+
+async def _merged_into(
+    ctx: FactContext, owner: Scope, batch: _Batch, id: str, now: float
+) -> str | None:
+    """The live fact a consolidated fact ``id`` was merged into, following later merges;
+    None if ``id`` was superseded by an update, or its survivor is gone or history."""
+    seen = {id}
+    while (into := batch.payloads[id].get("consolidated_into")) and into not in seen:
+        seen.add(into)
+        if into not in batch.payloads:
+            found = await ctx.get([into], owner)
+            if not found or float(found[0].payload["expires_at"]) <= now:
+                return None
+            batch.payloads[into] = dict(found[0].payload)
+        if batch.payloads[into]["current"]:
+            return str(into)
+        id = into
+    return None
 
 
 def _new(

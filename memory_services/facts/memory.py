@@ -5,9 +5,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
+from memory_services.consolidation.engine import Engine, Options, check_id
+from memory_services.consolidation.ledger import Ledger
+from memory_services.consolidation.schema import ConsolidationReport
 from memory_services.embedding.base import Embedder
 from memory_services.facts import ingest, supersede
 from memory_services.facts import records as rec
+from memory_services.facts.consolidate import FactKind
 from memory_services.facts.context import Clock, FactContext, fact_ids, query_vector
 from memory_services.facts.schema import Fact, FactInput, StoredFact
 from memory_services.retry import retrying
@@ -42,12 +46,19 @@ class FactMemory:
             on_change=on_change,
         )
         self._write_lock = asyncio.Lock()
+        kind = FactKind(
+            max_metadata_chars=policy.max_content_chars,
+            history_ttl=policy.consolidation_history_ttl,
+        )
+        ledger = Ledger(store, f"fact-consolidations-{embedder.dimension}")
+        self._consolidation = Engine(store, self.ctx.collection, ledger, kind)
 
     async def ensure(self) -> None:
         """Create the collections if absent (the store must be open)."""
         spec = CollectionSpec(self.ctx.collection, self.ctx.embedder.dimension, rec.INDEXES)
         await retrying("vector store", self.ctx.store.ensure, spec)
         await self.ctx.scopes.ensure()
+        await self._consolidation.ledger.ensure()
 
     # -- writes ------------------------------------------------------------------
     async def store(
@@ -74,8 +85,11 @@ class FactMemory:
         return await self._delete(scope, ids=ids)
 
     async def purge(self, scope: Scope) -> int:
-        """Delete every fact in ``scope``: a collection, one user's or one conversation's."""
-        return await self._delete(scope)
+        """Delete every fact in ``scope``: a collection, one user's or one conversation's
+        (and, but for a conversation's, the consolidation passes recorded there)."""
+        removed = await self._delete(scope)
+        await self._consolidation.ledger.purge(scope)
+        return removed
 
     async def sweep(self) -> tuple[int, int]:
         """Delete expired facts in every scope that ever held facts; return how many were
@@ -94,6 +108,62 @@ class FactMemory:
             removed = await self.ctx.delete(scope, ids=ids, where=where)
         self.ctx.on_change(-removed)
         return removed
+
+    # -- consolidation -------------------------------------------------------------
+    async def consolidate(
+        self,
+        scope: Scope,
+        consolidation_id: str | None,
+        *,
+        similarity_threshold: float | None = None,
+        importance_threshold: float | None = None,
+        dry_run: bool = False,
+    ) -> tuple[ConsolidationReport, bool]:
+        """Merge near-duplicate low-importance facts (see :mod:`.consolidate`); return the
+        report and whether this call changed anything."""
+        policy = self.ctx.policy
+        options = Options(
+            similarity_threshold=(
+                policy.consolidation_similarity
+                if similarity_threshold is None
+                else similarity_threshold
+            ),
+            importance_threshold=(
+                policy.consolidation_importance
+                if importance_threshold is None
+                else importance_threshold
+            ),
+            max_candidates=policy.consolidation_max_candidates,
+            dry_run=dry_run,
+        )
+        pass_id = check_id(consolidation_id, "consolidate")
+        async with self._write_lock:
+            return await self._consolidation.consolidate(scope, pass_id, options, self.ctx.clock())
+
+    async def unconsolidate(
+        self, scope: Scope, consolidation_id: str | None
+    ) -> tuple[ConsolidationReport, bool]:
+        pass_id = check_id(consolidation_id, "unconsolidate")
+        async with self._write_lock:
+            return await self._consolidation.unconsolidate(scope, pass_id, self.ctx.clock())
+
+    async def consolidate_all(self, consolidation_id: str) -> list[ConsolidationReport]:
+        """A scheduled pass over every collection that holds facts, with the default
+        thresholds; collections with nothing to merge leave no ledger entry."""
+        policy, reports = self.ctx.policy, []
+        options = Options(
+            similarity_threshold=policy.consolidation_similarity,
+            importance_threshold=policy.consolidation_importance,
+            max_candidates=policy.consolidation_max_candidates,
+            record_empty=False,
+        )
+        for scope in await self.ctx.scopes.scopes():
+            async with self._write_lock:
+                report, _ = await self._consolidation.consolidate(
+                    scope, consolidation_id, options, self.ctx.clock()
+                )
+            reports.append(report)
+        return reports
 
     # -- reads -------------------------------------------------------------------
     async def retrieve(

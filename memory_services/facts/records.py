@@ -44,6 +44,10 @@ class FactPolicy:
     max_facts_per_scope: int = 100_000
     max_top_k: int = 100
     max_list_limit: int = 1000
+    consolidation_similarity: float = 0.85
+    consolidation_importance: float = 0.7
+    consolidation_max_candidates: int = 10_000
+    consolidation_history_ttl: float | None = None
 
 
 def normalise(content: str) -> str:
@@ -164,4 +168,12 @@ def to_fact(id: str, payload: Mapping[str, Any], score: float | None = None) -> 
         content_hash=payload["content_hash"],
         metadata=payload.get("metadata") or {},
         score=score,
+        sources=payload.get("sources") or [],
+        consolidated_from=payload.get("consolidated_from") or [],
+        consolidated_into=payload.get("consolidated_into"),
+        consolidation_id=payload.get("consolidation_id") or _last(payload.get("consolidations")),
     )
+
+
+def _last(values: list[str] | None) -> str | None:
+    return values[-1] if values else None

@@ -1,23 +1,55 @@
 """Fact-memory wire messages: one request and one response shape for every operation.
 
 Operations: ``store``, ``retrieve``, ``get``, ``history``, ``list``, ``update``, ``delete``,
-``purge``. The scope is the flow's workspace plus ``collection`` and the optional ``user``;
-``conversation_id`` is the conversation a stored fact was learned in (its source), and on
-reads and purges it narrows the scope to facts from that conversation. A request without
-``user`` sees (and a ``purge`` without it deletes) the whole collection, users' facts
-included; with ``user``, only that user's facts. So ``purge`` deletes: a collection
-(``collection`` alone), one user's facts (``user``), one conversation's (``conversation_id``),
-or one user's facts from one conversation (both).
+``purge``, ``consolidate``, ``unconsolidate``. The scope is the flow's workspace plus
+``collection`` and the optional ``user``; ``conversation_id`` is the conversation a stored
+fact was learned in (its source), and on reads and purges it narrows the scope to facts from
+that conversation. A request without ``user`` sees (and a ``purge`` without it deletes) the
+whole collection, users' facts included; with ``user``, only that user's facts. So ``purge``
+deletes: a collection (``collection`` alone), one user's facts (``user``), one
+conversation's (``conversation_id``), or one user's facts from one conversation (both).
+
+``consolidate`` merges clusters of near-duplicate facts (cosine similarity at or above
+``similarity_threshold``) whose importance is below ``importance_threshold``, within each
+user's facts of the scope (the request's ``conversation_id`` narrows which facts are read).
+Facts at or above the importance threshold are never changed. Each cluster keeps its best
+member (highest importance, then confidence, then access count, then the newest) with its id
+and content; it gets the members' access counts summed, the highest importance and
+confidence, the latest access and expiry, their metadata (its own keys win) and their source
+conversations in ``sources``, and lists them in ``consolidated_from``. The absorbed facts
+become history (``current`` false, ``superseded_by`` and ``consolidated_into`` the survivor):
+``get`` and ``history`` still show them; restating one reinforces the survivor. The reply's
+``consolidation`` reports the pass; ``bytes_saved`` counts UTF-8 bytes of content, metadata
+and sources. ``unconsolidate`` with the pass's ``consolidation_id`` restores every absorbed
+fact and the survivor's fields (counters lose what the merge added; other fields changed
+since keep their new value); it is refused (``conflict``) while a later pass that merged the
+survivor again is not undone. Absorbed facts count towards the quota until deleted, purged or
+expired (setting ``consolidation_history_ttl``); a ``purge`` of the collection or user also
+forgets its passes. ``dry_run`` reports without writing. A pass is named by
+``consolidation_id`` (default: the request's id), so a repeated request answers with the
+first report and merges nothing twice.
 """
 
 from __future__ import annotations
 
 from pydantic import Field
 
+from memory_services.consolidation.schema import ConsolidationReport
 from react_mem.schema import Error
 from react_mem.schema.base import WireModel
 
-FACT_OPERATIONS = ("store", "retrieve", "get", "history", "list", "update", "delete", "purge")
+FACT_OPERATIONS = (
+    "store",
+    "retrieve",
+    "get",
+    "history",
+    "list",
+    "update",
+    "delete",
+    "purge",
+    "consolidate",
+    "unconsolidate",
+)
 
 
 class FactInput(WireModel):
@@ -57,6 +89,15 @@ class Fact(WireModel):
     metadata: dict[str, str] = Field(default_factory=dict)
     #: Cosine similarity to the query (``retrieve`` only).
     score: float | None = None
+    #: Other conversations the fact was learned in (merged in by ``consolidate``).
+    sources: list[str] = Field(default_factory=list)
+    #: The facts ``consolidate`` merged into this one.
+    consolidated_from: list[str] = Field(default_factory=list)
+    #: The fact this one was merged into (it is history until ``unconsolidate``).
+    consolidated_into: str | None = None
+    #: The pass that merged this fact into another, or (a survivor) the latest pass that
+    #: merged others into it.
+    consolidation_id: str | None = None
 
 
 class StoredFact(WireModel):
@@ -92,6 +133,13 @@ class FactRequest(WireModel):
     #: list: page size and the ``next_cursor`` of the previous page.
     limit: int = Field(default=50, ge=1)
     cursor: str | None = None
+    #: consolidate: names the pass (default: the request's id); unconsolidate: the pass.
+    consolidation_id: str | None = None
+    #: consolidate: defaults from the service's settings (0.85 and 0.7).
+    similarity_threshold: float | None = Field(default=None, gt=0.0, le=1.0)
+    importance_threshold: float | None = Field(default=None, gt=0.0, le=1.0)
+    #: consolidate: report what would merge, change nothing.
+    dry_run: bool = False
 
 
 class FactResponse(WireModel):
@@ -106,3 +154,5 @@ class FactResponse(WireModel):
     next_cursor: str | None = None
     #: delete, purge: how many records were removed.
     deleted: int = 0
+    #: consolidate, unconsolidate.
+    consolidation: ConsolidationReport | None = None

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from typing import ClassVar
 
 from prometheus_client import CollectorRegistry
 from pydantic import Field
 
+from memory_services.consolidation.metrics import consolidation_counters
+from memory_services.consolidation.schema import ConsolidationReport
 from memory_services.embedding.base import Embedder
 from memory_services.facts.memory import FactMemory
 from memory_services.facts.records import FactPolicy
@@ -43,14 +46,28 @@ class FactMemorySettings(MemorySettings):
     max_list_limit: int = Field(default=1000, ge=1, le=10_000)
     #: Seconds between sweeps that delete expired facts (and refresh the size gauge).
     sweep_interval: float = Field(default=60.0, gt=0)
+    #: Seconds between scheduled consolidation passes over every collection (checked at
+    #: each sweep); none: only on request.
+    consolidation_interval: float | None = Field(default=None, gt=0)
+    #: Cosine similarity at or above which low-importance facts merge. Below the store's
+    #: near-duplicate threshold: it catches paraphrases a store added as separate facts.
+    consolidation_similarity: float = Field(default=0.85, gt=0.0, le=1.0)
+    #: Facts with importance at or above this are never consolidated.
+    consolidation_importance: float = Field(default=0.7, gt=0.0, le=1.0)
+    #: Facts one pass compares at most (the rest wait for the next pass).
+    consolidation_max_candidates: int = Field(default=10_000, ge=2, le=100_000)
+    #: Absorbed facts expire this many seconds after a merge (then it can no longer be
+    #: undone for them); none: kept until deleted or purged.
+    consolidation_history_ttl: float | None = Field(default=None, gt=0)
 
     def policy(self) -> FactPolicy:
         return FactPolicy(**{k: getattr(self, k) for k in FactPolicy.__dataclass_fields__})
 
 
 class FactMemoryProcessor(MemoryProcessor):
-    """Serves store, retrieve, get, history, list, update, delete and purge (see
-    :mod:`.schema`), and deletes expired facts in the background."""
+    """Serves store, retrieve, get, history, list, update, delete, purge, consolidate and
+    unconsolidate (see :mod:`.schema`); deletes expired facts in the background and, when
+    ``consolidation_interval`` is set, consolidates every collection on that schedule."""
 
     Settings: ClassVar[type[ProcessorSettings]] = FactMemorySettings
     default_id: ClassVar[str] = "fact-memory"
@@ -68,6 +85,12 @@ class FactMemoryProcessor(MemoryProcessor):
         self.fact_settings: FactMemorySettings = self.memory_settings
         self._size = self.items.labels(processor=self.id, kind="fact")
         self._memory: FactMemory | None = None
+        counters = consolidation_counters(registry)
+        self._consolidated = counters.consolidated.labels(processor=self.id, kind="fact")
+        self._unconsolidated = counters.unconsolidated.labels(processor=self.id, kind="fact")
+        self._next_consolidation = time.monotonic() + (
+            self.fact_settings.consolidation_interval or 0.0
+        )
         self.serve_requests(FactRequest, FactResponse, self.on_request)
 
     @property
@@ -96,6 +119,30 @@ class FactMemoryProcessor(MemoryProcessor):
         self._size.set(held)
         if removed:
             logger.info("%s: swept %d expired facts", self.id, removed)
+        interval = self.fact_settings.consolidation_interval
+        if interval is not None and time.monotonic() >= self._next_consolidation:
+            self._next_consolidation = time.monotonic() + interval
+            await self._scheduled_consolidation()
+
+    async def _scheduled_consolidation(self) -> None:
+        pass_id = f"scheduled-{uuid.uuid4()}"
+        for report in await self.memory.consolidate_all(pass_id):
+            self._count(report, undone=False)
+            if report.merged:
+                logger.info(
+                    "%s: consolidation %s merged %d facts in %d clusters (%d bytes saved)",
+                    self.id,
+                    pass_id,
+                    report.merged,
+                    len(report.clusters),
+                    report.bytes_saved,
+                )
+
+    def _count(self, report: ConsolidationReport, *, undone: bool) -> None:
+        if undone:
+            self._unconsolidated.inc(report.restored)
+        else:
+            self._consolidated.inc(report.merged)
 
     async def on_request(self, request: FactRequest, ctx: MessageContext) -> None:
         if request.operation not in FACT_OPERATIONS:
@@ -124,4 +171,33 @@ class FactMemoryProcessor(MemoryProcessor):
             return FactResponse(facts=facts, next_cursor=cursor)
         if op == "delete":
             return FactResponse(deleted=await memory.delete(scope, r.ids))
+        if op == "consolidate":
+            report, changed = await memory.consolidate(
+                scope,
+                r.consolidation_id or request_id or str(uuid.uuid4()),
+                similarity_threshold=r.similarity_threshold,
+                importance_threshold=r.importance_threshold,
+                dry_run=r.dry_run,
+            )
+            return self._reported(report, changed, undone=False)
+        if op == "unconsolidate":
+            report, changed = await memory.unconsolidate(scope, r.consolidation_id)
+            return self._reported(report, changed, undone=True)
         return FactResponse(deleted=await memory.purge(scope))  # purge
+
+    def _reported(
+        self, report: ConsolidationReport, changed: bool, *, undone: bool
+    ) -> FactResponse:
+        if changed:
+            self._count(report, undone=undone)
+            logger.info(
+                "%s: %s %s: %d merged, %d restored, %d preserved, %d bytes saved",
+                self.id,
+                "unconsolidate" if undone else "consolidate",
+                report.consolidation_id,
+                report.merged,
+                report.restored,
+                report.preserved,
+                report.bytes_saved,
+            )
+        return FactResponse(consolidation=report)

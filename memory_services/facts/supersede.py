@@ -94,6 +94,8 @@ def _successor(
     payload: Mapping[str, Any], old_id: str, now: float, request_id: str | None
 ) -> dict[str, Any]:
     changes: dict[str, Any] = {"current": True, "superseded_by": None, "updated_at": now}
+    if payload.get("consolidated_into"):  # a consolidated fact is live again, not absorbed
+        changes |= {"consolidated_into": None, "consolidation_id": None}
     if not payload["current"] or not payload.get("supersedes"):
         changes["supersedes"] = old_id
     if request_id is None or payload.get("last_request") != request_id:

@@ -13,6 +13,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from memory_services.playbook.schema import Weights
 from react_mem.errors import ConfigurationError
 
 CONFIG_TYPE = "agent-mem"
@@ -37,6 +38,24 @@ class AgentMemConfig(BaseModel):
     memory_token_budget: int = Field(default=800, ge=0, alias="memory-token-budget")
     #: Seconds each memory service may take at invocation start; a late one is left out.
     memory_timeout: float = Field(default=2.0, gt=0, le=60, alias="memory-timeout")
+    #: Playbook bullets (ACE strategies) recalled per invocation; 0 turns the playbook off.
+    playbook_top_k: int = Field(default=8, ge=0, le=200, alias="playbook-top-k")
+    #: Retrieval weights: a preset (``default``, ``relevance-dominant``) or JSON weights.
+    playbook_weights: Literal["default", "relevance-dominant"] | Weights = Field(
+        default="default", alias="playbook-weights"
+    )
+    playbook_relevance: Literal["embedding", "jaccard"] = Field(
+        default="embedding", alias="playbook-relevance"
+    )
+    #: The context scope bullets are recalled from (seed 001 enhancement 1; "" is shared).
+    playbook_context_scope: str = Field(default="", alias="playbook-context-scope")
+    #: ``pre_context``: first in the memory section. ``post_context``: right before the
+    #: question, after memory and working memory (seed 001 enhancement 2).
+    playbook_injection: Literal["pre_context", "post_context"] = Field(
+        default="pre_context", alias="playbook-injection"
+    )
+    #: Share of ``memory-token-budget`` the bullets may take first (others scale down).
+    playbook_token_share: float = Field(default=0.25, ge=0, le=1, alias="playbook-token-share")
     enable_auto_fact_extraction: bool = Field(default=True, alias="enable-auto-fact-extraction")
     enable_episode_recording: bool = Field(default=True, alias="enable-episode-recording")
     #: Memory for requests that do not say (``AgentRequest.enable_memory`` absent).

@@ -1,8 +1,9 @@
 """Invocation start: recall what memory holds for a question, in parallel, never failing.
 
-The question is embedded once; fact and episode memory are asked by that vector and the
-conversation is loaded by id, all at once, each with its own timeout. A memory service
-that is absent from the flow, slow or failing thins the context; it never fails the answer.
+The question is embedded once; fact and episode memory and the playbook are asked by that
+vector and the conversation is loaded by id, all at once, each with its own timeout. A
+memory service that is absent from the flow, slow or failing thins the context; it never
+fails the answer.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from memory_services.conversations.schema import (
 from memory_services.embedding.base import Embedder
 from memory_services.episodes.schema import Episode, EpisodeRequest, EpisodeResponse
 from memory_services.facts.schema import Fact, FactRequest, FactResponse
+from memory_services.playbook.schema import Bullet, PlaybookRequest, PlaybookResponse
 from react_mem.agent.config import AgentMemConfig
 from react_mem.processor.flow import Flow
 
@@ -31,6 +33,7 @@ FACTS = "fact-memory-request"
 EPISODES = "episode-memory-request"
 CONVERSATIONS = "conversation-memory-request"
 WORKING = "working-memory-request"
+PLAYBOOK = "playbook-memory-request"
 
 T = TypeVar("T")
 
@@ -47,6 +50,8 @@ class Recall:
     facts: list[Fact] = field(default_factory=list)
     episodes: list[Episode] = field(default_factory=list)
     conversation: Conversation | None = None
+    #: Playbook bullets, best first.
+    bullets: list[Bullet] = field(default_factory=list)
     #: Sources that could not be read this time (absent, late or failing), with why.
     missed: dict[str, str] = field(default_factory=dict)
     #: Seconds per source, the embedding included as ``embed``.
@@ -61,6 +66,8 @@ class MemoryRecall:
         cfg, flow, recall = self.config, self.flow, Recall()
         wants_facts = cfg.fact_retrieval_top_k > 0 and flow.has_client(FACTS)
         wants_episodes = cfg.episode_retrieval_top_k > 0 and flow.has_client(EPISODES)
+        wants_bullets = cfg.playbook_top_k > 0 and flow.has_client(PLAYBOOK)
+        by_vector = wants_bullets and cfg.playbook_relevance == "embedding"
         conversation = None
         if scope.conversation_id and flow.has_client(CONVERSATIONS):
             # Needs no vector: asked at once, while the question is embedded.
@@ -68,7 +75,7 @@ class MemoryRecall:
                 self._timed(recall, "conversation", self._conversation(scope))
             )
         vector = None
-        if (wants_facts or wants_episodes) and self.embedder is not None:
+        if (wants_facts or wants_episodes or by_vector) and self.embedder is not None:
             vector = await self._timed(recall, "embed", self._embed(question))
         jobs: dict[str, Awaitable[Any]] = {}
         if wants_facts:
@@ -77,13 +84,18 @@ class MemoryRecall:
             jobs["episodes"] = self._timed(
                 recall, "episodes", self._episodes(question, vector, scope)
             )
+        if wants_bullets:
+            jobs["bullets"] = self._timed(
+                recall, "playbook", self._bullets(question, vector if by_vector else None, scope)
+            )
         if conversation is not None:
             jobs["conversation"] = conversation
         results = await asyncio.gather(*jobs.values())
         for name, result in zip(jobs, results, strict=True):
             if result is not None:
                 setattr(recall, name, result)
-        for name, present in (("facts", wants_facts), ("episodes", wants_episodes)):
+        wanted = (("facts", wants_facts), ("episodes", wants_episodes), ("playbook", wants_bullets))
+        for name, present in wanted:
             if not present:
                 recall.missed.setdefault(name, "not in this flow")
         return recall
@@ -136,6 +148,26 @@ class MemoryRecall:
         if response.error is not None:
             raise RuntimeError(response.error.message)
         return response.episodes
+
+    async def _bullets(
+        self, question: str, vector: list[float] | None, scope: Scope
+    ) -> list[Bullet]:
+        cfg = self.config
+        request = PlaybookRequest(
+            operation="retrieve",
+            collection=scope.collection,
+            context_scope_id=cfg.playbook_context_scope,
+            user=scope.user,
+            query=question,  # also when a vector is given: Jaccard relevance needs the text
+            vector=vector,
+            top_k=cfg.playbook_top_k,
+            relevance=cfg.playbook_relevance,
+            weights=cfg.playbook_weights,
+        )
+        response: PlaybookResponse = await self.flow.client(PLAYBOOK).request(request)
+        if response.error is not None:
+            raise RuntimeError(response.error.message)
+        return response.bullets
 
     async def _conversation(self, scope: Scope) -> Conversation | None:
         request = ConversationRequest(

@@ -1,18 +1,20 @@
 """Prompt assembly in seed 004's structure, memory within a token budget.
 
-The memory section is rendered once per invocation (it travels in ``MemoryState.context``)
-and fenced as data: the system prompt says so, and text inside cannot close the fence.
+The memory section is rendered once per invocation (it travels in ``MemoryState.context``;
+playbook bullets injected after the context in ``MemoryState.post_context``) and fenced as
+data: the system prompt says so, and text inside cannot close the fence.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from memory_services.conversations.schema import Conversation
 from memory_services.episodes.schema import Episode
 from memory_services.facts.schema import Fact
+from memory_services.playbook.schema import Bullet
 from memory_services.working.schema import SUMMARY_STEP_TYPE
 from memory_services.working.tokens import TokenCounter, fit_text
 from react_mem.agent.tools import Tool
@@ -41,19 +43,72 @@ DATA_NOTE = (
 )
 
 #: Share of the memory budget each section may use first; what one leaves, others take.
+#: Playbook bullets, when there are any, take ``playbook_share`` and the others scale down.
 SHARES = {"facts": 0.4, "conversation": 0.35, "episodes": 0.25}
+
+TITLES = {
+    "playbook": "Playbook (strategies learned from past tasks):",
+    "facts": "Long-term Facts:",
+    "episodes": "Relevant Past Episodes:",
+    "conversation": "Conversation History:",
+}
+#: Order of the sections in the prompt, and the order leftover budget is handed out.
+ORDER = ("playbook", "facts", "episodes", "conversation")
+FILL = ("facts", "conversation", "episodes", "playbook")
 
 
 @dataclass(frozen=True)
 class Item:
     text: str
     ref: MemoryRef
+    #: A heading the item is listed under (a playbook section), written once per group.
+    group: str = ""
+
+
+@dataclass(frozen=True)
+class Context:
+    """The rendered memory: the fenced section before the task and, with post-context
+    injection, the fenced playbook placed right before the question."""
+
+    memory: str = ""
+    post: str = ""
+    used: list[MemoryRef] = field(default_factory=list)
 
 
 def _clean(text: str) -> str:
     """Memory text on one fenced line each: no fence markers, no line breaks."""
     text = " ".join(text.split())
     return text.replace(MEMORY_OPEN, "&lt;memory&gt;").replace(MEMORY_CLOSE, "&lt;/memory&gt;")
+
+
+def bullet_line(bullet: Bullet) -> str:
+    """Seed 003's bullet line: ``- [id] content (helpful=5, harmful=0)``."""
+    counts = f"(helpful={bullet.helpful}, harmful={bullet.harmful})"
+    return f"- [{_clean(bullet.id)}] {_clean(bullet.content)} {counts}"
+
+
+def section_heading(section: str) -> str:
+    return f"## {_clean(section) or 'general'}"
+
+
+def as_prompt(bullets: Sequence[Bullet]) -> str:
+    """Bullets in seed 003's playbook format: grouped under ``## Section`` headings, in
+    the order sections first appear, blank lines between sections."""
+    groups: dict[str, list[str]] = {}
+    for b in bullets:
+        groups.setdefault(section_heading(b.section), []).append(bullet_line(b))
+    return "\n\n".join("\n".join([heading, *lines]) for heading, lines in groups.items())
+
+
+def bullet_items(bullets: Sequence[Bullet]) -> list[Item]:
+    return [
+        Item(
+            bullet_line(b),
+            MemoryRef(kind="bullet", id=b.id, content=b.content, score=b.score),
+            group=section_heading(b.section),
+        )
+        for b in bullets
+    ]
 
 
 def fact_items(facts: Sequence[Fact]) -> list[Item]:
@@ -100,42 +155,82 @@ def render_memory(
     counter: TokenCounter, budget: int, sections: dict[str, list[Item]]
 ) -> tuple[str, list[MemoryRef]]:
     """The fenced memory section (empty when there is nothing) and what it holds."""
-    titles = {
-        "facts": "Long-term Facts:",
-        "episodes": "Relevant Past Episodes:",
-        "conversation": "Conversation History:",
-    }
-    # The fences, titles' line breaks and the blank lines between sections count too.
-    budget -= counter.count(f"{MEMORY_OPEN}\n\n{MEMORY_CLOSE}") + 2 * len(sections)
+    context = render_context(counter, budget, sections)
+    return context.memory, context.used
+
+
+def render_context(
+    counter: TokenCounter,
+    budget: int,
+    sections: dict[str, list[Item]],
+    *,
+    playbook_share: float = 0.25,
+    post_context: bool = False,
+) -> Context:
+    """Choose what fits ``budget`` (fences, titles and separators included) and render it;
+    with ``post_context`` the playbook is fenced apart, for the end of the prompt."""
+    apart = {"playbook"} if post_context and sections.get("playbook") else set()
+    fence = counter.count(f"{MEMORY_OPEN}\n\n{MEMORY_CLOSE}")
+    budget -= fence * (1 + len(apart)) + 2 * len(sections)
+    chosen = _choose(counter, budget, sections, playbook_share)
+    refs = [i.ref for name in ORDER for i in chosen.get(name, [])]
+    before = _fenced({n: items for n, items in chosen.items() if n not in apart})
+    after = _fenced({n: items for n, items in chosen.items() if n in apart})
+    return Context(before, after, refs)
+
+
+def _choose(
+    counter: TokenCounter, budget: int, sections: dict[str, list[Item]], playbook_share: float
+) -> dict[str, list[Item]]:
+    """Each section first within its share, then leftovers in ``FILL`` order; only the
+    last item to fit may be cut short (never a bullet: its id and counters must show)."""
+    scale = 1.0 - playbook_share if sections.get("playbook") else 1.0
+    shares = {n: SHARES.get(n, 0.2) * scale for n in sections} | {"playbook": playbook_share}
     chosen: dict[str, list[Item]] = {name: [] for name in sections}
-    left = {name: int(budget * SHARES.get(name, 0.2)) for name in sections}
-    spent = sum(counter.count(titles[n]) for n, items in sections.items() if items)
+    left = {name: int(budget * shares[name]) for name in sections}
+    spent = sum(counter.count(TITLES[n]) for n, items in sections.items() if items)
     pending = {name: list(items) for name, items in sections.items()}
+    groups: set[str] = set()
     for final_pass in (False, True):
-        for name in ("facts", "conversation", "episodes"):
+        for name in FILL:
             while pending.get(name):
                 room = budget - spent if final_pass else min(left[name], budget - spent)
-                text = pending[name][0].text
-                cost = counter.count(text)
+                item = pending[name][0]
+                text = item.text
+                heading = 0
+                if item.group and item.group not in groups:
+                    heading = counter.count(item.group) + 1  # and its line break
+                cost = counter.count(text) + heading
                 if cost > room:
-                    if not final_pass or room < 8:
+                    if not final_pass or room - heading < 8 or item.ref.kind == "bullet":
                         break
-                    text = fit_text(counter, text, room)
-                    cost = counter.count(text)
-                item = pending[name].pop(0)
-                chosen[name].append(Item(text, item.ref))
+                    text = fit_text(counter, text, room - heading)
+                    cost = counter.count(text) + heading
+                pending[name].pop(0)
+                chosen[name].append(Item(text, item.ref, item.group))
+                groups.add(item.group)
                 spent += cost
                 left[name] -= cost
-    blocks = [
-        "\n".join([titles[name], *(i.text for i in chosen[name])])
-        for name in ("facts", "episodes", "conversation")
-        if chosen.get(name)
-    ]
+    return chosen
+
+
+def _fenced(chosen: dict[str, list[Item]]) -> str:
+    blocks = [_block(name, chosen[name]) for name in ORDER if chosen.get(name)]
     if not blocks:
-        return "", []
+        return ""
     body = "\n\n".join(blocks)
-    refs = [i.ref for name in ("facts", "episodes", "conversation") for i in chosen.get(name, [])]
-    return f"{MEMORY_OPEN}\n{body}\n{MEMORY_CLOSE}", refs
+    return f"{MEMORY_OPEN}\n{body}\n{MEMORY_CLOSE}"
+
+
+def _block(name: str, items: list[Item]) -> str:
+    """A titled section; grouped items (bullets) under their headings, first-seen order."""
+    grouped: dict[str, list[str]] = {}
+    for item in items:
+        grouped.setdefault(item.group, []).append(item.text)
+    lines = [TITLES[name]]
+    for heading, texts in grouped.items():
+        lines += [heading, *texts] if heading else texts
+    return "\n".join(lines)
 
 
 def render_tools(tools: Sequence[Tool]) -> str:
@@ -168,13 +263,19 @@ def system_prompt(
     return "\n\n".join(parts)
 
 
-def user_prompt(memory: str, history: Sequence[AgentStep], question: str) -> str:
+def user_prompt(
+    memory: str, history: Sequence[AgentStep], question: str, post_context: str = ""
+) -> str:
+    """Memory, the task's working memory, then (post-context injection) the playbook
+    right before the question."""
     parts = []
     if memory:
         parts.append(memory)
     parts.append("Current Task:")
     if history:
         parts.append("Working Memory:\n" + "\n\n".join(render_step(s) for s in history))
+    if post_context:
+        parts.append(post_context)
     parts.append(f"Question: {question}")
     parts.append("Think step by step and decide on the next action or give the final answer.")
     return "\n\n".join(parts)

@@ -25,6 +25,7 @@ from memory_services.conversations.schema import ConversationRequest, Conversati
 from memory_services.embedding.base import Embedder
 from memory_services.episodes.schema import EpisodeRequest, EpisodeResponse
 from memory_services.facts.schema import FactRequest, FactResponse
+from memory_services.playbook.schema import PlaybookRequest, PlaybookResponse
 from memory_services.working.schema import WorkingMemoryRequest, WorkingMemoryResponse
 from memory_services.working.tokens import HFTokenCounter, TokenCounter, count_steps
 from react_mem.agent import json_reply, prompt
@@ -93,6 +94,7 @@ def _clients() -> list[RequestResponseSpec]:
         ("episode-memory", EpisodeRequest, EpisodeResponse, True),
         ("conversation-memory", ConversationRequest, ConversationResponse, True),
         ("working-memory", WorkingMemoryRequest, WorkingMemoryResponse, True),
+        ("playbook-memory", PlaybookRequest, PlaybookResponse, True),
     ]
     return [
         RequestResponseSpec(
@@ -236,7 +238,7 @@ class AgentProcessor(Processor):
             cfg.additional_context,
             json_reply.FORMAT if form.json else prompt.FORMAT,
         )
-        user = prompt.user_prompt(state.context, history, request.question)
+        user = prompt.user_prompt(state.context, history, request.question, state.post_context)
 
         usage = Usage()
         sink = respond.stream_chunk if request.streaming else None
@@ -292,18 +294,23 @@ class AgentProcessor(Processor):
         for source in recall.missed:
             self.metrics.memory_missed.labels(processor=self.id, source=source).inc()
         assert self.counter is not None
-        context, used = prompt.render_memory(
+        sections = {
+            "facts": prompt.fact_items(recall.facts),
+            "conversation": prompt.conversation_items(recall.conversation, cfg.conversation_turns),
+            "episodes": prompt.episode_items(recall.episodes),
+        }
+        if recall.bullets:
+            sections["playbook"] = prompt.bullet_items(recall.bullets)
+        context = prompt.render_context(
             self.counter,
             cfg.memory_token_budget,
-            {
-                "facts": prompt.fact_items(recall.facts),
-                "conversation": prompt.conversation_items(
-                    recall.conversation, cfg.conversation_turns
-                ),
-                "episodes": prompt.episode_items(recall.episodes),
-            },
+            sections,
+            playbook_share=cfg.playbook_token_share,
+            post_context=cfg.playbook_injection == "post_context",
         )
-        return state.model_copy(update={"context": context, "used": used})
+        return state.model_copy(
+            update={"context": context.memory, "post_context": context.post, "used": context.used}
+        )
 
     def tools_for(
         self, ws: Workspace, request: AgentRequest, flow: Flow, memory_on: bool
@@ -452,6 +459,7 @@ class AgentProcessor(Processor):
             started_at=state.started_at,
             finished_at=finished,
             memory_used=state.used,
+            context_scope_id=cfg.playbook_context_scope,
             extract_facts=cfg.enable_auto_fact_extraction,
             record_episode=cfg.enable_episode_recording,
         )

@@ -4,6 +4,10 @@ One SQLite file per processor id. Each record (workspace + key) holds the plan c
 for it (LLM output included), the steps already written, and whether it is done. The plan
 is saved before the first write: a redelivery after a crash reuses it instead of asking
 the LLM again, and skips the steps already written.
+
+Beside the records it keeps, for the same retention, the trajectories learned (feedback
+on one re-runs its reflection) and the reflections made per window (seed 003's reflection
+window: the last few reflections of one scope are context for the next).
 """
 
 from __future__ import annotations
@@ -18,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS ledger (
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS ledger (
     workspace TEXT NOT NULL,
     key TEXT NOT NULL,
     plan TEXT NOT NULL,
@@ -27,8 +31,25 @@ CREATE TABLE IF NOT EXISTS ledger (
     done INTEGER NOT NULL DEFAULT 0,
     updated_at REAL NOT NULL,
     PRIMARY KEY (workspace, key)
+)""",
+    """CREATE TABLE IF NOT EXISTS trajectories (
+    workspace TEXT NOT NULL,
+    session TEXT NOT NULL,
+    body TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (workspace, session)
+)""",
+    """CREATE TABLE IF NOT EXISTS reflections (
+    workspace TEXT NOT NULL,
+    key TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    entry TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (workspace, key)
+)""",
+    "CREATE INDEX IF NOT EXISTS reflections_window ON reflections (workspace, scope)",
 )
-"""
+_TABLES = ("ledger", "trajectories", "reflections")
 
 
 @dataclass
@@ -63,7 +84,8 @@ class Ledger:
         db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
-        db.execute(_SCHEMA)
+        for statement in _SCHEMA:
+            db.execute(statement)
         self._db = db
         self._prune()
 
@@ -101,20 +123,65 @@ class Ledger:
             (self._clock(), workspace, key),
         )
 
-    async def _run(self, sql: str, args: tuple[Any, ...], *, fetch: bool = False) -> Any:
-        return await asyncio.to_thread(self._execute, sql, args, fetch)
+    # -- trajectories, for feedback ----------------------------------------------------------
+    async def save_trajectory(self, workspace: str, session: str, body: str) -> None:
+        await self._run(
+            "INSERT OR REPLACE INTO trajectories (workspace, session, body, updated_at) "
+            "VALUES (?, ?, ?, ?)",
+            (workspace, session, body, self._clock()),
+        )
 
-    def _execute(self, sql: str, args: tuple[Any, ...], fetch: bool) -> Any:
+    async def trajectory(self, workspace: str, session: str) -> str | None:
+        row = await self._run(
+            "SELECT body FROM trajectories WHERE workspace = ? AND session = ?",
+            (workspace, session),
+            fetch=True,
+        )
+        return None if row is None else str(row[0])
+
+    # -- the reflection window ---------------------------------------------------------------
+    async def add_reflection(self, workspace: str, window: str, key: str, entry: str) -> None:
+        """Once per record: a redelivery keeps the reflection's place in its window."""
+        await self._run(
+            "INSERT OR IGNORE INTO reflections (workspace, key, scope, entry, updated_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (workspace, key, window, entry, self._clock()),
+        )
+
+    async def reflections(
+        self, workspace: str, window: str, limit: int, *, before: str | None = None
+    ) -> list[str]:
+        """The window's last ``limit`` reflections, oldest first; with ``before``, those
+        made before that record's (all of them while it has none)."""
+        if limit <= 0:
+            return []
+        rows = await self._run(
+            "SELECT entry FROM reflections WHERE workspace = ? AND scope = ? AND rowid < "
+            "COALESCE((SELECT rowid FROM reflections WHERE workspace = ? AND key = ?), "
+            "9223372036854775807) ORDER BY rowid DESC LIMIT ?",
+            (workspace, window, workspace, before or "", limit),
+            fetch=True,
+            many=True,
+        )
+        return [str(row[0]) for row in reversed(rows)]
+
+    async def _run(
+        self, sql: str, args: tuple[Any, ...], *, fetch: bool = False, many: bool = False
+    ) -> Any:
+        return await asyncio.to_thread(self._execute, sql, args, fetch, many)
+
+    def _execute(self, sql: str, args: tuple[Any, ...], fetch: bool, many: bool) -> Any:
         with self._lock:
             if self._db is None:
                 raise RuntimeError(f"ledger {self.path} is not open")
             cursor = self._db.execute(sql, args)
-            row = cursor.fetchone() if fetch else None
+            found = (cursor.fetchall() if many else cursor.fetchone()) if fetch else None
             if self._clock() - self._pruned_at > 3600:
                 self._prune()
-            return row
+            return found
 
     def _prune(self) -> None:
         assert self._db is not None
         self._pruned_at = now = self._clock()
-        self._db.execute("DELETE FROM ledger WHERE updated_at < ?", (now - self._retention,))
+        for table in _TABLES:
+            self._db.execute(f"DELETE FROM {table} WHERE updated_at < ?", (now - self._retention,))

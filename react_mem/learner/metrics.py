@@ -14,6 +14,9 @@ class LearnerFamilies:
     learned: Counter
     duplicates: Counter
     degraded: Counter
+    ace: Counter
+    feedback: Counter
+    rejected: Counter
 
 
 _families: weakref.WeakKeyDictionary[CollectorRegistry, LearnerFamilies] = (
@@ -42,6 +45,25 @@ def _create(registry: CollectorRegistry) -> LearnerFamilies:
             ["processor"],
             registry=registry,
         ),
+        ace=Counter(
+            "tg_memory_learner_ace_total",
+            "Reflections and curations, by role and how they were made (llm, heuristic, "
+            "llm+heuristic, heuristic-fallback)",
+            ["processor", "role", "how"],
+            registry=registry,
+        ),
+        feedback=Counter(
+            "tg_memory_learner_feedback_total",
+            "Feedback messages by result (learned, duplicate, unknown-session, ignored)",
+            ["processor", "result"],
+            registry=registry,
+        ),
+        rejected=Counter(
+            "tg_memory_learner_rejected_total",
+            "Writes a memory service rejected as invalid (not retried)",
+            ["processor", "kind"],
+            registry=registry,
+        ),
     )
 
 
@@ -64,3 +86,12 @@ class LearnerMetrics:
 
     def degraded(self) -> None:
         self._fam.degraded.labels(processor=self._processor).inc()
+
+    def ace(self, role: str, how: str) -> None:
+        self._fam.ace.labels(processor=self._processor, role=role, how=how).inc()
+
+    def rejected(self, kind: str) -> None:
+        self._fam.rejected.labels(processor=self._processor, kind=kind).inc()
+
+    def feedback(self, result: str) -> None:
+        self._fam.feedback.labels(processor=self._processor, result=result).inc()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
@@ -9,7 +10,9 @@ from pydantic import BaseModel, Field
 from memory_services.conversations.schema import ConversationEnded
 from memory_services.episodes.schema import EpisodeRequest
 from memory_services.facts.schema import FactInput
+from memory_services.playbook.schema import Feedback
 from react_mem.learner import records
+from react_mem.learner.ace import AceConfig, AcePlan, plan_ace, worth_reflecting
 from react_mem.learner.explicit import explicit_facts
 from react_mem.learner.extract import (
     FactCandidate,
@@ -24,13 +27,15 @@ from react_mem.schema.trajectory import Trajectory
 
 
 class Plan(BaseModel):
-    """The writes for one record. Steps: ``summary``, ``facts``, ``episode``."""
+    """The writes for one record. Steps: ``summary``, ``facts``, ``episode``, ``playbook``."""
 
     #: The new rolling summary, written only while the stored one is still ``previous``.
     summary: str | None = None
     previous_summary: str = ""
     facts: list[FactInput] = Field(default_factory=list)
     episode: EpisodeRequest | None = None
+    #: The reflection and the playbook delta (ACE), when the flow learns a playbook.
+    ace: AcePlan | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,8 +62,18 @@ class Planner:
     def __init__(self, llm: JsonLLM | None, limits: Limits) -> None:
         self._llm, self._limits = llm, limits
 
-    async def for_trajectory(self, t: Trajectory, previous_summary: str | None) -> Plan:
-        """``previous_summary`` None: no conversation to summarise into."""
+    async def for_trajectory(
+        self,
+        t: Trajectory,
+        previous_summary: str | None,
+        *,
+        ace: AceConfig | None = None,
+        key: str = "",
+        window: Sequence[str] = (),
+    ) -> Plan:
+        """``previous_summary`` None: no conversation to summarise into. With ``ace`` the
+        trajectory is also reflected on (``window``: earlier reflections) into a playbook
+        delta whose id is the record ``key``."""
         lim = self._limits
         plan = Plan()
         record = records.trajectory_record(t, max_chars=lim.prompt_chars)
@@ -67,9 +82,24 @@ class Planner:
             plan.summary = await self._merge(previous_summary, t)
         if t.extract_facts:
             plan.facts = await self._facts(record, [t.question], t.conversation_id, "invocation")
+        if ace is not None and worth_reflecting(t, lim.min_episode_steps):
+            source = f"trajectory:{t.trajectory_id or t.session_id}"
+            plan.ace = await plan_ace(
+                self._llm, t, ace, delta_id=key or source, source=source, window=window
+            )
         if t.record_episode and records.is_task(t, lim.min_episode_steps):
-            plan.episode = await self._episode(t, record)
+            plan.episode = await self._episode(t, record, plan.ace)
         return plan
+
+    async def for_feedback(
+        self, t: Trajectory, feedback: Feedback, ace: AceConfig, *, key: str, window: Sequence[str]
+    ) -> Plan:
+        """Feedback on trajectory ``t``: its reflection re-run with the feedback."""
+        source = f"feedback:{feedback.session_id}"
+        found = await plan_ace(
+            self._llm, t, ace, delta_id=key, source=source, feedback=feedback, window=window
+        )
+        return Plan(ace=found)
 
     async def for_conversation(
         self, event: ConversationEnded, *, facts: bool, episode: bool
@@ -104,10 +134,13 @@ class Planner:
             merged = await merge_summary(self._llm, previous, turn, max_chars=limit)
         return merged or records.fallback_merge(previous, turn, limit)
 
-    async def _episode(self, t: Trajectory, record: str) -> EpisodeRequest:
+    async def _episode(self, t: Trajectory, record: str, ace: AcePlan | None) -> EpisodeRequest:
         lim = self._limits
         lessons: list[str] = []
-        if lim.llm_lessons and self._llm is not None:
+        if lim.llm_lessons and ace is not None and ace.reflection.by == "llm":
+            # The LLM reflector's lessons: no second question for the same thing.
+            lessons = [lesson.content for lesson in ace.reflection.lessons][: lim.max_lessons]
+        elif lim.llm_lessons and self._llm is not None:
             lessons = await extract_lessons(
                 self._llm, record, limit=lim.max_lessons, max_chars=lim.max_fact_chars
             )

@@ -5,6 +5,10 @@ It consumes the agent's :class:`Trajectory` records and conversation-memory's
 :class:`ConversationEnded` events, both from persistent flow queues, and writes the
 rolling summary, extracted facts and episodes through the memory services. Each record is
 learned exactly once under redelivery: see :mod:`.ledger` for how.
+
+Where the flow has playbook-memory, it also learns a playbook (ACE, :mod:`.ace`): each
+trajectory is reflected on and curated into a delta, and :class:`Feedback` on the flow's
+``feedback`` queue re-runs the reflection of the trajectory it is about.
 """
 
 from __future__ import annotations
@@ -12,9 +16,9 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from prometheus_client import CollectorRegistry
 from pydantic import Field
@@ -26,8 +30,10 @@ from memory_services.conversations.schema import (
 )
 from memory_services.episodes.schema import EpisodeRequest, EpisodeResponse
 from memory_services.facts.schema import FactRequest, FactResponse
+from memory_services.playbook.schema import Feedback, PlaybookRequest, PlaybookResponse
 from react_mem.bus.transport import Transport
-from react_mem.errors import BadRequest, ConfigurationError
+from react_mem.errors import BadRequest, ConfigurationError, TransientError
+from react_mem.learner.ace import PLAYBOOK_MEMORY, AceConfig, feedback_key, window_key
 from react_mem.learner.ledger import Ledger
 from react_mem.learner.llm import JsonLLM, LLMUnavailable
 from react_mem.learner.locks import KeyedLocks
@@ -43,6 +49,7 @@ from react_mem.learner.writer import (
 from react_mem.processor.base import Processor
 from react_mem.processor.config_source import WorkspaceConfig
 from react_mem.processor.context import MessageContext
+from react_mem.processor.flow import Flow
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.processor.specs import ConsumerSpec, RequestResponseSpec
 from react_mem.schema import TextCompletionRequest, TextCompletionResponse, WireModel
@@ -53,6 +60,12 @@ logger = logging.getLogger(__name__)
 TEXT_COMPLETION = "text-completion-request"
 AGENT_MEM = "agent-mem"
 MAX_ID_CHARS = 256
+
+Write = Callable[[Target, Plan], Awaitable[None]]
+
+
+class TrajectoryNotYet(TransientError):
+    """Feedback about a trajectory not learned (yet): retried a few times, then settled."""
 
 
 class LearnerSettings(ProcessorSettings):
@@ -85,9 +98,34 @@ class LearnerSettings(ProcessorSettings):
     #: The ledger file; default ``state_dir/learner/<id>.sqlite3``.
     ledger_path: Path | None = None
     ledger_retention_days: float = Field(default=7.0, gt=0)
+    #: ACE: learn a playbook where the flow has playbook-memory (seeds 001, 003).
+    playbook: bool = True
+    #: ``heuristic``: deterministic, no LLM; ``llm``: asked of the flow's text completion
+    #: (JSON-constrained, retried), the heuristic whenever its replies stay malformed.
+    reflector: Literal["heuristic", "llm"] = "heuristic"
+    curator: Literal["heuristic", "llm"] = "heuristic"
+    #: Earlier reflections of the same scope and conversation given to the reflector.
+    reflection_window: int = Field(default=3, ge=0, le=20)
+    #: Lessons per trajectory (or feedback) curated into the playbook.
+    playbook_lessons: int = Field(default=3, ge=0, le=10)
+    #: A lesson this similar to a bullet in the prompt reinforces it instead of cloning.
+    reinforce_similarity: float = Field(default=0.9, gt=0.0, le=1.0)
+    #: Redeliveries a feedback message waits for its trajectory to be learned.
+    feedback_wait_redeliveries: int = Field(default=2, ge=0)
 
     def limits(self) -> Limits:
         return Limits(**{k: getattr(self, k) for k in Limits.__dataclass_fields__})
+
+    def ace(self) -> AceConfig:
+        return AceConfig(
+            reflector=self.reflector,
+            curator=self.curator,
+            window=self.reflection_window,
+            max_lessons=self.playbook_lessons,
+            max_chars=self.max_fact_chars,
+            prompt_chars=self.prompt_chars,
+            similarity=self.reinforce_similarity,
+        )
 
 
 class MemoryLearnerProcessor(Processor):
@@ -106,6 +144,7 @@ class MemoryLearnerProcessor(Processor):
         self.learner_settings: LearnerSettings = self.settings
         self.metrics = LearnerMetrics(registry, self.id)
         self._limits = self.learner_settings.limits()
+        self._ace = self.learner_settings.ace()
         self._ledger: Ledger | None = None
         self._locks = KeyedLocks()
         #: Per workspace: agent-mem's (enable-auto-fact-extraction, enable-episode-recording).
@@ -116,6 +155,9 @@ class MemoryLearnerProcessor(Processor):
         self.register_specification(
             ConsumerSpec(name="conversation-ended", schema=ConversationEnded, handler=self.on_ended)
         )
+        self.register_specification(
+            ConsumerSpec(name="feedback", schema=Feedback, handler=self.on_feedback, optional=True)
+        )
         s = self.learner_settings
         clients: list[tuple[str, type[WireModel], type[WireModel], float]] = [
             (TEXT_COMPLETION, TextCompletionRequest, TextCompletionResponse, s.llm_timeout),
@@ -123,6 +165,7 @@ class MemoryLearnerProcessor(Processor):
             (EPISODE_MEMORY, EpisodeRequest, EpisodeResponse, s.memory_timeout),
             (CONVERSATION_MEMORY, ConversationRequest, ConversationResponse, s.memory_timeout),
         ]
+        clients.append((PLAYBOOK_MEMORY, PlaybookRequest, PlaybookResponse, s.memory_timeout))
         for request, req_schema, resp_schema, timeout in clients:
             self.register_specification(
                 RequestResponseSpec(
@@ -131,6 +174,7 @@ class MemoryLearnerProcessor(Processor):
                     request_schema=req_schema,
                     response_schema=resp_schema,
                     timeout=timeout,
+                    optional=request == PLAYBOOK_MEMORY,
                 )
             )
         self.register_config_handler([AGENT_MEM], self.on_agent_mem)
@@ -174,11 +218,30 @@ class MemoryLearnerProcessor(Processor):
         record_id = _checked_trajectory(t)
         to = Target(t.collection, t.user or None, t.conversation_id or None)
         writer = Writer(ctx.flow, self.metrics)
+        key = f"trajectory:{record_id}"
+        ace = self._ace_in(ctx.flow)
+        workspace = ctx.flow.workspace
 
         async def plan(planner: Planner) -> Plan:
-            return await planner.for_trajectory(t, await writer.current_summary(to))
+            summary = await writer.current_summary(to)
+            if ace is None:
+                return await planner.for_trajectory(t, summary)
+            # Kept for feedback on this invocation, for the ledger's retention.
+            await self.ledger.save_trajectory(
+                workspace, t.session_id or record_id, t.model_dump_json()
+            )
+            window = await self._window(workspace, t, key)
+            made = await planner.for_trajectory(t, summary, ace=ace, key=key, window=window)
+            await self._reflected(workspace, t, key, made)
+            return made
 
-        await self._learn(ctx, f"trajectory:{record_id}", to, writer, plan, "trajectory")
+        steps: list[tuple[str, Write]] = [
+            ("summary", writer.summary),
+            ("facts", writer.facts),
+            ("episode", writer.episode),
+            ("playbook", writer.playbook),
+        ]
+        await self._learn(ctx, key, to, steps, plan, "trajectory")
 
     async def on_ended(self, event: ConversationEnded, ctx: MessageContext) -> None:
         if not event.event_id or not event.conversation_id:
@@ -197,7 +260,76 @@ class MemoryLearnerProcessor(Processor):
             )
 
         writer = Writer(ctx.flow, self.metrics)
-        await self._learn(ctx, f"ended:{event.event_id}", to, writer, plan, "conversation-ended")
+        steps: list[tuple[str, Write]] = [("facts", writer.facts), ("episode", writer.episode)]
+        await self._learn(ctx, f"ended:{event.event_id}", to, steps, plan, "conversation-ended")
+
+    async def on_feedback(self, feedback: Feedback, ctx: MessageContext) -> None:
+        """Re-run the reflection of the trajectory the feedback is about, and apply its
+        delta once (its id derives from the feedback's)."""
+        _check_feedback(feedback)
+        s, workspace = self.learner_settings, ctx.flow.workspace
+        ace = self._ace_in(ctx.flow)
+        if ace is None:
+            self.metrics.feedback("ignored")
+            logger.error(
+                "%s: feedback on session %r ignored: no playbook learning in this flow",
+                self.id,
+                feedback.session_id,
+            )
+            raise BadRequest("feedback: this flow does not learn a playbook", type="not-configured")
+        key = feedback_key(feedback)
+        body = await self.ledger.trajectory(workspace, feedback.session_id)
+        t = None if body is None else Trajectory.model_validate_json(body)
+        if t is None or t.collection != (feedback.collection or "default"):
+            entry = await self.ledger.get(workspace, key)
+            if entry is not None and entry.done:  # learned, and its trajectory since pruned
+                self.metrics.duplicate("feedback")
+                self.metrics.feedback("duplicate")
+                return
+            if ctx.redelivery_count < min(s.feedback_wait_redeliveries, s.max_redeliveries):
+                raise TrajectoryNotYet(f"no trajectory for session {feedback.session_id!r} yet")
+            self.metrics.feedback("unknown-session")
+            logger.error(
+                "%s: feedback %s: no trajectory of session %r in collection %r (unknown, or "
+                "older than %s days); not learned",
+                self.id,
+                key,
+                feedback.session_id,
+                feedback.collection,
+                s.ledger_retention_days,
+            )
+            raise BadRequest(f"feedback: unknown session {feedback.session_id!r}", type="not-found")
+        known = t
+        to = Target(known.collection, known.user or None, known.conversation_id or None)
+
+        async def plan(planner: Planner) -> Plan:
+            window = await self._window(workspace, known, key)
+            made = await planner.for_feedback(known, feedback, ace, key=key, window=window)
+            await self._reflected(workspace, known, key, made)
+            return made
+
+        writer = Writer(ctx.flow, self.metrics)
+        learned = await self._learn(ctx, key, to, [("playbook", writer.playbook)], plan, "feedback")
+        self.metrics.feedback("learned" if learned else "duplicate")
+
+    # -- ACE -----------------------------------------------------------------------------
+    def _ace_in(self, flow: Flow) -> AceConfig | None:
+        """The ACE settings where this flow learns a playbook; None where it does not."""
+        if self.learner_settings.playbook and flow.has_client(PLAYBOOK_MEMORY):
+            return self._ace
+        return None
+
+    async def _window(self, workspace: str, t: Trajectory, key: str) -> Sequence[str]:
+        return await self.ledger.reflections(workspace, window_key(t), self._ace.window, before=key)
+
+    async def _reflected(self, workspace: str, t: Trajectory, key: str, plan: Plan) -> None:
+        """Count the reflection and keep it for the window of later ones."""
+        if plan.ace is None:
+            return
+        self.metrics.ace("reflector", plan.ace.reflection.by)
+        self.metrics.ace("curator", plan.ace.curated_by)
+        entry = plan.ace.reflection.window_entry(t)
+        await self.ledger.add_reflection(workspace, window_key(t), key, entry)
 
     # -- exactly once ------------------------------------------------------------------
     async def _learn(
@@ -205,10 +337,11 @@ class MemoryLearnerProcessor(Processor):
         ctx: MessageContext,
         key: str,
         to: Target,
-        writer: Writer,
+        steps: Sequence[tuple[str, Write]],
         make_plan: Callable[[Planner], Awaitable[Plan]],
         kind: str,
-    ) -> None:
+    ) -> bool:
+        """Plan once, write each step once; False when the record was learned before."""
         workspace = ctx.flow.workspace
         # One conversation at a time: its rolling summary is read, merged and written.
         lock = (workspace, to.collection, to.user, to.conversation or key)
@@ -216,22 +349,19 @@ class MemoryLearnerProcessor(Processor):
             entry = await self.ledger.get(workspace, key)
             if entry is not None and entry.done:
                 self.metrics.duplicate(kind)
-                return
+                return False
             if entry is not None:
                 plan, done = Plan.model_validate(entry.plan), entry.steps
             else:
                 plan, done = await self._plan(ctx, make_plan), []
                 await self.ledger.save_plan(workspace, key, plan.model_dump(mode="json"))
-            for step, write in (
-                ("summary", writer.summary),
-                ("facts", writer.facts),
-                ("episode", writer.episode),
-            ):
+            for step, write in steps:
                 if step not in done:
                     await write(to, plan)
                     done = [*done, step]
                     await self.ledger.mark_steps(workspace, key, done)
             await self.ledger.mark_done(workspace, key)
+            return True
 
     async def _plan(
         self, ctx: MessageContext, make_plan: Callable[[Planner], Awaitable[Plan]]
@@ -263,13 +393,25 @@ def _checked_trajectory(t: Trajectory) -> str:
         raise BadRequest("trajectory: trajectory_id or session_id is required")
     if not t.question.strip():
         raise BadRequest("trajectory: the question is empty")
-    ids = (record_id, t.collection, t.user or "", t.conversation_id)
+    ids = (record_id, t.collection, t.user or "", t.conversation_id, t.context_scope_id)
     if any(len(i) > MAX_ID_CHARS for i in ids):
         raise BadRequest("trajectory: an id is too long", type="too-large")
     numbers = (t.duration_seconds, t.started_at, t.finished_at)
     if not all(math.isfinite(n) for n in numbers) or min(t.in_tokens, t.out_tokens) < 0:
         raise BadRequest("trajectory: tokens and times must be finite and not negative")
     return record_id
+
+
+def _check_feedback(feedback: Feedback) -> None:
+    if not feedback.session_id.strip():
+        raise BadRequest("feedback: session_id is required")
+    ids = (feedback.feedback_id, feedback.session_id, feedback.collection, feedback.user or "")
+    if any(len(i) > MAX_ID_CHARS for i in ids):
+        raise BadRequest("feedback: an id is too long", type="too-large")
+    if len(feedback.rubric) > 100 or len(feedback.comment) > 10_000:
+        raise BadRequest(
+            "feedback: too many rubric results or too long a comment", type="too-large"
+        )
 
 
 def _flag(raw: str | None) -> bool:

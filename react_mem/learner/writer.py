@@ -1,6 +1,7 @@
 """The learner's writes to the memory services. Each is idempotent on its own (fact ids
 derive from scope and content, episodes from the session, the summary is set, not
-appended); an error reply raises, so the record is redelivered rather than lost."""
+appended, a playbook delta carries its id); an error reply raises, so the record is
+redelivered rather than lost."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from typing import Any
 from memory_services.conversations.schema import ConversationRequest, ConversationResponse
 from memory_services.episodes.schema import EpisodeResponse
 from memory_services.facts.schema import FactRequest, FactResponse
+from memory_services.playbook.schema import PlaybookRequest, PlaybookResponse
 from react_mem.errors import TransientError
+from react_mem.learner.ace import PLAYBOOK_MEMORY
 from react_mem.learner.metrics import LearnerMetrics
 from react_mem.learner.planner import Plan
 from react_mem.processor.flow import Flow
@@ -85,6 +88,45 @@ class Writer:
             self._metrics.learned("episode")
         else:
             self._metrics.duplicate("episode")
+
+    async def playbook(self, to: Target, plan: Plan) -> None:
+        """Apply the plan's delta in its playbook scope (the trajectory's, not ``to``'s)."""
+        ace = plan.ace
+        if ace is None or not ace.delta.operations:
+            return
+        if not self._flow.has_client(PLAYBOOK_MEMORY):
+            logger.warning(
+                "delta %s not applied: the flow has no playbook-memory", ace.delta.delta_id
+            )
+            return
+        request = PlaybookRequest(
+            operation="apply-delta",
+            collection=ace.collection,
+            context_scope_id=ace.context_scope_id,
+            user=ace.user,
+            delta=ace.delta,
+        )
+        response: PlaybookResponse = await self._flow.client(PLAYBOOK_MEMORY).request(request)
+        error = response.error
+        if error is not None and error.type != "processing-failed":
+            # Rejected as invalid: asking again would be rejected again.
+            logger.error("delta %s rejected: %s: %s", ace.delta.delta_id, error.type, error.message)
+            self._metrics.rejected("delta")
+            return
+        if error is not None:
+            raise MemoryWriteFailed(f"{PLAYBOOK_MEMORY}: {error.type}: {error.message}")
+        if response.applied is False:
+            self._metrics.duplicate("delta")
+            return
+        self._metrics.learned("delta")
+        added = sum(1 for c in response.changes if c.change == "added")
+        self._metrics.learned("bullet", added)
+        logger.info(
+            "delta %s applied (version %s): %s",
+            ace.delta.delta_id,
+            response.version,
+            ", ".join(f"{c.change} {c.bullet_id}" for c in response.changes) or "no changes",
+        )
 
     async def _ask(self, client: str, request: WireModel) -> Any:
         response = await self._flow.client(client).request(request)

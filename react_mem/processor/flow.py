@@ -80,6 +80,8 @@ class Flow:
                     await self._start_client(spec)
             for spec in proc.specifications:
                 if isinstance(spec, ConsumerSpec):
+                    if spec.optional and spec.name not in self.definition.topics:
+                        continue
                     await self._start_consumer(spec)
         except BaseException:
             await self.stop()

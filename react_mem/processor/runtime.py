@@ -33,6 +33,7 @@ PROCESSORS = {
     "working-memory": "memory_services.working.service.WorkingMemoryProcessor",
     "episode-memory": "memory_services.episodes.service.EpisodeMemoryProcessor",
     "conversation-memory": "memory_services.conversations.service.ConversationMemoryProcessor",
+    "playbook-memory": "memory_services.playbook.service.PlaybookMemoryProcessor",
     "config-service": "react_mem.config_service.service.ConfigServiceProcessor",
     "memory-learner": "react_mem.learner.service.MemoryLearnerProcessor",
     "text-completion-openai": "react_mem.llm.openai_compat.OpenAICompatibleProcessor",

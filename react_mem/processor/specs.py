@@ -25,6 +25,7 @@ class ConsumerSpec:
 
     ``response`` names the producer spec that replies go to; with ``error_reply`` a
     message that fails (bad input, or retries exhausted) is answered with an error.
+    ``optional`` consumers are skipped when the flow does not define their queue.
     """
 
     name: str
@@ -32,6 +33,7 @@ class ConsumerSpec:
     handler: Handler
     response: str | None = None
     error_reply: ErrorReply | None = None
+    optional: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -50,6 +50,9 @@ class MemoryState(WireModel):
 
     #: The rendered memory section of the prompt (already within its token budget).
     context: str = ""
+    #: Playbook bullets placed right before the question (``playbook-injection:
+    #: post_context``), fenced like ``context`` and within the same budget.
+    post_context: str = ""
     #: What the context holds, for the trajectory record.
     used: list[MemoryRef] = Field(default_factory=list)
     #: Iterations done so far (``history`` shrinks when working memory is compressed).

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from memory_services.consolidation import schema as consolidation
 from memory_services.conversations import schema as conversations
 from memory_services.episodes import schema as episodes
 from memory_services.facts import schema as facts
@@ -62,6 +63,7 @@ register(episodes.Episode, episodes.EpisodeRequest, episodes.EpisodeResponse)
 register(conversations.ConversationTurn, conversations.Conversation)
 register(conversations.ConversationRequest, conversations.ConversationResponse)
 register(conversations.ConversationEnded)
+register(consolidation.ConsolidationCluster, consolidation.ConsolidationReport)
 register(playbook.Bullet, playbook.DeltaOperation, playbook.Delta, playbook.BulletChange)
 register(playbook.DeltaRecord, playbook.Weights, playbook.PlaybookRequest)
 register(playbook.PlaybookResponse, playbook.RubricResult, playbook.Feedback)

@@ -47,3 +47,5 @@ class Trajectory(WireModel):
     record_episode: bool = True
     #: Set by clients that know the right answer (evaluation); used by reflection.
     ground_truth: str | None = None
+    #: The playbook context scope the agent used (seed 001's context-scoped memory).
+    context_scope_id: str = ""

@@ -1,5 +1,6 @@
 """The agent with its neighbours over the real broker: a scripted LLM, the real memory
-services (store, embedder), optionally the learner and a graph-rag test double.
+services (store, embedder), optionally the learner, a playbook-memory service (real or a
+test double) and a graph-rag test double.
 
 Every queue name carries the test's unique token, so stacks of different tests never meet.
 """
@@ -18,6 +19,7 @@ from prometheus_client import CollectorRegistry
 from memory_services.conversations.service import ConversationMemoryProcessor
 from memory_services.episodes.service import EpisodeMemoryProcessor
 from memory_services.facts.service import FactMemoryProcessor
+from memory_services.processor import MemoryProcessor
 from memory_services.working.service import WorkingMemoryProcessor
 from react_mem.agent.service import AgentProcessor
 from react_mem.bus.pulsar import PulsarTransport
@@ -31,6 +33,8 @@ from react_mem.processor.specs import ConsumerSpec, ProducerSpec
 from react_mem.schema import AgentRequest, AgentResponse
 from react_mem.schema.services import GraphRagQuery, GraphRagResponse
 from tests.support.scripted_llm import Script, ScriptedLLM
+
+PLAYBOOK = "playbook-memory"
 
 SERVICES: dict[str, type[Processor]] = {
     "fact-memory": FactMemoryProcessor,
@@ -72,7 +76,7 @@ class GraphRag(Processor):
 
 def queues(unique: str) -> dict[str, dict[str, str]]:
     """Request/response queue pair per service, unique to a test."""
-    names = ["agent", "text-completion", "graph-rag", *SERVICES]
+    names = ["agent", "text-completion", "graph-rag", *SERVICES, PLAYBOOK]
     return {
         n: {
             "request": f"request:tg:{n}-{unique}:default:f1",
@@ -93,6 +97,7 @@ class Stack:
     client: RequestResponseClient[AgentRequest, AgentResponse]
     topics: dict[str, dict[str, str]]
     others: list[Processor] = field(default_factory=list)
+    playbook: Processor | None = None
 
     async def ask(
         self, question: str, *, timeout: float = 60.0, **fields: Any
@@ -118,19 +123,30 @@ def agent_flow(
     services: tuple[str, ...],
     *,
     learner: bool,
+    playbook: bool = False,
 ) -> dict[str, Any]:
+    """The agent's flow; it publishes trajectories when ``learner`` is true."""
     agent = topics["agent"]
     flow = {
         "request": agent["request"],
         "next": agent["request"],
         "response": agent["response"],
     }
-    for name in ("text-completion", "graph-rag", *services):
+    for name in ("text-completion", "graph-rag", *services, *([PLAYBOOK] if playbook else [])):
         flow[f"{name}-request"] = topics[name]["request"]
         flow[f"{name}-response"] = topics[name]["response"]
     if learner:
-        flow["trajectory"] = f"flow:tg:agent-trajectory-{unique}:default:f1"
+        flow["trajectory"] = trajectory_queue(unique)
     return {"topics": flow, "parameters": {}}
+
+
+def trajectory_queue(unique: str) -> str:
+    return f"flow:tg:agent-trajectory-{unique}:default:f1"
+
+
+def feedback_queue(unique: str) -> str:
+    """The learner's feedback queue in a stack with a playbook."""
+    return f"flow:tg:agent-feedback-{unique}:default:f1"
 
 
 def write_flows(path: Path, config: dict[str, dict[str, Any]]) -> Path:
@@ -152,8 +168,14 @@ async def agent_stack(
     learner: bool = False,
     agent_settings: dict[str, Any] | None = None,
     config_service: bool = False,
+    playbook: type[Processor] | None = None,
+    trajectories: bool = False,
 ) -> AsyncIterator[Stack]:
-    """The agent, its flow naming ``services``; of those, ``running`` (default all) run."""
+    """The agent, its flow naming ``services``; of those, ``running`` (default all) run.
+    With ``playbook`` (the real playbook-memory processor class or a test double) the
+    agent's and learner's flows name playbook-memory too; it runs unless ``running`` is
+    given without ``"playbook-memory"``. With ``trajectories`` the agent publishes them
+    (on ``trajectory_queue``) without a learner."""
     registry = CollectorRegistry()
     topics = queues(unique)
     started: list[Processor] = []
@@ -201,6 +223,14 @@ async def agent_stack(
             up[name] = await start(
                 cls(settings_for(cls, pid, flow, **extra), transport, registry=registry)
             )
+        book: Processor | None = None
+        if playbook is not None and (running is None or PLAYBOOK in running):
+            pid = f"{PLAYBOOK}-{unique}"
+            extra = {"data_dir": tmp_path / pid} if issubclass(playbook, MemoryProcessor) else {}
+            flow = {"topics": dict(topics[PLAYBOOK])}
+            book = await start(
+                playbook(settings_for(playbook, pid, flow, **extra), transport, registry=registry)
+            )
         others: list[Processor] = []
         if learner:
             from react_mem.learner.service import MemoryLearnerProcessor
@@ -211,10 +241,12 @@ async def agent_stack(
                     "conversation-ended": f"flow:tg:conversation-ended-{unique}:default:f1",
                 }
             }
-            for name in ("text-completion", *services):
+            for name in ("text-completion", *services, *([PLAYBOOK] if playbook else [])):
                 if name != "working-memory":
                     flow["topics"][f"{name}-request"] = topics[name]["request"]
                     flow["topics"][f"{name}-response"] = topics[name]["response"]
+            if playbook is not None:
+                flow["topics"]["feedback"] = feedback_queue(unique)
             pid = f"learner-{unique}"
             others.append(
                 await start(
@@ -227,7 +259,15 @@ async def agent_stack(
             )
         pid = f"agent-{unique}"
         config: dict[str, Any] = {
-            f"processor:{pid}": {"f1": agent_flow(unique, topics, services, learner=learner)},
+            f"processor:{pid}": {
+                "f1": agent_flow(
+                    unique,
+                    topics,
+                    services,
+                    learner=learner or trajectories,
+                    playbook=playbook is not None,
+                )
+            },
             "agent-mem": {
                 k: json.dumps(v) if not isinstance(v, str) else v
                 for k, v in (agent_mem or {}).items()
@@ -242,7 +282,7 @@ async def agent_stack(
         agent = AgentProcessor(AgentProcessor.Settings.load(values), transport, registry=registry)
         await start(agent)
         await client.start()
-        yield Stack(transport, unique, llm, agent, rag, up, client, topics, others)
+        yield Stack(transport, unique, llm, agent, rag, up, client, topics, others, book)
     finally:
         await client.close()
         for processor in reversed(started):

@@ -1,0 +1,77 @@
+"""Grow-and-refine (seeds 000, 001), run after every delta on its working copy.
+
+1. Deduplication: bullets at or above ``dedup_threshold`` cosine similarity (0.85, seed
+   001's threshold, applied to embeddings) merge into a canonical survivor (higher
+   helpful - harmful, then newest; :func:`.bullets.merged`), most similar pairs first.
+   Only pairs with a bullet this delta added or reworded are compared: the playbook held no
+   such pair before the delta, so this finds what seed 001's full pairwise pass would.
+2. With ``reinforcement_gain`` set, strengths follow the counters (:func:`strengthen`).
+3. Pruning: past ``max_bullets``, the lowest by decay score, then helpful count (seed 000's
+   "default ordering"; then older, then lower id) are removed.
+
+Expired bullets (TTL) are removed first, as ``pruned``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memory_services.playbook import bullets as ops_on
+from memory_services.playbook.deltas import Work
+from memory_services.playbook.records import expires_at
+from memory_services.playbook.scoring import DecayRates, decay_score
+
+
+def expire(work: Work) -> None:
+    for bullet in sorted(work.pb.bullets.values(), key=lambda b: b.id):
+        if expires_at(bullet) <= work.now:
+            work.remove(bullet.id)
+            work.note("pruned", bullet.id)
+
+
+def refine(work: Work, rates: DecayRates) -> None:
+    deduplicate(work)
+    strengthen(work)
+    prune(work, rates)
+
+
+def strengthen(work: Work) -> None:
+    """Strengths from counters, when ``reinforcement_gain`` is set (see :mod:`.bullets`)."""
+    if work.policy.reinforcement_gain > 0:
+        for id, bullet in work.pb.bullets.items():
+            work.pb.bullets[id] = ops_on.strengthened(bullet, work.policy)
+
+
+def deduplicate(work: Work) -> None:
+    pb, threshold = work.pb, work.policy.dedup_threshold
+    fresh = sorted(work.fresh & pb.bullets.keys())
+    if not fresh or len(pb.bullets) < 2:
+        return
+    ids = sorted(pb.bullets)
+    sims = np.stack([pb.vectors[i] for i in fresh]) @ np.stack([pb.vectors[i] for i in ids]).T
+    pairs: dict[tuple[str, str], float] = {}
+    for a, b in zip(*np.nonzero(sims >= threshold), strict=True):
+        x, y = fresh[a], ids[b]
+        if x != y:
+            pairs[(min(x, y), max(x, y))] = float(sims[a, b])
+    for x, y in sorted(pairs, key=lambda p: (-pairs[p], p)):
+        if x not in pb.bullets or y not in pb.bullets:
+            continue  # one of them was merged away already
+        keep, drop = ops_on.canonical(pb.bullets[x], pb.bullets[y])
+        pb.bullets[keep.id] = ops_on.merged(keep, drop, now=work.now)
+        work.remove(drop.id)
+        work.note("merged", drop.id, into=keep.id)
+
+
+def prune(work: Work, rates: DecayRates) -> None:
+    pb, limit = work.pb, work.policy.max_bullets
+    if len(pb.bullets) <= limit:
+        return
+    ranked = sorted(
+        pb.bullets.values(),
+        key=lambda b: (decay_score(b, pb.clock, rates), b.helpful, b.created_at, b.id),
+        reverse=True,
+    )
+    for bullet in ranked[limit:]:
+        work.remove(bullet.id)
+        work.note("pruned", bullet.id)

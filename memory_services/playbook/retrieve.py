@@ -1,0 +1,82 @@
+"""Ranking a playbook for a query: every live bullet of the scope is scored (see
+:mod:`.scoring`), the best ``top_k`` are returned with their score and its parts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from memory_services.playbook.playbook import Playbook, Vector
+from memory_services.playbook.records import BASELINE_STRENGTH, PlaybookPolicy
+from memory_services.playbook.schema import Bullet, Weights
+from memory_services.playbook.scoring import DecayRates, Floats, decay_scores, jaccard, words
+
+
+@dataclass(frozen=True, kw_only=True)
+class Query:
+    #: Unit query embedding (embedding relevance) or None (Jaccard relevance).
+    vector: Vector | None = None
+    text: str = ""
+    top_k: int = 10
+    weights: Weights
+    user: str | None = None
+    topic: str | None = None
+
+
+def relevance(pb: Playbook, query: Query) -> Floats:
+    columns = pb.columns
+    if query.vector is not None:
+        cosine = columns.matrix @ query.vector
+        return np.maximum(cosine.astype(np.float64), 0.0)
+    probe = words(query.text)
+    return np.array([jaccard(probe, w) for w in columns.words(pb.bullets)], dtype=np.float64)
+
+
+def bonus(pb: Playbook, query: Query, policy: PlaybookPolicy) -> Floats:
+    columns = pb.columns
+    extra = np.zeros(len(columns.ids), dtype=np.float64)
+    if query.user:
+        extra += policy.user_boost * (columns.users == query.user)
+    if query.topic:
+        extra += policy.topic_boost * (columns.topics == query.topic.casefold())
+    return extra
+
+
+def rank(
+    pb: Playbook, query: Query, rates: DecayRates, policy: PlaybookPolicy, now: float
+) -> list[Bullet]:
+    """The ``top_k`` live bullets by combined score (ties: lower id first), scored at the
+    playbook's current clock, with ``score``, ``relevance``, ``strength`` (normalised)
+    and ``decay_score`` set."""
+    columns = pb.columns
+    if not columns.ids:
+        return []
+    w = query.weights
+    rel = relevance(pb, query)
+    decay = decay_scores(columns.strength, columns.index, pb.clock, rates)
+    strength = np.minimum(decay / BASELINE_STRENGTH, 1.0)  # > 1 only with reinforcement
+    score = w.relevance * rel + w.strength * strength + w.type * columns.priority
+    score = score + bonus(pb, query, policy)
+    live = np.flatnonzero(columns.expires > now)
+    if live.size == 0:
+        return []
+    k = min(query.top_k, live.size)
+    # Everything scoring at least the k-th best, so that ties are broken by id exactly.
+    kth = np.partition(-score[live], k - 1)[k - 1]
+    best = live[-score[live] <= kth]
+    order = sorted(best.tolist(), key=lambda n: (-score[n], columns.ids[n]))[:k]
+    found = []
+    for n in order:
+        bullet = pb.bullets[columns.ids[n]]
+        found.append(
+            bullet.model_copy(
+                update={
+                    "score": float(score[n]),
+                    "relevance": float(rel[n]),
+                    "strength": float(strength[n]),
+                    "decay_score": float(decay[n]),
+                }
+            )
+        )
+    return found

@@ -1,0 +1,200 @@
+"""The playbook-memory processor: ``request:tg:playbook-memory:{workspace}:{flow}``."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import ClassVar
+
+from prometheus_client import CollectorRegistry
+from pydantic import Field, field_validator
+
+from memory_services.embedding.base import Embedder
+from memory_services.playbook import seeds
+from memory_services.playbook.memory import PlaybookMemory
+from memory_services.playbook.metrics import PlaybookMetrics
+from memory_services.playbook.records import PlaybookPolicy, ScopeKey
+from memory_services.playbook.schema import OPERATIONS, PlaybookRequest, PlaybookResponse
+from memory_services.playbook.scoring import DecayRates
+from memory_services.processor import (
+    MAX_SCOPE_ID_CHARS,
+    Clock,
+    MemoryProcessor,
+    unknown_operation,
+)
+from memory_services.runtime import MemorySettings
+from memory_services.store.base import Scope, VectorStore
+from react_mem.bus.transport import Transport
+from react_mem.errors import BadRequest, ConfigurationError
+from react_mem.processor.context import MessageContext
+from react_mem.processor.settings import ProcessorSettings
+
+logger = logging.getLogger(__name__)
+
+
+class PlaybookMemorySettings(MemorySettings):
+    #: Decay per access of each memory type (seed 000); values outside [0, 1] are clamped.
+    semantic_decay: float = 0.01
+    episodic_decay: float = 0.05
+    procedural_decay: float = 0.002
+    #: An ADD at least this similar (cosine) to a bullet reinforces it (seed 000: 0.9).
+    reinforce_threshold: float = Field(default=0.9, gt=0.0, le=1.0)
+    #: Grow-and-refine merges bullets at least this similar (seed 001: 0.85).
+    dedup_threshold: float = Field(default=0.85, gt=0.0, le=1.0)
+    #: Bullets per playbook; past it the lowest by decay score are pruned (seed 001: 100).
+    max_bullets: int = Field(default=100, ge=1)
+    #: Off (0) in the seeds: strength stays 1.0 and pruning is by recency of use. Above 0,
+    #: a bullet's active strength is 1 + gain * (helpful - harmful) within
+    #: [0.1, ``max_strength``], so proven bullets outlast fresh noise between uses.
+    reinforcement_gain: float = Field(default=0.0, ge=0.0)
+    max_strength: float = Field(default=5.0, ge=1.0)
+    #: Retrieval bonus for the requesting user's own bullets, and for the requested topic.
+    user_boost: float = Field(default=0.1, ge=0.0)
+    topic_boost: float = Field(default=0.1, ge=0.0)
+    #: Versions whose bullets ``show`` and ``rollback`` can reach.
+    version_retention: int = Field(default=50, ge=1)
+    #: Versions whose delta record (and delta id, for exactly-once) is kept.
+    history_retention: int = Field(default=10_000, ge=1)
+    max_content_chars: int = Field(default=2000, ge=1)
+    max_operations: int = Field(default=256, ge=1)
+    max_list_limit: int = Field(default=1000, ge=1, le=10_000)
+    #: Playbooks kept in memory (the store stays the truth; a miss reloads).
+    cache_scopes: int = Field(default=256, ge=1)
+    #: A YAML/JSON list of ``{content, section, tags, memory_type}`` written into every
+    #: playbook the first time it is used (e.g. ``config/playbook/seed.yaml``); none: no seeds.
+    seed_bullets: Path | None = None
+    #: Seconds between sweeps that remove expired bullets (and refresh the size gauge).
+    sweep_interval: float = Field(default=60.0, gt=0)
+
+    @field_validator("semantic_decay", "episodic_decay", "procedural_decay")
+    @classmethod
+    def _clamp(cls, value: float) -> float:
+        return min(1.0, max(0.0, value))
+
+    def policy(self) -> PlaybookPolicy:
+        return PlaybookPolicy(**{k: getattr(self, k) for k in PlaybookPolicy.__dataclass_fields__})
+
+    def rates(self) -> DecayRates:
+        return DecayRates(self.semantic_decay, self.episodic_decay, self.procedural_decay)
+
+
+class PlaybookMemoryProcessor(MemoryProcessor):
+    """Serves retrieve, apply-delta, get, list, history, show, rollback and stats (see
+    :mod:`.schema`) and removes expired bullets in the background."""
+
+    Settings: ClassVar[type[ProcessorSettings]] = PlaybookMemorySettings
+    default_id: ClassVar[str] = "playbook-memory"
+
+    def __init__(
+        self,
+        settings: ProcessorSettings,
+        transport: Transport,
+        *,
+        registry: CollectorRegistry | None = None,
+        clock: Clock = time.time,
+    ) -> None:
+        super().__init__(settings, transport, registry=registry, clock=clock)
+        assert isinstance(self.memory_settings, PlaybookMemorySettings)
+        self.playbook_settings: PlaybookMemorySettings = self.memory_settings
+        self.metrics = PlaybookMetrics(self.id, registry)
+        self._memory: PlaybookMemory | None = None
+        self.serve_requests(PlaybookRequest, PlaybookResponse, self.on_request)
+
+    @property
+    def sweep_interval(self) -> float:
+        return self.playbook_settings.sweep_interval
+
+    @property
+    def memory(self) -> PlaybookMemory:
+        if self._memory is None:
+            raise ConfigurationError(f"{self.id}: not started")
+        return self._memory
+
+    async def open_memory(self, store: VectorStore, embedder: Embedder) -> None:
+        s = self.playbook_settings
+        memory = PlaybookMemory(
+            store,
+            embedder,
+            policy=s.policy(),
+            rates=s.rates(),
+            clock=self.clock,
+            seed_operations=seeds.load(s.seed_bullets) if s.seed_bullets else (),
+            metrics=self.metrics,
+        )
+        await memory.ensure()
+        self._memory = memory
+
+    async def sweep(self) -> None:
+        removed, held = await self.memory.sweep()
+        self.metrics.bullets.set(held)
+        if removed:
+            logger.info("%s: removed %d expired bullets", self.id, removed)
+
+    def key(self, ctx: MessageContext, request: PlaybookRequest) -> ScopeKey:
+        parts = (ctx.flow.workspace, request.collection, request.context_scope_id)
+        if any(len(p) > MAX_SCOPE_ID_CHARS for p in (*parts, request.user or "")):
+            raise BadRequest(
+                f"collection, context_scope_id and user are limited to {MAX_SCOPE_ID_CHARS} "
+                "characters",
+                type="too-large",
+            )
+        Scope(ctx.flow.workspace, request.collection)  # a collection is required
+        return ScopeKey(*parts)
+
+    async def on_request(self, request: PlaybookRequest, ctx: MessageContext) -> None:
+        if request.operation not in OPERATIONS:
+            raise unknown_operation(request.operation, OPERATIONS)
+        delta = request.operation == "apply-delta"
+        try:
+            response = await self._execute(self.key(ctx, request), request, ctx.id)
+        except BadRequest:
+            if delta:
+                self.metrics.delta("rejected")
+            raise
+        except Exception:
+            if delta:
+                self.metrics.delta("failed")
+            raise
+        await ctx.reply(response)
+
+    async def _execute(
+        self, key: ScopeKey, r: PlaybookRequest, request_id: str | None
+    ) -> PlaybookResponse:
+        memory, op = self.memory, r.operation
+        if op == "retrieve":
+            found, pb = await memory.retrieve(
+                key,
+                query=r.query,
+                vector=r.vector,
+                top_k=r.top_k,
+                weights=r.weights,
+                relevance=r.relevance,
+                user=r.user,
+                topic=r.topic,
+                advance_clock=r.advance_clock,
+            )
+            return PlaybookResponse(bullets=found, version=pb.version, clock=pb.clock)
+        if op == "apply-delta":
+            done = await memory.apply(key, r.delta, user=r.user)
+            return PlaybookResponse(
+                version=done.version, applied=done.applied, changes=done.changes
+            )
+        if op == "get":
+            return PlaybookResponse(bullets=await memory.get(key, r.ids))
+        if op == "list":
+            page, following = await memory.page(
+                key, limit=r.limit, offset=r.offset, section=r.section
+            )
+            return PlaybookResponse(bullets=page, next_offset=following)
+        if op == "history":
+            return PlaybookResponse(history=await memory.history_of(key, r.limit))
+        if op == "show":
+            return PlaybookResponse(bullets=await memory.show(key, r.version), version=r.version)
+        if op == "rollback":
+            done = await memory.rollback(key, r.version, request_id=request_id)
+            return PlaybookResponse(
+                version=done.version, applied=done.applied, changes=done.changes
+            )
+        pb = await memory.stats(key)  # stats
+        return PlaybookResponse(count=memory.count(pb), version=pb.version, clock=pb.clock)

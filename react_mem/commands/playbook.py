@@ -1,0 +1,311 @@
+"""``react-mem playbook show|search|export|history|rollback``: inspect the ACE playbook of a
+collection and context scope over the bus, in seed 003's prompt format (ids, counters)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any, TextIO
+
+import yaml
+from pydantic import ValidationError
+
+from memory_services.playbook.schema import (
+    Bullet,
+    DeltaRecord,
+    PlaybookRequest,
+    PlaybookResponse,
+    Weights,
+)
+from react_mem.agent.prompt import as_prompt
+from react_mem.bus.rpc import RequestResponseClient
+from react_mem.bus.transport import Transport
+from react_mem.commands.common import (
+    NO_STACK_HINT,
+    BusArgs,
+    ServiceQueues,
+    Subparsers,
+    bus_settings,
+    flow_args,
+    with_bus,
+)
+from react_mem.commands.progress import Progress
+from react_mem.commands.table import plural, score, table, when
+from react_mem.errors import RequestTimeout
+
+SERVICE = "playbook-memory"
+PRESETS = ("default", "relevance-dominant")
+#: Bullets per ``list`` page fetched for show and export.
+PAGE = 200
+
+
+class Failed(Exception):
+    """The service answered with an error, or could not be reached; the message says so."""
+
+
+Ask = Callable[[PlaybookRequest], Awaitable[PlaybookResponse]]
+#: Runs one subcommand: asks the service, writes to ``out``, returns the exit status.
+Action = Callable[[Ask, argparse.Namespace, TextIO], Awaitable[int]]
+
+
+def _request(args: argparse.Namespace, operation: str, **fields: Any) -> PlaybookRequest:
+    return PlaybookRequest.model_validate(
+        {
+            "operation": operation,
+            "collection": args.collection,
+            "context_scope_id": args.context_scope,
+            **fields,
+        }
+    )
+
+
+def _scope(args: argparse.Namespace) -> str:
+    context = f", context scope {args.context_scope}" if args.context_scope else ""
+    return f"collection {args.collection}{context}"
+
+
+def _json(out: TextIO, response: PlaybookResponse) -> None:
+    print(json.dumps(response.to_wire(), indent=2), file=out)
+
+
+async def _current(ask: Ask, args: argparse.Namespace) -> PlaybookResponse:
+    """Every current bullet (of ``--section``, if given), page by page."""
+    bullets: list[Bullet] = []
+    offset: str | None = None
+    while True:
+        page = await ask(
+            _request(args, "list", limit=PAGE, offset=offset, section=args.section or None)
+        )
+        bullets += page.bullets
+        offset = page.next_offset
+        if not offset:
+            return page.model_copy(update={"bullets": bullets, "next_offset": None})
+
+
+async def _show(ask: Ask, args: argparse.Namespace, out: TextIO) -> int:
+    if args.version is None:
+        response = await _current(ask, args)
+    else:
+        response = await ask(_request(args, "show", version=args.version))
+        kept = [b for b in response.bullets if not args.section or b.section == args.section]
+        kept.sort(key=lambda b: (b.section, b.created_at, b.id))  # as ``list`` orders them
+        response = response.model_copy(update={"bullets": kept})
+    if args.json:
+        _json(out, response)
+    elif response.bullets:
+        print(as_prompt(response.bullets), file=out)
+    else:
+        at = f" at version {args.version}" if args.version is not None else ""
+        section = f" in section {args.section}" if args.section else ""
+        print(f"no bullets{section} in {_scope(args)}{at}", file=out)
+    return 0
+
+
+def _weights(value: str) -> str | Weights:
+    """A preset name, or explicit weights as JSON (``{"relevance": 0.7, ...}``)."""
+    if value in PRESETS:
+        return value
+    try:
+        return Weights.model_validate_json(value)
+    except ValidationError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is neither a preset ({', '.join(PRESETS)}) nor JSON weights"
+        ) from None
+
+
+async def _search(ask: Ask, args: argparse.Namespace, out: TextIO) -> int:
+    request = _request(
+        args,
+        "retrieve",
+        query=args.query,
+        top_k=args.top_k,
+        weights=args.weights,
+        relevance=args.relevance,
+        user=args.user,
+        topic=args.topic,
+        advance_clock=False,  # looking is not using: the decay clock stays put
+    )
+    response = await ask(request)
+    if args.json:
+        _json(out, response)
+    elif not response.bullets:
+        print(f"no bullets match in {_scope(args)}", file=out)
+    else:
+        rows = [
+            [
+                b.id,
+                score(b.score),
+                score(b.relevance),
+                score(b.strength),
+                f"{b.helpful}/{b.harmful}",
+                b.section,
+                b.content,
+            ]
+            for b in response.bullets
+        ]
+        headers = ["ID", "SCORE", "RELEVANCE", "STRENGTH", "HELPFUL/HARMFUL", "SECTION", "CONTENT"]
+        table(out, headers, rows)
+    return 0
+
+
+async def _export(ask: Ask, args: argparse.Namespace, out: TextIO) -> int:
+    response = await _current(ask, args)
+    if args.format == "markdown":
+        print(as_prompt(response.bullets), file=out)
+        return 0
+    stats = await ask(_request(args, "stats"))
+    document = {
+        "collection": args.collection,
+        "context_scope_id": args.context_scope,
+        "version": stats.version,
+        "bullets": [b.to_wire() for b in response.bullets],
+    }
+    if args.format == "json":
+        print(json.dumps(document, indent=2), file=out)
+    else:
+        print(yaml.safe_dump(document, sort_keys=False, allow_unicode=True), end="", file=out)
+    return 0
+
+
+def changes(record: DeltaRecord) -> str:
+    """``added 2, tagged 1`` (in the order the kinds first occur), or ``none``."""
+    counts = Counter(c.change for c in record.changes)
+    return ", ".join(f"{kind} {n}" for kind, n in counts.items()) or "none"
+
+
+async def _history(ask: Ask, args: argparse.Namespace, out: TextIO) -> int:
+    response = await ask(_request(args, "history", limit=args.limit))
+    if args.json:
+        _json(out, response)
+    elif not response.history:
+        print(f"no playbook history in {_scope(args)}", file=out)
+    else:
+        rows = [
+            [str(r.version), when(r.applied_at), r.delta_id, r.source or "-", changes(r)]
+            for r in response.history
+        ]
+        table(out, ["VERSION", "APPLIED", "DELTA", "SOURCE", "CHANGES"], rows)
+    return 0
+
+
+async def _rollback(ask: Ask, args: argparse.Namespace, out: TextIO) -> int:
+    response = await ask(_request(args, "rollback", version=args.version))
+    if args.json:
+        _json(out, response)
+    else:
+        now = f": now version {response.version}" if response.version is not None else ""
+        count = f" ({plural(len(response.bullets), 'bullet')})" if response.bullets else ""
+        print(f"rolled {_scope(args)} back to version {args.version}{now}{count}", file=out)
+    return 0
+
+
+def add_parser(sub: Subparsers, bus: BusArgs) -> None:
+    parser = sub.add_parser("playbook", help="show, search, export and roll back the playbook")
+    actions = parser.add_subparsers(dest="action", required=True)
+
+    def leaf(name: str, help: str, action: Action) -> argparse.ArgumentParser:
+        p = actions.add_parser(name, help=help, description=help)
+        p.add_argument("--collection", default="default", help="collection (default: default)")
+        p.add_argument(
+            "--context-scope", default="", help='context scope id (default: "", the shared one)'
+        )
+        flow_args(p)
+        p.add_argument("--json", action="store_true", help="print the service's JSON response")
+        p.add_argument(
+            "--timeout", type=float, default=30.0, help="seconds to wait for the service (30)"
+        )
+        bus(p)
+        p.set_defaults(run=action, log_level="WARNING")
+        return p
+
+    show = leaf("show", "the playbook as the agent sees it (seed 003 format)", _show)
+    show.add_argument("--section", help="only this section")
+    show.add_argument("--version", type=int, help="as it was at this version (default: now)")
+    search = leaf("search", "the bullets a query would recall, with scores", _search)
+    search.add_argument("query")
+    search.add_argument("-k", "--top-k", type=int, default=10, help="results (10)")
+    search.add_argument(
+        "--weights",
+        type=_weights,
+        default="default",
+        help='"default", "relevance-dominant" or JSON {"relevance":..,"strength":..,"type":..}',
+    )
+    search.add_argument("--relevance", choices=["embedding", "jaccard"], default="embedding")
+    search.add_argument("-u", "--user", help="boost this user's bullets")
+    search.add_argument("--topic", help="boost bullets of this topic")
+    export = leaf("export", "every current bullet, all fields", _export)
+    export.add_argument("--format", choices=["json", "yaml", "markdown"], default="json")
+    export.set_defaults(section=None)
+    history = leaf("history", "applied deltas, newest first", _history)
+    history.add_argument("--limit", type=int, default=20, help="versions (20)")
+    rollback = leaf("rollback", "make an earlier version the current playbook", _rollback)
+    rollback.add_argument("version", type=int)
+    rollback.add_argument("-y", "--yes", action="store_true", help="do not ask to confirm")
+
+
+async def command(args: argparse.Namespace) -> int:
+    return await with_bus(bus_settings(args), lambda transport: execute(transport, args))
+
+
+async def execute(
+    transport: Transport,
+    args: argparse.Namespace,
+    *,
+    queues: ServiceQueues | None = None,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> int:
+    """Run the playbook subcommand ``args`` describe: 0 done, 1 failed, 2 bad arguments."""
+    queues = queues or ServiceQueues.of(SERVICE, args.workspace, args.flow)
+    if args.action == "rollback" and not args.yes and not _confirmed(args, err):
+        return 1
+    client: RequestResponseClient[PlaybookRequest, PlaybookResponse] = RequestResponseClient(
+        transport, queues.request, queues.response, PlaybookResponse, subscriber="react-mem-cli"
+    )
+
+    async def ask(request: PlaybookRequest) -> PlaybookResponse:
+        progress.start()
+        try:
+            response = await client.request(request, timeout=args.timeout)
+        except RequestTimeout:
+            raise Failed(
+                f"no response from {SERVICE} on {queues.request} within {args.timeout:g}s "
+                f"({NO_STACK_HINT})"
+            ) from None
+        finally:
+            await progress.stop()  # before anything is printed
+        if response.error is not None:
+            error = response.error
+            raise Failed(f"{SERVICE} error ({error.type}): {error.message}")
+        return response
+
+    progress = Progress(err, f"waiting for {SERVICE}")
+    await client.start()
+    try:
+        run: Action = args.run
+        return await run(ask, args, out)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        print(f"react-mem playbook: invalid arguments: {problems}", file=err)
+        return 2
+    except Failed as exc:
+        print(f"react-mem playbook: {exc}", file=err)
+        return 1
+    finally:
+        await progress.stop()
+        await client.close()
+
+
+def _confirmed(args: argparse.Namespace, err: TextIO) -> bool:
+    what = (
+        f"replaces the playbook of {_scope(args)} with its bullets as of version "
+        f"{args.version} (as a new version; the history is kept)"
+    )
+    if not sys.stdin.isatty():
+        print(f"react-mem playbook: this {what}; add --yes to confirm", file=err)
+        return False
+    print(f"This {what}.", file=err)
+    return input("Continue? [y/N] ").strip().lower() in {"y", "yes"}
