@@ -222,34 +222,31 @@ async def throughput(transport: PulsarTransport, root: Path, count: int) -> None
     async with service(transport, root, "throughput") as client:
 
         async def run(context: str, n: int) -> None:
-            ids: list[str] = []
+            alive: set[str] = set()
             for i in range(n):
                 ops = [DeltaOperation(type="ADD", content=lesson(i, rng), helpful=1)]
                 ops += [
                     DeltaOperation(type="TAG", bullet_id=b, helpful=1)
-                    for b in rng.sample(ids, min(2, len(ids)))
+                    for b in rng.sample(sorted(alive), min(2, len(alive)))
                 ]
                 done = await apply(client, f"{context}-{i}", ops, context_scope_id=context)
-                ids = [
-                    c.into or c.bullet_id
-                    for c in done.changes
-                    if c.change in ("added", "reinforced")
-                ] + ids
-                ids = ids[:50]
+                for c in done.changes:
+                    if c.change == "added":
+                        alive.add(c.bullet_id)
+                    elif c.change in ("merged", "pruned", "removed"):
+                        alive.discard(c.bullet_id)
 
         await run("warm", 20)
         started = time.perf_counter()
         await run("one", count)
         elapsed = time.perf_counter() - started
-        print(
-            f"  one playbook, sequential:  {count / elapsed:6.1f} deltas/s ({count} in {elapsed:.1f} s)"
-        )
+        rate = f"{count / elapsed:6.1f} deltas/s ({count} in {elapsed:.1f} s)"
+        print(f"  one playbook, sequential:   {rate}")
         started = time.perf_counter()
         await asyncio.gather(*(run(f"four-{k}", count // 4) for k in range(4)))
         elapsed = time.perf_counter() - started
-        print(
-            f"  four playbooks, concurrent: {count / elapsed:5.1f} deltas/s ({count} in {elapsed:.1f} s)"
-        )
+        rate = f"{count / elapsed:6.1f} deltas/s ({count} in {elapsed:.1f} s)"
+        print(f"  four playbooks, concurrent: {rate}")
 
 
 async def simulation(
@@ -269,10 +266,10 @@ async def simulation(
         ])  # fmt: skip
         known = {c.bullet_id: t for c, (t, _, _) in zip(seeded.changes, strategies, strict=True)}
         changes: dict[str, int] = {}
+        lost: set[str] = set()
         helpful_hits = asked = 0
-        print(
-            f"  {'deltas':>6} {'bullets':>7} {'known kept':>10} {'added':>6} {'merged':>6} {'pruned':>6} {'reinforced':>10} {'hit rate':>8}"
-        )
+        columns = ("deltas", "bullets", "kept", "present", "added", "merged", "pruned")
+        print("  " + " ".join(f"{c:>7}" for c in columns) + " reinforced hit rate")
         timings: list[float] = []
         for step in range(1, steps + 1):
             on_topic = rng.random() < ON_TOPIC
@@ -301,21 +298,26 @@ async def simulation(
             timings.append(time.perf_counter() - t0)
             for c in done.changes:
                 changes[c.change] = changes.get(c.change, 0) + 1
+                if c.change in ("pruned", "removed", "merged") and c.bullet_id in known:
+                    lost.add(c.bullet_id)
             if step % max(1, steps // 10) == 0 or step == steps:
                 listed = (await ask(client, "list", limit=1000)).bullets
-                kept = sum(1 for b in listed if b.id in known)
+                present = {b.id for b in listed} & known.keys()
+                row = (step, len(listed), len(present - lost), len(present))
+                row += tuple(changes.get(k, 0) for k in ("added", "merged", "pruned"))
+                hits = helpful_hits / max(asked, 1)
                 print(
-                    f"  {step:>6} {len(listed):>7} {kept:>7}/{len(known):<2} {changes.get('added', 0):>6} "
-                    f"{changes.get('merged', 0):>6} {changes.get('pruned', 0):>6} "
-                    f"{changes.get('reinforced', 0):>10} {helpful_hits / max(asked, 1):>8.2f}"
+                    "  "
+                    + " ".join(f"{v:>7}" for v in row)
+                    + f" {changes.get('reinforced', 0):>10} {hits:>8.2f}"
                 )
         listed = (await ask(client, "list", limit=1000)).bullets
-        survivors = sorted((b.helpful, b.harmful, known[b.id]) for b in listed if b.id in known)
+        marks = sorted(b.helpful for b in listed if b.id in known.keys() - lost)
         print(f"  delta apply {percentiles(timings)}; {steps / sum(timings):.1f} deltas/s")
-        print(f"  known-helpful bullets kept: {len(survivors)}/{len(known)}; "
-              f"helpful marks of the survivors: min {min(s[0] for s in survivors) if survivors else 0}, "
-              f"median {statistics.median(s[0] for s in survivors) if survivors else 0}")  # fmt: skip
-        print("  (hit rate: retrievals that returned the task topic's strategy, per on-topic task)")
+        print(f"  known-helpful strategies never pruned: {len(marks)}/{len(known)}")
+        print(f"  their helpful marks: {marks}")
+        print("  (kept: never pruned or merged away; present: kept or relearned by a later ADD;")
+        print("   hit rate: on-topic tasks whose retrieval returned the topic's strategy)")
 
 
 async def run(args: argparse.Namespace, url: str, root: Path) -> None:

@@ -18,8 +18,30 @@ GROUPS = Path(__file__).resolve().parent.parent / "config" / "groups"
     ("name", "ids"),
     [
         ("demo.yaml", ["config-svc", "ping"]),
-        ("memory.yaml", ["fact-memory", "episode-memory", "conversation-memory", "playbook-memory", "working-memory"]),
-        ("stack.yaml", ["config-svc", "text-completion", "agent-mem", "memory-learner", "fact-memory", "episode-memory", "conversation-memory", "playbook-memory", "working-memory"]),
+        (
+            "memory.yaml",
+            [
+                "fact-memory",
+                "episode-memory",
+                "conversation-memory",
+                "playbook-memory",
+                "working-memory",
+            ],
+        ),
+        (
+            "stack.yaml",
+            [
+                "config-svc",
+                "text-completion",
+                "agent-mem",
+                "memory-learner",
+                "fact-memory",
+                "episode-memory",
+                "conversation-memory",
+                "playbook-memory",
+                "working-memory",
+            ],
+        ),
     ],
 )
 def test_group_files_load(name: str, ids: list[str], tmp_path: Path) -> None:

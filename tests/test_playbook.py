@@ -17,7 +17,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from memory_services.embedding.base import Embedder
-from memory_services.playbook.records import SECONDS_PER_DAY
+from memory_services.playbook.memory import PlaybookMemory
+from memory_services.playbook.records import SECONDS_PER_DAY, PlaybookPolicy, ScopeKey
 from memory_services.playbook.schema import (
     Bullet,
     Delta,
@@ -26,10 +27,12 @@ from memory_services.playbook.schema import (
     PlaybookResponse,
     Weights,
 )
-from memory_services.playbook.scoring import jaccard, words
+from memory_services.playbook.scoring import DecayRates, jaccard, words
 from memory_services.playbook.service import PlaybookMemoryProcessor, PlaybookMemorySettings
 from memory_services.runtime import shared_embedder
 from memory_services.store.base import Record, VectorStore
+from memory_services.store.edge import EdgeStore
+from memory_services.store.qdrant_server import QdrantServerStore
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue
 from tests.support.memory_services import START, MovableClock, Running, serving, topics
@@ -686,3 +689,56 @@ async def test_bad_input_is_answered_writes_nothing_and_the_consumer_keeps_servi
     assert await pb.stats() == (0, 0, 0) and (await pb.ok("history")).history == []
     assert pb.metric("tg_playbook_deltas_total", status="rejected") == 11
     assert (await pb.delta(good)).applied is True  # still serving
+
+
+@pytest.mark.parametrize("backend", ["edge", "qdrant-server"])
+async def test_two_replicas_on_one_store_see_each_others_writes(
+    backend: str, tmp_path: Path, embedder: Embedder
+) -> None:
+    """Two services on one store (a Qdrant server's replicas; ``:memory:`` runs the server
+    code path): a cached playbook is reloaded when the scope's state record shows another
+    writer's generation; history, snapshots and rollback live in the store too."""
+    store: VectorStore = (
+        EdgeStore(tmp_path / "shared") if backend == "edge" else QdrantServerStore(":memory:")
+    )
+    await store.open()
+    try:
+        await embedder.start()
+        one, two = (
+            PlaybookMemory(
+                store, embedder, policy=PlaybookPolicy(), rates=DecayRates(), clock=MovableClock()
+            )
+            for _ in range(2)
+        )
+        await one.ensure()
+        key = ScopeKey("ws", "c", "ctx")
+        found, pb = await two.retrieve(
+            key, query="sources", vector=None, top_k=3, weights="default"
+        )
+        assert found == [] and (pb.clock, pb.version) == (1, 0)  # two now caches the playbook
+        applied = await one.apply(key, Delta(delta_id="d1", operations=[add("Cite your sources.")]))
+        assert (applied.version, applied.applied) == (1, True)
+        found, pb = await two.retrieve(
+            key, query="sources", vector=None, top_k=3, weights="default"
+        )
+        assert [b.content for b in found] == ["Cite your sources."] and (pb.clock, pb.version) == (
+            2,
+            1,
+        )
+        again = await two.apply(key, Delta(delta_id="d1", operations=[add("Cite your sources.")]))
+        assert (again.version, again.applied) == (1, False)
+        pb = await one.stats(key)
+        assert (pb.clock, pb.version) == (2, 1)
+        [bullet] = pb.bullets.values()
+        assert bullet.semantic_access_index == 2  # two's retrieval
+
+        await two.apply(key, Delta(delta_id="d2", operations=[op("REMOVE", bullet.id)]))
+        assert (await one.stats(key)).bullets == {}
+        assert (await one.rollback(key, 1)).version == 3
+        [restored] = await two.show(key, 3)
+        assert [restored] == await one.show(key, 1)  # as version 1 left it: before two's retrieval
+        assert restored.semantic_access_index == 1 and restored.id == bullet.id
+        assert (await two.stats(key)).bullets == {bullet.id: restored}
+        assert [r.delta_id for r in await two.history_of(key, 10)] == ["rollback:3:1", "d2", "d1"]
+    finally:
+        await store.close()
