@@ -181,7 +181,8 @@ async def run_demo(transport: Transport, out: TextIO) -> bool:
         recalled = [u for u in used if u.kind == "fact"]
         say("\nWhat memory put into the prompt of session 2 (before the model saw the question):")
         for item in used:
-            score = f" (similarity {item.score:.2f})" if item.score is not None else ""
+            label = "similarity" if item.kind in ("fact", "episode") else "score"
+            score = f" ({label} {item.score:.2f})" if item.score is not None else ""
             say(f"  {item.kind}: {item.content}{score}")
         if not used:
             say("  nothing")
