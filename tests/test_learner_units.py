@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memory_services.conversations.schema import ConversationEnded, ConversationTurn
-from react_mem.agent.service import PARSE_ERROR_ACTION
+from react_mem.agent.finish import PARSE_ERROR_ACTION
 from react_mem.errors import RequestTimeout
 from react_mem.learner.explicit import about_user, explicit_facts
 from react_mem.learner.extract import FactReply, SummaryReply, clip, keep_facts

@@ -30,6 +30,13 @@ from memory_services.working.schema import WorkingMemoryRequest, WorkingMemoryRe
 from memory_services.working.tokens import HFTokenCounter, TokenCounter, count_steps
 from react_mem.agent import json_reply, prompt
 from react_mem.agent.config import CONFIG_TYPE, AgentMemConfig
+from react_mem.agent.finish import (
+    PARSE_ERROR_ACTION,
+    append_turn,
+    short,
+    tool_errors,
+    trajectory,
+)
 from react_mem.agent.llm import ReplyFormat, Usage, decide
 from react_mem.agent.memory import CONVERSATIONS, WORKING, MemoryRecall, Scope
 from react_mem.agent.memory_tools import memory_tools
@@ -63,8 +70,6 @@ from react_mem.schema.services import (
 from react_mem.schema.trajectory import Outcome, Trajectory
 
 logger = logging.getLogger(__name__)
-
-PARSE_ERROR_ACTION = "__parse_error__"
 
 
 class AgentSettings(ProcessorSettings):
@@ -262,7 +267,7 @@ class AgentProcessor(Processor):
             respond.in_token, respond.out_token = state.in_tokens, state.out_tokens
             respond.model = usage.model
             await respond.answer(decision.answer)
-            outcome: Outcome = "partial" if _tool_errors(state.steps) else "success"
+            outcome: Outcome = "partial" if tool_errors(state.steps) else "success"
             self.metrics.sessions.labels(processor=self.id, outcome="completed").inc()
             self.metrics.iterations.labels(processor=self.id).observe(state.iteration)
             await self.finish(request, flow, state, scope, cfg, decision.answer, outcome, None)
@@ -435,38 +440,12 @@ class AgentProcessor(Processor):
             return
         if scope.conversation_id and flow.has_client(CONVERSATIONS):
             await self.append_turn(request, flow, scope, state, answer, outcome)
-        if not flow.has_producer("trajectory"):
-            return
-        finished = time.time()
-        trajectory = Trajectory(
-            trajectory_id=request.session_id,
-            collection=scope.collection,
-            user=scope.user,
-            conversation_id=scope.conversation_id,
-            session_id=request.session_id,
-            question=request.question,
-            answer=answer,
-            steps=state.steps,
-            outcome=outcome,
-            error=error,
-            iterations=state.iteration,
-            tool_errors=_tool_errors(state.steps),
-            parse_retries=state.parse_retries,
-            compressions=state.compressions,
-            in_tokens=state.in_tokens,
-            out_tokens=state.out_tokens,
-            duration_seconds=max(finished - state.started_at, 0.0),
-            started_at=state.started_at,
-            finished_at=finished,
-            memory_used=state.used,
-            context_scope_id=cfg.playbook_context_scope,
-            extract_facts=cfg.enable_auto_fact_extraction,
-            record_episode=cfg.enable_episode_recording,
-        )
-        try:
-            await flow.send("trajectory", trajectory, id=request.session_id)
-        except Exception as exc:
-            logger.error("trajectory %s not published: %r", request.session_id, exc)
+        if flow.has_producer("trajectory"):
+            record = trajectory(request, state, scope, cfg, answer, outcome, error)
+            try:
+                await flow.send("trajectory", record, id=request.session_id)
+            except Exception as exc:
+                logger.error("trajectory %s not published: %r", request.session_id, exc)
 
     async def append_turn(
         self,
@@ -477,40 +456,10 @@ class AgentProcessor(Processor):
         answer: str,
         outcome: Outcome,
     ) -> None:
-        tools_used = sorted({s.action for s in state.steps if s.action} - {PARSE_ERROR_ACTION})
-        did = f" using {', '.join(tools_used)}" if tools_used else ""
-        said = answer if answer else "no answer"
-        summary = f"User asked: {_short(request.question)} Agent answered{did}: {_short(said)}"
-        try:
-            response: ConversationResponse = await flow.client(CONVERSATIONS).request(
-                ConversationRequest(
-                    operation="append",
-                    collection=scope.collection,
-                    user=scope.user,
-                    conversation_id=scope.conversation_id,
-                    turn_id=request.session_id,
-                    session_id=request.session_id,
-                    query=request.question,
-                    answer=answer,
-                    summary=summary,
-                    result=outcome,
-                ),
-                timeout=self.agent_settings.memory_write_timeout,
-            )
-            if response.error is not None:
-                logger.warning("conversation turn not stored: %s", response.error.message)
-        except Exception as exc:
-            logger.warning("conversation turn not stored: %r", exc)
-
-
-def _tool_errors(steps: list[AgentStep]) -> int:
-    return sum(1 for s in steps if s.step_type == "tool-error")
+        await append_turn(
+            flow, request, scope, state, answer, outcome, self.agent_settings.memory_write_timeout
+        )
 
 
 def _last_observation(history: list[AgentStep]) -> str:
-    return _short(history[-1].observation) if history else "none"
-
-
-def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return short(history[-1].observation) if history else "none"

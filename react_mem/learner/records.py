@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memory_services.conversations.schema import ConversationEnded, ConversationTurn
-from react_mem.agent.service import PARSE_ERROR_ACTION
+from react_mem.agent.finish import PARSE_ERROR_ACTION
 from react_mem.learner.extract import clip
 from react_mem.schema import AgentStep
 from react_mem.schema.trajectory import Outcome, Trajectory

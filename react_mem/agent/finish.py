@@ -1,0 +1,101 @@
+"""Invocation end: the conversation turn and the trajectory record for the learner."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from memory_services.conversations.schema import ConversationRequest, ConversationResponse
+from react_mem.agent.config import AgentMemConfig
+from react_mem.agent.memory import CONVERSATIONS, Scope
+from react_mem.processor.flow import Flow
+from react_mem.schema import AgentRequest, AgentStep
+from react_mem.schema.agent import MemoryState
+from react_mem.schema.trajectory import Outcome, Trajectory
+
+logger = logging.getLogger(__name__)
+
+#: The action of a step that stands for a reply the agent could not parse.
+PARSE_ERROR_ACTION = "__parse_error__"
+
+
+def tool_errors(steps: list[AgentStep]) -> int:
+    return sum(1 for s in steps if s.step_type == "tool-error")
+
+
+def short(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def trajectory(
+    request: AgentRequest,
+    state: MemoryState,
+    scope: Scope,
+    cfg: AgentMemConfig,
+    answer: str,
+    outcome: Outcome,
+    error: str | None,
+) -> Trajectory:
+    finished = time.time()
+    return Trajectory(
+        trajectory_id=request.session_id,
+        collection=scope.collection,
+        user=scope.user,
+        conversation_id=scope.conversation_id,
+        session_id=request.session_id,
+        question=request.question,
+        answer=answer,
+        steps=state.steps,
+        outcome=outcome,
+        error=error,
+        iterations=state.iteration,
+        tool_errors=tool_errors(state.steps),
+        parse_retries=state.parse_retries,
+        compressions=state.compressions,
+        in_tokens=state.in_tokens,
+        out_tokens=state.out_tokens,
+        duration_seconds=max(finished - state.started_at, 0.0),
+        started_at=state.started_at,
+        finished_at=finished,
+        memory_used=state.used,
+        context_scope_id=cfg.playbook_context_scope,
+        extract_facts=cfg.enable_auto_fact_extraction,
+        record_episode=cfg.enable_episode_recording,
+    )
+
+
+async def append_turn(
+    flow: Flow,
+    request: AgentRequest,
+    scope: Scope,
+    state: MemoryState,
+    answer: str,
+    outcome: Outcome,
+    timeout: float,
+) -> None:
+    """The turn, with a cheap deterministic summary; a failure is logged, never raised."""
+    tools_used = sorted({s.action for s in state.steps if s.action} - {PARSE_ERROR_ACTION})
+    did = f" using {', '.join(tools_used)}" if tools_used else ""
+    said = answer if answer else "no answer"
+    summary = f"User asked: {short(request.question)} Agent answered{did}: {short(said)}"
+    try:
+        response: ConversationResponse = await flow.client(CONVERSATIONS).request(
+            ConversationRequest(
+                operation="append",
+                collection=scope.collection,
+                user=scope.user,
+                conversation_id=scope.conversation_id,
+                turn_id=request.session_id,
+                session_id=request.session_id,
+                query=request.question,
+                answer=answer,
+                summary=summary,
+                result=outcome,
+            ),
+            timeout=timeout,
+        )
+        if response.error is not None:
+            logger.warning("conversation turn not stored: %s", response.error.message)
+    except Exception as exc:
+        logger.warning("conversation turn not stored: %r", exc)
