@@ -11,7 +11,7 @@ from memory_services.conversations.schema import ConversationEnded, Conversation
 from react_mem.agent.finish import PARSE_ERROR_ACTION
 from react_mem.errors import RequestTimeout
 from react_mem.learner.explicit import about_user, explicit_facts
-from react_mem.learner.extract import FactReply, SummaryReply, clip, keep_facts
+from react_mem.learner.extract import FactReply, SummaryReply, clip, keep_facts, merge_summary
 from react_mem.learner.ledger import Ledger
 from react_mem.learner.llm import Complete, JsonLLM, LLMUnavailable, first_json, parse
 from react_mem.learner.planner import Limits, Planner
@@ -298,3 +298,21 @@ def test_malformed_replies_are_not_counted_as_tools_or_steps() -> None:
     assert "Agent answered after 1 malformed reply." in invocation_summary(chat)
     assert not is_task(chat, min_steps=2)  # one real step: a chat, not a task
     assert "Agent answered directly." in invocation_summary(Trajectory(question="q?"))
+
+
+@pytest.mark.parametrize(
+    ("said", "kept"),
+    [
+        ("Ada is allergic to peanuts.</summary>", "Ada is allergic to peanuts."),
+        ("<summary> Ada said hello. </summary>", "Ada said hello."),
+        ("Running summary so far: (none yet)", None),
+        ("Latest turn: User asked: hi", None),
+    ],
+)
+async def test_a_summary_echoing_the_prompt_or_its_tags_is_cleaned_or_refused(
+    said: str, kept: str | None
+) -> None:
+    async def complete(request: TextCompletionRequest, timeout: float) -> TextCompletionResponse:
+        return TextCompletionResponse(response=json.dumps({"summary": said}))
+
+    assert await merge_summary(JsonLLM(complete), "", "User asked: hi", max_chars=400) == kept

@@ -147,6 +147,10 @@ def keep_facts(
     return list(kept.values())[:limit]
 
 
+_TAGS = re.compile(r"</?\s*(summary|record|turn)\s*>", re.I)
+_ECHOES = ("running summary so far", "latest turn")
+
+
 async def merge_summary(llm: JsonLLM, previous: str, turn: str, *, max_chars: int) -> str | None:
     """The LLM's running summary; ``None`` when it gives none usable (empty, far too long)."""
     record = f"Running summary so far:\n{previous or '(none yet)'}\n\nLatest turn:\n{turn}"
@@ -154,8 +158,9 @@ async def merge_summary(llm: JsonLLM, previous: str, turn: str, *, max_chars: in
     reply = await llm.ask(system, wrap_record(record), SummaryReply)
     if reply is None:
         return None
-    text = " ".join(reply.summary.split())
-    if not text or len(text) > 2 * max_chars:
+    # Small models echo the record's headings or leave its tags behind: neither is a summary.
+    text = " ".join(_TAGS.sub(" ", reply.summary).split())
+    if not text or len(text) > 2 * max_chars or text.lower().startswith(_ECHOES):
         return None
     return clip(text, max_chars)
 
