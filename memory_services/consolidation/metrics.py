@@ -1,12 +1,19 @@
-"""Consolidation counters, created once per registry (shared by the memory services)."""
+"""Consolidation bookkeeping shared by fact- and episode-memory: counters (created once per
+registry), the schedule of automatic passes, and the log line of each pass that changed
+something."""
 
 from __future__ import annotations
 
-import threading
-import weakref
+import logging
+import time
 from dataclasses import dataclass
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter
+
+from memory_services.consolidation.schema import ConsolidationReport
+from react_mem.metrics import per_registry
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -17,28 +24,68 @@ class Families:
     unconsolidated: Counter
 
 
-_families: weakref.WeakKeyDictionary[CollectorRegistry, Families] = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
+def _create(registry: CollectorRegistry) -> Families:
+    labels = ["processor", "kind"]
+    return Families(
+        consolidated=Counter(
+            "tg_memory_consolidated",
+            "Memories merged into another by consolidation",
+            labels,
+            registry=registry,
+        ),
+        unconsolidated=Counter(
+            "tg_memory_unconsolidated",
+            "Merged memories restored by unconsolidate",
+            labels,
+            registry=registry,
+        ),
+    )
 
 
-def consolidation_counters(registry: CollectorRegistry | None = None) -> Families:
-    registry = REGISTRY if registry is None else registry
-    with _lock:
-        families = _families.get(registry)
-        if families is None:
-            labels = ["processor", "kind"]
-            families = _families[registry] = Families(
-                consolidated=Counter(
-                    "tg_memory_consolidated",
-                    "Memories merged into another by consolidation",
-                    labels,
-                    registry=registry,
-                ),
-                unconsolidated=Counter(
-                    "tg_memory_unconsolidated",
-                    "Merged memories restored by unconsolidate",
-                    labels,
-                    registry=registry,
-                ),
+consolidation_counters = per_registry(_create)
+
+
+class Consolidations:
+    """One service's consolidation passes: when the next automatic one is due, and what
+    each pass that changed something merged or restored (counted and logged)."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None,
+        processor: str,
+        kind: str,
+        interval: float | None,
+    ) -> None:
+        counters = consolidation_counters(registry)
+        self._merged = counters.consolidated.labels(processor=processor, kind=kind)
+        self._restored = counters.unconsolidated.labels(processor=processor, kind=kind)
+        self.processor, self.kind, self.interval = processor, kind, interval
+        self._next = time.monotonic() + (interval or 0.0)
+
+    def due(self) -> bool:
+        """True (and the next pass scheduled) when an automatic pass should run now."""
+        if self.interval is None or time.monotonic() < self._next:
+            return False
+        self._next = time.monotonic() + self.interval
+        return True
+
+    def record(self, report: ConsolidationReport, *, changed: bool, undone: bool) -> None:
+        """Count and log a pass; a repeated (redelivered) one has ``changed`` false."""
+        if not changed:
+            return
+        if undone:
+            self._restored.inc(report.restored)
+        else:
+            self._merged.inc(report.merged)
+        if report.merged or report.restored:
+            logger.info(
+                "%s: %s %s: %d %ss merged, %d restored, %d preserved, %d bytes saved",
+                self.processor,
+                "unconsolidate" if undone else "consolidate",
+                report.consolidation_id,
+                report.merged,
+                self.kind,
+                report.restored,
+                report.preserved,
+                report.bytes_saved,
             )
-        return families

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 from pydantic import Field
 
 from memory_services.consolidation.engine import Options
-from memory_services.consolidation.metrics import consolidation_counters
+from memory_services.consolidation.metrics import Consolidations
 from memory_services.consolidation.schema import ConsolidationReport
 from memory_services.embedding.base import Embedder
 from memory_services.episodes.memory import EpisodeMemory
@@ -74,11 +74,8 @@ class EpisodeMemoryProcessor(MemoryProcessor):
         assert isinstance(self.memory_settings, EpisodeMemorySettings)
         self.episode_settings: EpisodeMemorySettings = self.memory_settings
         self._memory: EpisodeMemory | None = None
-        counters = consolidation_counters(registry)
-        self._consolidated = counters.consolidated.labels(processor=self.id, kind="episode")
-        self._unconsolidated = counters.unconsolidated.labels(processor=self.id, kind="episode")
-        self._next_consolidation = time.monotonic() + (
-            self.episode_settings.consolidation_interval or 0.0
+        self.consolidations = Consolidations(
+            registry, self.id, "episode", self.episode_settings.consolidation_interval
         )
         self.serve_requests(EpisodeRequest, EpisodeResponse, self.on_request)
 
@@ -121,20 +118,10 @@ class EpisodeMemoryProcessor(MemoryProcessor):
         self.items.labels(processor=self.id, kind="episode").set(held)
         if removed:
             logger.info("%s: swept %d episodes past the age limit", self.id, removed)
-        interval = self.episode_settings.consolidation_interval
-        if interval is not None and time.monotonic() >= self._next_consolidation:
-            self._next_consolidation = time.monotonic() + interval
+        if self.consolidations.due():
             pass_id = f"scheduled-{uuid.uuid4()}"
             for report in await self.memory.consolidate_all(pass_id):
-                if report.merged:
-                    self._consolidated.inc(report.merged)
-                    logger.info(
-                        "%s: consolidation %s merged %d episodes (%d bytes saved)",
-                        self.id,
-                        pass_id,
-                        report.merged,
-                        report.bytes_saved,
-                    )
+                self.consolidations.record(report, changed=True, undone=False)
 
     async def on_request(self, request: EpisodeRequest, ctx: MessageContext) -> None:
         if request.operation not in OPERATIONS:
@@ -153,20 +140,7 @@ class EpisodeMemoryProcessor(MemoryProcessor):
     def _reported(
         self, report: ConsolidationReport, changed: bool, *, undone: bool
     ) -> EpisodeResponse:
-        if changed:
-            (self._unconsolidated if undone else self._consolidated).inc(
-                report.restored if undone else report.merged
-            )
-            logger.info(
-                "%s: %s %s: %d merged, %d restored, %d preserved, %d bytes saved",
-                self.id,
-                "unconsolidate" if undone else "consolidate",
-                report.consolidation_id,
-                report.merged,
-                report.restored,
-                report.preserved,
-                report.bytes_saved,
-            )
+        self.consolidations.record(report, changed=changed, undone=undone)
         return EpisodeResponse(consolidation=report)
 
     async def _execute(self, scope: Scope, request: EpisodeRequest) -> EpisodeResponse:

@@ -10,7 +10,7 @@ from typing import ClassVar
 from prometheus_client import CollectorRegistry
 from pydantic import Field
 
-from memory_services.consolidation.metrics import consolidation_counters
+from memory_services.consolidation.metrics import Consolidations
 from memory_services.consolidation.schema import ConsolidationReport
 from memory_services.embedding.base import Embedder
 from memory_services.facts.memory import FactMemory
@@ -85,11 +85,8 @@ class FactMemoryProcessor(MemoryProcessor):
         self.fact_settings: FactMemorySettings = self.memory_settings
         self._size = self.items.labels(processor=self.id, kind="fact")
         self._memory: FactMemory | None = None
-        counters = consolidation_counters(registry)
-        self._consolidated = counters.consolidated.labels(processor=self.id, kind="fact")
-        self._unconsolidated = counters.unconsolidated.labels(processor=self.id, kind="fact")
-        self._next_consolidation = time.monotonic() + (
-            self.fact_settings.consolidation_interval or 0.0
+        self.consolidations = Consolidations(
+            registry, self.id, "fact", self.fact_settings.consolidation_interval
         )
         self.serve_requests(FactRequest, FactResponse, self.on_request)
 
@@ -119,30 +116,10 @@ class FactMemoryProcessor(MemoryProcessor):
         self._size.set(held)
         if removed:
             logger.info("%s: swept %d expired facts", self.id, removed)
-        interval = self.fact_settings.consolidation_interval
-        if interval is not None and time.monotonic() >= self._next_consolidation:
-            self._next_consolidation = time.monotonic() + interval
-            await self._scheduled_consolidation()
-
-    async def _scheduled_consolidation(self) -> None:
-        pass_id = f"scheduled-{uuid.uuid4()}"
-        for report in await self.memory.consolidate_all(pass_id):
-            self._count(report, undone=False)
-            if report.merged:
-                logger.info(
-                    "%s: consolidation %s merged %d facts in %d clusters (%d bytes saved)",
-                    self.id,
-                    pass_id,
-                    report.merged,
-                    len(report.clusters),
-                    report.bytes_saved,
-                )
-
-    def _count(self, report: ConsolidationReport, *, undone: bool) -> None:
-        if undone:
-            self._unconsolidated.inc(report.restored)
-        else:
-            self._consolidated.inc(report.merged)
+        if self.consolidations.due():
+            pass_id = f"scheduled-{uuid.uuid4()}"
+            for report in await self.memory.consolidate_all(pass_id):
+                self.consolidations.record(report, changed=True, undone=False)
 
     async def on_request(self, request: FactRequest, ctx: MessageContext) -> None:
         if request.operation not in FACT_OPERATIONS:
@@ -188,16 +165,5 @@ class FactMemoryProcessor(MemoryProcessor):
     def _reported(
         self, report: ConsolidationReport, changed: bool, *, undone: bool
     ) -> FactResponse:
-        if changed:
-            self._count(report, undone=undone)
-            logger.info(
-                "%s: %s %s: %d merged, %d restored, %d preserved, %d bytes saved",
-                self.id,
-                "unconsolidate" if undone else "consolidate",
-                report.consolidation_id,
-                report.merged,
-                report.restored,
-                report.preserved,
-                report.bytes_saved,
-            )
+        self.consolidations.record(report, changed=changed, undone=undone)
         return FactResponse(consolidation=report)
