@@ -9,47 +9,39 @@
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Iterable
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter
 
 from memory_services.metrics import memory_items
 from memory_services.playbook.schema import BulletChange
-
-_families: weakref.WeakKeyDictionary[CollectorRegistry, tuple[Counter, Counter]] = (
-    weakref.WeakKeyDictionary()
-)
-_lock = threading.Lock()
+from react_mem.metrics import per_registry
 
 
-def _counters(registry: CollectorRegistry) -> tuple[Counter, Counter]:
-    with _lock:
-        found = _families.get(registry)
-        if found is None:
-            found = _families[registry] = (
-                Counter(
-                    "tg_playbook_changes",
-                    "Playbook bullet changes, by kind",
-                    ["processor", "change"],
-                    registry=registry,
-                ),
-                Counter(
-                    "tg_playbook_deltas",
-                    "Playbook deltas, by outcome",
-                    ["processor", "status"],
-                    registry=registry,
-                ),
-            )
-        return found
+def _create(registry: CollectorRegistry) -> tuple[Counter, Counter]:
+    return (
+        Counter(
+            "tg_playbook_changes",
+            "Playbook bullet changes, by kind",
+            ["processor", "change"],
+            registry=registry,
+        ),
+        Counter(
+            "tg_playbook_deltas",
+            "Playbook deltas, by outcome",
+            ["processor", "status"],
+            registry=registry,
+        ),
+    )
+
+
+_counters = per_registry(_create)
 
 
 class PlaybookMetrics:
     """The playbook families, bound to one processor."""
 
     def __init__(self, processor: str, registry: CollectorRegistry | None = None) -> None:
-        registry = REGISTRY if registry is None else registry
         self.processor = processor
         self._changes, self._deltas = _counters(registry)
         self.bullets = memory_items(registry).labels(processor=processor, kind="bullet")

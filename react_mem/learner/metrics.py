@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import threading
-import weakref
 from dataclasses import dataclass
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter
+
+from react_mem.metrics import per_registry
 
 
 @dataclass(frozen=True)
@@ -17,12 +17,6 @@ class LearnerFamilies:
     ace: Counter
     feedback: Counter
     rejected: Counter
-
-
-_families: weakref.WeakKeyDictionary[CollectorRegistry, LearnerFamilies] = (
-    weakref.WeakKeyDictionary()
-)
-_lock = threading.Lock()
 
 
 def _create(registry: CollectorRegistry) -> LearnerFamilies:
@@ -67,14 +61,12 @@ def _create(registry: CollectorRegistry) -> LearnerFamilies:
     )
 
 
+_families = per_registry(_create)
+
+
 class LearnerMetrics:
     def __init__(self, registry: CollectorRegistry | None, processor: str) -> None:
-        registry = REGISTRY if registry is None else registry
-        with _lock:
-            found = _families.get(registry)
-            if found is None:
-                found = _families[registry] = _create(registry)
-        self._fam, self._processor = found, processor
+        self._fam, self._processor = _families(registry), processor
 
     def learned(self, kind: str, count: int = 1) -> None:
         if count:

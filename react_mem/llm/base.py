@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -89,7 +90,7 @@ class LLMSettings(ProcessorSettings):
     max_input_chars: int = Field(default=200_000, ge=1)
 
 
-class TextCompletionProcessor(Processor):
+class TextCompletionProcessor(Processor, ABC):
     """Serves ``TextCompletionRequest`` on the flow's ``request`` queue with a :class:`Backend`."""
 
     Settings: ClassVar[type[ProcessorSettings]] = LLMSettings
@@ -119,8 +120,9 @@ class TextCompletionProcessor(Processor):
         )
         self.register_specification(ProducerSpec(name="response", schema=TextCompletionResponse))
 
+    @abstractmethod
     def create_backend(self) -> Backend:
-        raise NotImplementedError
+        """The backend this processor serves (built from ``self.llm_settings``)."""
 
     async def start(self) -> None:
         await self.backend.start()
