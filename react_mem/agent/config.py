@@ -70,6 +70,10 @@ class AgentMemConfig(BaseModel):
     llm_timeout: float = Field(default=120.0, gt=0, alias="llm-timeout")
     tool_timeout: float = Field(default=60.0, gt=0, alias="tool-timeout")
 
+    def memory_for(self, requested: bool | None) -> bool:
+        """Memory for one request: its own ``enable_memory``, else this workspace's."""
+        return self.enable_memory if requested is None else requested
+
     @classmethod
     def parse(cls, values: dict[str, str], *, defaults: dict[str, Any] | None = None) -> Self:
         """Build from a config map (string values, JSON where it parses)."""

@@ -16,11 +16,16 @@ def _checked(response: FactResponse | EpisodeResponse, service: str) -> None:
         raise ToolError(f"{service}: {response.error.message}")
 
 
+def _required(call: ToolCall, tool: str, name: str) -> str:
+    value = call.arguments.get(name, "").strip()
+    if not value:
+        raise ToolError(f"{tool} needs a non-empty {name!r}")
+    return value
+
+
 def retrieve_facts(top_k: int) -> Invoke:
     async def invoke(call: ToolCall) -> str:
-        query = call.arguments.get("query", "").strip()
-        if not query:
-            raise ToolError("RetrieveFacts needs a non-empty 'query'")
+        query = _required(call, "RetrieveFacts", "query")
         request = FactRequest(
             operation="retrieve",
             collection=call.collection,
@@ -41,9 +46,7 @@ def retrieve_facts(top_k: int) -> Invoke:
 
 def recall_episodes(top_k: int) -> Invoke:
     async def invoke(call: ToolCall) -> str:
-        query = call.arguments.get("query", "").strip()
-        if not query:
-            raise ToolError("RecallEpisodes needs a non-empty 'query'")
+        query = _required(call, "RecallEpisodes", "query")
         request = EpisodeRequest(
             operation="retrieve",
             collection=call.collection,
@@ -67,9 +70,7 @@ def recall_episodes(top_k: int) -> Invoke:
 
 
 async def _store_fact(call: ToolCall) -> str:
-    content = call.arguments.get("fact_content", "").strip()
-    if not content:
-        raise ToolError("StoreFact needs a non-empty 'fact_content'")
+    content = _required(call, "StoreFact", "fact_content")
     request = FactRequest(
         operation="store",
         collection=call.collection,

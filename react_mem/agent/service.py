@@ -214,7 +214,7 @@ class AgentProcessor(Processor):
         if not request.question.strip():
             raise BadRequest("the request has no question", type="invalid")
         request = request.model_copy(update={"session_id": request.session_id or str(uuid.uuid4())})
-        memory_on = cfg.enable_memory if request.enable_memory is None else request.enable_memory
+        memory_on = cfg.memory_for(request.enable_memory)
         scope = Scope(request.collection or "default", request.user, request.conversation_id)
         state = request.memory
         if state is None:
@@ -435,8 +435,7 @@ class AgentProcessor(Processor):
         error: str | None,
     ) -> None:
         """After the reply: the conversation turn (synchronous, cheap), then the trajectory."""
-        memory_on = cfg.enable_memory if request.enable_memory is None else request.enable_memory
-        if not memory_on:
+        if not cfg.memory_for(request.enable_memory):
             return
         if scope.conversation_id and flow.has_client(CONVERSATIONS):
             await self.append_turn(request, flow, scope, state, answer, outcome)
