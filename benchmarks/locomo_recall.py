@@ -18,8 +18,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
+from memory_services.embedding.base import DEFAULT_BACKEND, Backend
 from memory_services.facts.schema import FactInput, FactRequest, FactResponse
 from memory_services.facts.service import FactMemoryProcessor
 from react_mem.bus.embedded import EmbeddedBroker
@@ -41,7 +42,7 @@ def turns(sample: dict[str, Any]) -> list[FactInput]:
     return facts
 
 
-async def evaluate(data: list[dict[str, Any]], url: str, tmp: Path) -> None:
+async def evaluate(data: list[dict[str, Any]], url: str, tmp: Path, backend: Backend) -> None:
     bus = PulsarTransport(PulsarOptions(url=url))
     await bus.connect()
     topics = {
@@ -58,6 +59,7 @@ async def evaluate(data: list[dict[str, Any]], url: str, tmp: Path) -> None:
                 "data_dir": tmp / "facts",
                 "state_dir": tmp,
                 "near_duplicate_threshold": 1.0,
+                "embedding_backend": backend,
                 "concurrency": 4,
             }
         ),
@@ -116,6 +118,9 @@ async def evaluate(data: list[dict[str, Any]], url: str, tmp: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument(
+        "--backend", choices=get_args(Backend), default=DEFAULT_BACKEND, help="embedding backend"
+    )
     args = parser.parse_args()
     if not args.data.is_file():
         print(f"no LoCoMo data at {args.data}; nothing to evaluate")
@@ -125,7 +130,8 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="locomo-") as tmp,
         EmbeddedBroker(Path(tmp) / "broker") as broker,
     ):
-        asyncio.run(evaluate(data, broker.url, Path(tmp)))
+        print(f"embedding backend: {args.backend}")
+        asyncio.run(evaluate(data, broker.url, Path(tmp), args.backend))
 
 
 if __name__ == "__main__":

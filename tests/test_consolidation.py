@@ -527,7 +527,10 @@ async def test_a_stored_again_survivor_keeps_its_lineage_and_bad_requests_are_re
             0.0,
             ["the rate API timed out", "try a cached rate"],
         )
-        request = EpisodeRequest(operation="consolidate", consolidation_id="e-2")
+        # Their texts are ≈0.85 alike (by backend); this test is about lineage, not the bar.
+        request = EpisodeRequest(
+            operation="consolidate", consolidation_id="e-2", similarity_threshold=0.8
+        )
         assert (await episode_report(service, request)).merged == 1
         # The survivor's session stores a new version: its own lessons, plus the merged one.
         stored = EpisodeRequest(

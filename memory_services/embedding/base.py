@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Literal, Protocol
+
+#: What runs a sentence-transformers model: torch itself, or its ONNX export (fp32 or int8).
+Backend = Literal["torch", "onnx", "onnx-int8"]
+DEFAULT_BACKEND: Backend = "onnx-int8"
 
 
 class Embedder(Protocol):

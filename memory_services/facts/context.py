@@ -61,6 +61,26 @@ class FactContext:
             where=where,
         )
 
+    async def search_many(
+        self,
+        scope: Scope,
+        vectors: Sequence[Sequence[float]],
+        *,
+        limit: int,
+        min_score: float | None,
+        where: Sequence[Condition],
+    ) -> list[list[Hit]]:
+        return await retrying(
+            "vector store",
+            self.store.search_many,
+            self.collection,
+            vectors,
+            scope=scope,
+            limit=limit,
+            min_score=min_score,
+            where=where,
+        )
+
     async def upsert(self, records: Sequence[Record]) -> None:
         await retrying("vector store", self.store.upsert, self.collection, records)
 

@@ -16,7 +16,7 @@ import numpy as np
 from memory_services.facts import records as rec
 from memory_services.facts.context import FactContext
 from memory_services.facts.schema import FactInput, StoredFact
-from memory_services.store.base import Record, Scope
+from memory_services.store.base import Hit, Record, Scope
 from react_mem.errors import BadRequest
 
 
@@ -78,6 +78,7 @@ async def store(
     fresh = [item for item in items if item.id not in live]
     texts = list(dict.fromkeys(item.content for item in fresh))
     vectors = dict(zip(texts, await ctx.embed(texts), strict=True)) if texts else {}
+    stored = await _stored_near_duplicates(ctx, owner, vectors, now)
     batch = _Batch(payloads={i: dict(p) for i, p in live.items()})
     results = []
     for item in items:
@@ -93,7 +94,7 @@ async def store(
             target, similarity = item.id, 1.0
         else:
             vector = vectors[item.content]
-            match = await _near_duplicate(ctx, owner, batch, vector, now)
+            match = _near_duplicate(ctx, batch, vector, stored[item.content])
             if match is None:
                 payload = _new(ctx, owner, item, now, expires_at, request_id, scope)
                 batch.payloads[item.id] = payload
@@ -180,10 +181,26 @@ def _or(value: float | None, default: float) -> float:
     return default if value is None else value
 
 
-async def _near_duplicate(
-    ctx: FactContext, owner: Scope, batch: _Batch, vector: list[float], now: float
+async def _stored_near_duplicates(
+    ctx: FactContext, owner: Scope, vectors: dict[str, list[float]], now: float
+) -> dict[str, Hit | None]:
+    """Each text's most similar stored live fact at or above the threshold, in one batch."""
+    where = [*rec.exact_user(owner), *rec.live(now)]
+    found = await ctx.search_many(
+        owner,
+        list(vectors.values()),
+        limit=1,
+        min_score=ctx.policy.near_duplicate_threshold,
+        where=where,
+    )
+    return {text: hits[0] if hits else None for text, hits in zip(vectors, found, strict=True)}
+
+
+def _near_duplicate(
+    ctx: FactContext, batch: _Batch, vector: list[float], stored: Hit | None
 ) -> tuple[str, float] | None:
-    """The most similar live fact at or above the threshold: stored, or new in this batch."""
+    """The most similar live fact at or above the threshold: ``stored``, or new in this
+    batch (the store is not written until the whole batch is planned)."""
     threshold = ctx.policy.near_duplicate_threshold
     best: tuple[str, float] | None = None
     if batch.new:
@@ -193,10 +210,7 @@ async def _near_duplicate(
         top = int(np.argmax(sims))
         if sims[top] >= threshold:
             best = (ids[top], float(sims[top]))
-    where = [*rec.exact_user(owner), *rec.live(now)]
-    hits = await ctx.search(owner, vector, limit=1, min_score=threshold, where=where)
-    if hits and (best is None or hits[0].score > best[1]):
-        hit = hits[0]
-        batch.payloads.setdefault(hit.id, dict(hit.payload))
-        best = (hit.id, hit.score)
+    if stored is not None and (best is None or stored.score > best[1]):
+        batch.payloads.setdefault(stored.id, dict(stored.payload))
+        best = (stored.id, stored.score)
     return best

@@ -123,6 +123,18 @@ class VectorStore(Protocol):
         where: Sequence[Condition] = (),
     ) -> list[Hit]: ...
 
+    async def search_many(
+        self,
+        collection: str,
+        vectors: Sequence[Sequence[float]],
+        *,
+        scope: Scope,
+        limit: int,
+        min_score: float | None = None,
+        where: Sequence[Condition] = (),
+    ) -> list[list[Hit]]:
+        """:meth:`search` for each vector, as one batch (one pass over unindexed points)."""
+
     async def get(self, collection: str, ids: Sequence[str], *, scope: Scope) -> list[Record]:
         """Records by id, only those inside ``scope``; vectors included."""
 

@@ -144,17 +144,41 @@ class EdgeStore:
         min_score: float | None = None,
         where: Sequence[Condition] = (),
     ) -> list[Hit]:
-        shard = self._shard(collection)
-        request = qe.QueryRequest(
-            limit=checks.limit(limit),
-            query=qe.Query.Nearest(checks.vector(vector, self._sizes[collection])),
-            filter=scope_filter(scope, where),
-            score_threshold=min_score,
-            with_payload=True,
-            with_vector=False,
+        [hits] = await self.search_many(
+            collection, [vector], scope=scope, limit=limit, min_score=min_score, where=where
         )
-        found = self._call(lambda: shard.query(request))
-        return [Hit(str(p.id), p.score, p.payload or {}) for p in found]
+        return hits
+
+    async def search_many(
+        self,
+        collection: str,
+        vectors: Sequence[Sequence[float]],
+        *,
+        scope: Scope,
+        limit: int,
+        min_score: float | None = None,
+        where: Sequence[Condition] = (),
+    ) -> list[list[Hit]]:
+        shard, size = self._shard(collection), self._sizes[collection]
+        selected, limit = scope_filter(scope, where), checks.limit(limit)
+        requests = [
+            qe.QueryRequest(
+                limit=limit,
+                query=qe.Query.Nearest(checks.vector(vector, size)),
+                filter=selected,
+                score_threshold=min_score,
+                with_payload=True,
+                with_vector=False,
+            )
+            for vector in vectors
+        ]
+        if not requests:
+            return []
+        if len(requests) == 1:
+            found = [self._call(lambda: shard.query(requests[0]))]
+        else:
+            found = self._call(lambda: shard.query_batch(qe.QueryBatchRequest(requests)))
+        return [[Hit(str(p.id), p.score, p.payload or {}) for p in points] for points in found]
 
     async def get(self, collection: str, ids: Sequence[str], *, scope: Scope) -> list[Record]:
         shard, wanted = self._shard(collection), checks.record_ids(ids)

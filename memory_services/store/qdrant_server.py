@@ -146,18 +146,36 @@ class QdrantServerStore:
         min_score: float | None = None,
         where: Sequence[Condition] = (),
     ) -> list[Hit]:
-        query = checks.vector(vector, self._size(collection))
-        found = await self._call(
-            self.client.query_points(
-                collection,
-                query=query,
-                query_filter=scope_filter(scope, where),
+        [hits] = await self.search_many(
+            collection, [vector], scope=scope, limit=limit, min_score=min_score, where=where
+        )
+        return hits
+
+    async def search_many(
+        self,
+        collection: str,
+        vectors: Sequence[Sequence[float]],
+        *,
+        scope: Scope,
+        limit: int,
+        min_score: float | None = None,
+        where: Sequence[Condition] = (),
+    ) -> list[list[Hit]]:
+        size, selected = self._size(collection), scope_filter(scope, where)
+        requests = [
+            models.QueryRequest(
+                query=checks.vector(vector, size),
+                filter=selected,
                 limit=checks.limit(limit),
                 score_threshold=min_score,
                 with_payload=True,
             )
-        )
-        return [Hit(str(p.id), p.score, p.payload or {}) for p in found.points]
+            for vector in vectors
+        ]
+        if not requests:
+            return []
+        found = await self._call(self.client.query_batch_points(collection, requests))
+        return [[Hit(str(p.id), p.score, p.payload or {}) for p in r.points] for r in found]
 
     async def get(self, collection: str, ids: Sequence[str], *, scope: Scope) -> list[Record]:
         self._size(collection)

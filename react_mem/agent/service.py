@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 from pydantic import Field
 
 from memory_services.conversations.schema import ConversationRequest, ConversationResponse
-from memory_services.embedding.base import Embedder
+from memory_services.embedding.base import DEFAULT_BACKEND, Backend, Embedder
 from memory_services.episodes.schema import EpisodeRequest, EpisodeResponse
 from memory_services.facts.schema import FactRequest, FactResponse
 from memory_services.playbook.schema import PlaybookRequest, PlaybookResponse
@@ -79,6 +79,7 @@ class AgentSettings(ProcessorSettings):
     config_type: str = CONFIG_TYPE
     #: The query embedder; must be the memory services' model (vectors are compared).
     embedding_model: str = Field(default="all-MiniLM-L6-v2", min_length=1)
+    embedding_backend: Backend = DEFAULT_BACKEND
     torch_threads: int = Field(default=1, ge=1, le=64)
     #: Token counting for the memory budget and working memory (default: MiniLM's tokenizer).
     tokenizer: Path | None = None

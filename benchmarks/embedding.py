@@ -1,0 +1,101 @@
+"""The embedding backends side by side: torch, the ONNX export (fp32) and its int8 weights.
+
+For each backend, through :class:`SentenceTransformerEmbedder` on one inference thread (the
+services' default): the latency of one short query (median and p90), texts per second for
+fact-sized texts sent 64 per call, and each vector's cosine to torch's over the same texts.
+Backends run in turn within one process, in repeated rounds, so machine noise lands on all of
+them alike. Texts: LoCoMo turns and questions when ``../shared/eval/locomo-dev.json`` is
+present, else generated ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import get_args
+
+import numpy as np
+
+from memory_services.embedding.base import Backend
+from memory_services.embedding.sentence import SentenceTransformerEmbedder
+
+LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "eval" / "locomo-dev.json"
+
+
+def texts(count: int) -> tuple[list[str], list[str]]:
+    """Fact-sized texts and short questions."""
+    if LOCOMO.is_file():
+        samples = json.loads(LOCOMO.read_text())
+        turns = [
+            f"{turn['speaker']}: {turn['text']}"
+            for sample in samples
+            for key, session in sample["conversation"].items()
+            if key.startswith("session_") and isinstance(session, list)
+            for turn in session
+        ]
+        asked = [qa["question"] for sample in samples for qa in sample["qa"]]
+        return turns[:count], asked[:count]
+    facts = [f"Person {n} moved to city {n % 17} to work as a nurse in {1990 + n % 30}." for n in range(count)]
+    return facts, [f"Where did person {n} move?" for n in range(count)]
+
+
+async def measure(embedder: SentenceTransformerEmbedder, facts: list[str], asked: list[str]) -> tuple[list[float], float]:
+    latencies = []
+    for query in asked:
+        started = time.perf_counter()
+        await embedder.embed([query])
+        latencies.append((time.perf_counter() - started) * 1000)
+    started = time.perf_counter()
+    for first in range(0, len(facts), 64):
+        await embedder.embed(facts[first : first + 64])
+    return latencies, len(facts) / (time.perf_counter() - started)
+
+
+async def run(args: argparse.Namespace) -> None:
+    facts, asked = texts(args.texts)
+    backends: tuple[Backend, ...] = get_args(Backend)
+    embedders = {}
+    for backend in backends:
+        embedder = SentenceTransformerEmbedder(backend=backend, torch_threads=args.threads)
+        started = time.perf_counter()
+        await embedder.start()
+        print(f"{backend}: started in {time.perf_counter() - started:.1f} s")
+        embedders[backend] = embedder
+    latencies: dict[str, list[float]] = {b: [] for b in backends}
+    rates: dict[str, list[float]] = {b: [] for b in backends}
+    for _ in range(args.rounds):
+        for backend, embedder in embedders.items():
+            lat, rate = await measure(embedder, facts, asked)
+            latencies[backend] += lat[5:]  # the first calls warm caches
+            rates[backend].append(rate)
+    reference = np.asarray(await embedders["torch"].embed(facts + asked))
+    print(f"\n{len(asked)} queries and {len(facts)} facts per round, {args.rounds} rounds, "
+          f"{args.threads} thread(s), load average {os.getloadavg()[0]:.2f}")  # fmt: skip
+    base_latency = statistics.median(latencies["torch"])
+    base_rate = statistics.median(rates["torch"])
+    for backend, embedder in embedders.items():
+        vectors = np.asarray(await embedder.embed(facts + asked))
+        cosines = (vectors * reference).sum(axis=1)
+        q = statistics.quantiles(latencies[backend], n=10)
+        rate = statistics.median(rates[backend])
+        print(f"{backend:>9}: query p50 {statistics.median(latencies[backend]):5.2f} ms "
+              f"(p90 {q[8]:5.2f}; {base_latency / statistics.median(latencies[backend]):.1f}x "
+              f"torch), batched {rate:4.0f} texts/s ({rate / base_rate:.1f}x torch), "
+              f"cosine to torch mean {cosines.mean():.4f} min {cosines.min():.4f}")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--texts", type=int, default=256, help="facts and queries per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
