@@ -40,11 +40,16 @@ def texts(count: int) -> tuple[list[str], list[str]]:
         ]
         asked = [qa["question"] for sample in samples for qa in sample["qa"]]
         return turns[:count], asked[:count]
-    facts = [f"Person {n} moved to city {n % 17} to work as a nurse in {1990 + n % 30}." for n in range(count)]
+    facts = [
+        f"Person {n} moved to city {n % 17} to work as a nurse in {1990 + n % 30}."
+        for n in range(count)
+    ]
     return facts, [f"Where did person {n} move?" for n in range(count)]
 
 
-async def measure(embedder: SentenceTransformerEmbedder, facts: list[str], asked: list[str]) -> tuple[list[float], float]:
+async def measure(
+    embedder: SentenceTransformerEmbedder, facts: list[str], asked: list[str]
+) -> tuple[list[float], float]:
     latencies = []
     for query in asked:
         started = time.perf_counter()

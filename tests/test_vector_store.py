@@ -95,6 +95,21 @@ async def test_search_ranks_by_cosine_with_limit_and_min_score(store: VectorStor
     assert [h.id for h in above] == [near.id, mid.id]
 
 
+async def test_search_many_answers_each_vector_as_search_does(store: VectorStore) -> None:
+    mine = [record(HOME, v) for v in ([1, 0.1, 0, 0], [0, 1, 0.2, 0], [0, 0, 1, 0])]
+    theirs = record(Scope("ws-b", "default"), [1, 0, 0, 0])
+    await store.upsert(C, [*mine, theirs])
+    probes = [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 0, 1]]
+    batched = await store.search_many(C, probes, scope=HOME, limit=2, min_score=0.3)
+    singles = [await store.search(C, p, scope=HOME, limit=2, min_score=0.3) for p in probes]
+    assert [[h.id for h in hits] for hits in batched] == [[h.id for h in s] for s in singles]
+    assert [[h.id for h in hits] for hits in batched] == [[mine[0].id], [mine[1].id], []]
+    assert batched[0][0].score == pytest.approx(singles[0][0].score, abs=1e-6)
+    assert await store.search_many(C, [], scope=HOME, limit=1) == []
+    with pytest.raises(BadRequest):
+        await store.search_many(C, [[1, 0, 0, 0], [1, 0]], scope=HOME, limit=1)
+
+
 async def test_scroll_pages_through_everything_in_id_order(store: VectorStore) -> None:
     written = [record(HOME, [1, n, 0, 0], rank=n) for n in range(25)]
     await store.upsert(C, written)
@@ -217,6 +232,8 @@ async def test_calls_without_a_scope_fail_loudly(store: VectorStore) -> None:
     await store.upsert(C, [a])
     with pytest.raises(ScopeRequired):
         await store.search(C, [1, 0, 0, 0], scope=unscoped, limit=1)
+    with pytest.raises(ScopeRequired):
+        await store.search_many(C, [], scope=unscoped, limit=1)
     with pytest.raises(ScopeRequired):
         await store.get(C, [a.id], scope=unscoped)
     with pytest.raises(ScopeRequired):
