@@ -127,9 +127,7 @@ class SentenceTransformerEmbedder:
                         f"cannot export {path} to ONNX ({exc}); "
                         "embedding_backend 'torch' runs it as it is"
                     ) from exc
-                self._onnx = onnx.OnnxEncoder(
-                    model, graph, threads=self.torch_threads, one_by_one=quantized
-                )
+                self._onnx = onnx.OnnxEncoder(model, graph, threads=self.torch_threads)
             self._model = model
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
@@ -185,7 +183,7 @@ class SentenceTransformerEmbedder:
             self.model_calls += 1
             self.texts_embedded += len(texts)
             if self._onnx is not None:
-                return self._onnx.encode(texts, self.max_batch).tolist()  # type: ignore[no-any-return]
+                return self._onnx.encode(texts).tolist()  # type: ignore[no-any-return]
             array = model.encode(
                 texts,
                 batch_size=self.max_batch,
