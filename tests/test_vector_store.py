@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import random
 import signal
 import sys
 import uuid
@@ -352,6 +353,40 @@ async def test_edge_write_survives_a_killed_process(tmp_path: Path) -> None:
     await store.ensure(SPEC)
     try:
         assert ids(await store.get(C, [written], scope=HOME)) == {written}
+    finally:
+        await store.close()
+
+
+async def test_edge_indexes_a_large_collection_once_idle(
+    tmp_path: Path,
+) -> None:
+    big = CollectionSpec("big-384", 384)
+    store = EdgeStore(
+        tmp_path / "edge", flush_interval=0.05, index_after=5_000, index_when_idle=0.3
+    )
+    await store.open()
+    await store.ensure(big)
+    await store.ensure(SPEC)
+    rng = random.Random(7)
+    points = [record(HOME, unit([rng.gauss(0, 1) for _ in range(384)])) for _ in range(7_000)]
+    try:
+        await store.upsert(C, [record(HOME, [1, 0, 0, 0]) for _ in range(50)])
+        for first in range(0, len(points), 1_000):
+            await store.upsert(big.name, points[first : first + 1_000])
+        probes = points[::700]
+        for _ in range(20):  # busy: the store is searched every 50 ms, so it waits
+            await store.search(big.name, probes[0].vector or [], scope=HOME, limit=1)
+            await asyncio.sleep(0.05)
+        assert store.indexed == 0
+        await eventually(lambda: store.indexed == 1, timeout=120)  # then idle: indexed
+        info = store._shards[big.name].info()
+        assert info.indexed_vectors_count == info.points_count == 7_000
+        after = await store.search_many(
+            big.name, [p.vector or [] for p in probes], scope=HOME, limit=3
+        )
+        assert [hits[0].id for hits in after] == [p.id for p in probes]  # each finds itself
+        await asyncio.sleep(0.5)
+        assert store.indexed == 1  # nothing new written: nothing to index; C is small
     finally:
         await store.close()
 

@@ -2,15 +2,16 @@
 
 Concurrent :meth:`SentenceTransformerEmbedder.embed` calls queue their texts; one drain task
 per event loop takes everything queued (up to ``max_batch`` texts, a larger single call goes
-alone) into one ``model.encode`` in a worker thread, so the loop stays free while torch works
-(torch releases the GIL). Nothing waits for a batch to fill: what queued while the previous
-call ran is the next batch.
+alone) into one call of the model in a worker thread, so the loop stays free while it works
+(torch and ONNX Runtime release the GIL). Nothing waits for a batch to fill: what queued
+while the previous call ran is the next batch.
 
 The backend runs the model: ``torch`` (sentence-transformers itself), ``onnx`` (the same
-pipeline exported to ONNX Runtime: the same vectors, ≈3x faster per query) or ``onnx-int8``
-(int8 weights: ≈5x faster per query, ≈2.5x batched, vectors within cosine ≈0.994); see
-:mod:`memory_services.embedding.onnx`. A store's vectors and its queries must come from one
-backend's vectors, so every process of a deployment sets the same one.
+pipeline exported to ONNX Runtime: the same vectors, ≈2.7x faster per query) or
+``onnx-int8``, the default (int8 weights: ≈6x faster per query, ≈5x on dialogue turns,
+vectors within cosine 0.98-1.0 of torch's, LoCoMo recall@5 0.412 against 0.421); see
+:mod:`memory_services.embedding.onnx` and ``benchmarks/embedding.py``. A store's vectors and
+its queries are compared, so every process of a deployment uses one backend.
 """
 
 from __future__ import annotations

@@ -14,9 +14,17 @@ is therefore not done per write: dirty shards are flushed every ``flush_interval
 (Qdrant's own default is 5 s), which bounds what a power loss can take and keeps the WAL
 short, and on close.
 
-Searches scan the scope's points until :meth:`EdgeStore.optimize` builds HNSW indexes; the
-engine never does so by itself, and optimising holds the GIL for minutes at 100k points, so
-it is an explicit maintenance step (figures in ``benchmarks/vector_store.py``).
+Indexing: searches scan a scope's points until :meth:`EdgeStore.optimize` builds HNSW
+indexes, and the engine never does so by itself. Optimising holds the GIL (the process
+stalls) for as long as it runs: ≈30 s for 100k unindexed points at once, but ≈2 s for 10k
+new ones added to an indexed collection, since the engine extends the existing graphs. So the
+store indexes as it goes: once ``index_after`` points were written to a collection since its
+last optimisation, the maintenance task (which also flushes) optimises it at the next moment
+the store has been idle for ``index_when_idle`` seconds, or at once past four times
+``index_after``. Writes here count points upserted or given new payloads (a payload change
+moves a point out of its indexed segment). Small collections stay unindexed: the engine only
+indexes segments past its own threshold (≈6.5k 384-d vectors), and below that a scope's
+payload index makes a scan cheap. Figures: ``benchmarks/fact_memory.py``.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -60,12 +69,27 @@ _INDEX: dict[FieldType, qe.PayloadSchemaType] = {
 class EdgeStore:
     """:class:`~memory_services.store.base.VectorStore` on Qdrant Edge shards under ``path``."""
 
-    def __init__(self, path: Path, *, flush_interval: float = 5.0) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        flush_interval: float = 5.0,
+        index_after: int = 20_000,
+        index_when_idle: float = 1.0,
+    ) -> None:
         self.path = path
         self.flush_interval = flush_interval
+        #: Points written to a collection before it is indexed again; 0: never automatically.
+        self.index_after = index_after
+        self.index_when_idle = index_when_idle
+        #: Automatic optimisations so far, and the seconds the last one took (the stall).
+        self.indexed = 0
+        self.last_index_seconds = 0.0
         self._shards: dict[str, qe.EdgeShard] = {}
         self._sizes: dict[str, int] = {}
         self._dirty: set[str] = set()
+        self._written: dict[str, int] = {}
+        self._last_call = time.monotonic()
         self._opened = False
         self._flusher: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
@@ -87,15 +111,17 @@ class EdgeStore:
                 if self._sizes[name] != spec.vector_size:
                     raise ConfigurationError(f"collection {name!r} is open with another size")
             else:
-                self._shards[name] = await self._load(self.path / name, spec.vector_size)
-                self._sizes[name] = spec.vector_size
+                shard = await self._load(self.path / name, spec.vector_size)
+                self._shards[name], self._sizes[name] = shard, spec.vector_size
+                info = await asyncio.to_thread(self._run, shard.info)
+                self._written[name] = info.points_count - info.indexed_vectors_count
             # The workspace is the tenant: optimised segments are laid out by it.
             wanted: dict[str, Any] = dict.fromkeys(SCOPE_KEYS, qe.PayloadSchemaType.Keyword)
             wanted[SCOPE_KEYS[0]] = qe.KeywordIndexParams(is_tenant=True)
             wanted.update({key: _INDEX[kind] for key, kind in spec.indexes.items()})
             # An index writes and syncs files (≈0.1 s each): off the loop, at start-up.
             shard = self._shards[name]
-            await asyncio.to_thread(self._call, functools.partial(_index, shard, wanted))
+            await asyncio.to_thread(self._run, functools.partial(_index, shard, wanted))
 
     async def _load(self, path: Path, size: int) -> qe.EdgeShard:
         config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=size, distance=qe.Distance.Cosine))
@@ -117,8 +143,13 @@ class EdgeStore:
                 raise TransientError("edge store is closed") from None
             raise ConfigurationError(f"collection {collection!r} was never ensured") from None
 
+    def _call(self, fn: Callable[[], T]) -> T:
+        """One engine call for a caller (it makes the store busy, see :meth:`index_due`)."""
+        self._last_call = time.monotonic()
+        return self._run(fn)
+
     @staticmethod
-    def _call(fn: Callable[[], T]) -> T:
+    def _run(fn: Callable[[], T]) -> T:
         """One engine call; its errors become TransientError (ours pass through)."""
         try:
             return fn()
@@ -132,7 +163,7 @@ class EdgeStore:
         points = [qe.Point(*checks.record(rec, size)) for rec in records]
         if points:
             self._call(lambda: shard.update(qe.UpdateOperation.upsert_points(points)))
-            self._dirty.add(collection)
+            self._wrote(collection, len(points))
 
     async def search(
         self,
@@ -228,7 +259,7 @@ class EdgeStore:
         if wanted and update:
             op = qe.UpdateOperation.set_payload_by_filter(selected, update)
             self._call(lambda: shard.update(op))
-            self._dirty.add(collection)
+            self._wrote(collection, len(wanted))
 
     async def delete(
         self,
@@ -249,6 +280,10 @@ class EdgeStore:
             self._dirty.add(collection)
         return doomed
 
+    def _wrote(self, collection: str, points: int) -> None:
+        self._dirty.add(collection)
+        self._written[collection] = self._written.get(collection, 0) + points
+
     @property
     def unflushed(self) -> frozenset[str]:
         """Collections written since their last flush (in the WAL, not yet fsynced)."""
@@ -261,25 +296,57 @@ class EdgeStore:
             shard = self._shards.get(name)
             if shard is not None:
                 try:
-                    await asyncio.to_thread(self._call, shard.flush)
+                    await asyncio.to_thread(self._run, shard.flush)
                 except TransientError:
                     self._dirty.add(name)
                     raise
 
     async def optimize(self, collection: str) -> bool:
-        """Build HNSW indexes (blocking, and holding the GIL: seconds per 10k points), so
-        large single-scope searches stop scanning. Not run automatically for that reason."""
+        """Build HNSW indexes now (holding the GIL: seconds per 10k new points), so large
+        scopes stop scanning; :meth:`index_due` calls it when writes make it worth it."""
         shard = self._shard(collection)
-        return await asyncio.to_thread(self._call, shard.optimize)
+        self._written[collection] = 0  # writes during the run are in the new index or not
+        return await asyncio.to_thread(self._run, shard.optimize)
+
+    async def index_due(self) -> list[str]:
+        """Optimise each collection whose writes since its last optimisation reached
+        ``index_after``, if the store is idle (or the writes reached four times that);
+        return the collections optimised."""
+        done = []
+        for name, written in list(self._written.items()):
+            idle = time.monotonic() - self._last_call >= self.index_when_idle
+            if self.index_after <= 0 or written < self.index_after:
+                continue
+            if not idle and written < 4 * self.index_after:
+                continue
+            # Writes over-count (a point written twice, small segments the engine never
+            # indexes); the engine knows how many points lie outside an index.
+            info = await asyncio.to_thread(self._run, self._shards[name].info)
+            unindexed = info.points_count - info.indexed_vectors_count
+            if unindexed < self.index_after:
+                self._written[name] = unindexed
+                continue
+            started = time.perf_counter()
+            await self.optimize(name)
+            self.last_index_seconds = time.perf_counter() - started
+            self.indexed += 1
+            done.append(name)
+            logger.info(
+                "indexed %s after %d writes in %.1f s", name, written, self.last_index_seconds
+            )
+        return done
 
     async def _flush_periodically(self, stopping: asyncio.Event) -> None:
+        """The maintenance task: flush, then index what is due."""
         while not stopping.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), self.flush_interval)
             try:
                 await self.flush()
+                if not stopping.is_set():
+                    await self.index_due()
             except TransientError:
-                logger.exception("periodic flush of %s failed; will retry", self.path)
+                logger.exception("maintenance of %s failed; will retry", self.path)
 
     async def close(self) -> None:
         self._opened = False
