@@ -144,6 +144,10 @@ def test_models_resolve_to_the_bundled_copy_or_a_local_directory(tmp_path: Path)
 def test_one_embedder_per_model_per_process(embedder: SentenceTransformerEmbedder) -> None:
     same = shared_embedder(MemorySettings.load({"id": "another-service", "torch_threads": 2}))
     assert same is embedder
+    exact = shared_embedder(MemorySettings.load({"id": "x", "embedding_backend": "torch"}))
+    assert exact is not embedder and exact.backend == "torch"  # type: ignore[attr-defined]
+    with pytest.raises(ConfigurationError, match="embedding_backend"):
+        MemorySettings.load({"id": "x", "embedding_backend": "tensorrt"})
 
 
 TEXTS = [

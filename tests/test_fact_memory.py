@@ -199,7 +199,21 @@ async def test_near_duplicate_reinforces_instead_of_adding(facts: Service) -> No
     assert fact.content == "Bob's favourite colour is green."  # the first wording stays
     assert len(await facts.listed()) == 2
 
-    # Within one batch, a repetition merges into the fact the batch adds.
+    # In one batch: a near-duplicate of a stored fact, and one of a fact new in the batch.
+    texts = [
+        "Bob's favorite colour is green.",
+        "Carol keeps bees on her allotment.",
+        "Carol keeps bees at her allotment.",
+        "The office moved to Manchester in May.",
+    ]
+    batch = (await facts.ok("store", facts=[FactInput(content=t) for t in texts])).stored
+    assert [s.status for s in batch] == ["reinforced", "added", "added", "added"]
+    assert batch[0].id == bob and (await facts.one(bob)).access_count == 3
+    assert batch[2].id == batch[1].id and (batch[2].similarity or 0) >= 0.92
+    assert batch[3].id not in {bob, batch[1].id}
+    assert len(await facts.listed()) == 4
+
+    # Within one batch, an exact repetition merges into the fact the batch adds.
     batch = (
         await facts.ok(
             "store",
@@ -210,7 +224,7 @@ async def test_near_duplicate_reinforces_instead_of_adding(facts: Service) -> No
         )
     ).stored
     assert batch[0].id == batch[1].id and batch[0].status == "added"
-    assert len(await facts.listed()) == 3
+    assert len(await facts.listed()) == 5
 
 
 async def test_scopes_never_leak_between_workspaces_collections_and_users(

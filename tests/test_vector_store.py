@@ -449,6 +449,11 @@ def test_settings_choose_the_backend_and_its_directory(tmp_path: Path) -> None:
     assert edge.store_dir == tmp_path / "memory" / "fact-memory"
     store = make_store(edge)
     assert isinstance(store, EdgeStore) and store.path == edge.store_dir
+    assert store.index_after == 20_000
+    never = make_store(MemorySettings.load({"id": "f", "edge_index_after": 0}))
+    assert isinstance(never, EdgeStore) and never.index_after == 0
+    with pytest.raises(ConfigurationError, match="edge_index_after"):
+        MemorySettings.load({"id": "f", "edge_index_after": -1})
     placed = MemorySettings.load({"id": "fact-memory", "data_dir": tmp_path / "facts"})
     assert placed.store_dir == tmp_path / "facts"
     server = make_store(

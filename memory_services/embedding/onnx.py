@@ -82,7 +82,8 @@ def graph(model_dir: Path, *, quantized: bool) -> Path:
             check=False,
         )
         if child.returncode != 0 or not done.is_file():
-            raise RuntimeError(child.stderr.strip().splitlines()[-1:] or child.returncode)
+            said = child.stderr.strip().splitlines() or [f"exit status {child.returncode}"]
+            raise RuntimeError(said[-1])
         os.replace(done, path)
     logger.info("exported %s to %s", model_dir, path)
     return path
@@ -167,6 +168,7 @@ class OnnxEncoder:
                 out = np.empty((len(texts), len(vector)), dtype=np.float32)
             out[n] = vector / max(float(np.linalg.norm(vector)), 1e-12)
         return out
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Export a sentence-transformers model to ONNX.")

@@ -16,8 +16,9 @@ short, and on close.
 
 Indexing: searches scan a scope's points until :meth:`EdgeStore.optimize` builds HNSW
 indexes, and the engine never does so by itself. Optimising holds the GIL (the process
-stalls) for as long as it runs: ≈30 s for 100k unindexed points at once, but ≈2 s for 10k
-new ones added to an indexed collection, since the engine extends the existing graphs. So the
+stalls) for as long as it runs: ≈30 s for 100k unindexed points at once, ≈2 s for a
+collection of 10k; the engine extends the graphs it has, so 20k new points cost 7-10 s
+at 40-100k (every 10k: 6-8 s, so nearly twice the total). So the
 store indexes as it goes: once ``index_after`` points were written to a collection since its
 last optimisation, the maintenance task (which also flushes) optimises it at the next moment
 the store has been idle for ``index_when_idle`` seconds, or at once past four times
@@ -302,7 +303,7 @@ class EdgeStore:
                     raise
 
     async def optimize(self, collection: str) -> bool:
-        """Build HNSW indexes now (holding the GIL: seconds per 10k new points), so large
+        """Build HNSW indexes now (holding the GIL for seconds), so large
         scopes stop scanning; :meth:`index_due` calls it when writes make it worth it."""
         shard = self._shard(collection)
         self._written[collection] = 0  # writes during the run are in the new index or not
