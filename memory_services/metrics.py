@@ -7,7 +7,7 @@ same family twice in one registry would fail when services run as a processor gr
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 from react_mem.metrics import per_registry
 
@@ -23,3 +23,17 @@ def _memory_items(registry: CollectorRegistry) -> Gauge:
 
 #: ``tg_memory_items{processor, kind}``: records a memory service holds, by kind.
 memory_items = per_registry(_memory_items)
+
+
+def _index_duration(registry: CollectorRegistry) -> Histogram:
+    return Histogram(
+        "tg_memory_index_duration_seconds",
+        "Automatic HNSW indexing runs of the embedded store (the process stalls meanwhile)",
+        ["processor", "collection"],
+        buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300),
+        registry=registry,
+    )
+
+
+#: ``tg_memory_index_duration_seconds{processor, collection}``: each indexing run's length.
+index_duration = per_registry(_index_duration)

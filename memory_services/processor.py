@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable
 from typing import ClassVar
 
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 from memory_services.embedding.base import Embedder
-from memory_services.metrics import memory_items
+from memory_services.metrics import index_duration, memory_items
 from memory_services.runtime import MemorySettings, make_store, shared_embedder
 from memory_services.store.base import Scope, VectorStore
 from react_mem.bus.transport import Transport
@@ -51,6 +51,7 @@ class MemoryProcessor(Processor):
         self.memory_settings: MemorySettings = self.settings
         self.clock = clock
         self.items: Gauge = memory_items(registry)
+        self.index_duration: Histogram = index_duration(registry)
         self._store: VectorStore | None = None
         self._embedder: Embedder | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -75,7 +76,7 @@ class MemoryProcessor(Processor):
         return self._store
 
     async def start(self) -> None:
-        store = make_store(self.memory_settings)
+        store = make_store(self.memory_settings, on_indexed=self._indexed)
         await store.open()
         self._store = store
         try:
@@ -97,6 +98,9 @@ class MemoryProcessor(Processor):
             self._sweeper = None
         await super().stop()
         await self._close_store()
+
+    def _indexed(self, collection: str, seconds: float) -> None:
+        self.index_duration.labels(processor=self.id, collection=collection).observe(seconds)
 
     async def _close_store(self) -> None:
         store, self._store = self._store, None

@@ -14,6 +14,7 @@ grouped in one process share the model and its batches; it needs no closing.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, Protocol, Self
 
@@ -65,8 +66,11 @@ class MemorySettings(ProcessorSettings):
         return self.data_dir or self.state_dir / "memory" / self.id
 
 
-def make_store(settings: MemorySettings) -> VectorStore:
-    """The configured backend, not yet opened (call ``await store.open()``)."""
+def make_store(
+    settings: MemorySettings, *, on_indexed: Callable[[str, float], None] | None = None
+) -> VectorStore:
+    """The configured backend, not yet opened (call ``await store.open()``);
+    ``on_indexed(collection, seconds)`` hears of the embedded store's indexing runs."""
     if settings.vector_store == "qdrant":
         from memory_services.store.qdrant_server import QdrantServerStore
 
@@ -77,7 +81,9 @@ def make_store(settings: MemorySettings) -> VectorStore:
         )
     from memory_services.store.edge import EdgeStore
 
-    return EdgeStore(settings.store_dir, index_after=settings.edge_index_after)
+    return EdgeStore(
+        settings.store_dir, index_after=settings.edge_index_after, on_indexed=on_indexed
+    )
 
 
 _embedders: dict[tuple[str, str], Embedder] = {}

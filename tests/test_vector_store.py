@@ -361,8 +361,13 @@ async def test_edge_indexes_a_large_collection_once_idle(
     tmp_path: Path,
 ) -> None:
     big = CollectionSpec("big-384", 384)
+    runs: list[tuple[str, float]] = []
     store = EdgeStore(
-        tmp_path / "edge", flush_interval=0.05, index_after=5_000, index_when_idle=0.3
+        tmp_path / "edge",
+        flush_interval=0.05,
+        index_after=5_000,
+        index_when_idle=0.3,
+        on_indexed=lambda collection, seconds: runs.append((collection, seconds)),
     )
     await store.open()
     await store.ensure(big)
@@ -379,6 +384,7 @@ async def test_edge_indexes_a_large_collection_once_idle(
             await asyncio.sleep(0.05)
         assert store.indexed == 0
         await eventually(lambda: store.indexed == 1, timeout=120)  # then idle: indexed
+        assert runs == [(big.name, store.last_index_seconds)] and runs[0][1] > 0
         info = store._shards[big.name].info()
         assert info.indexed_vectors_count == info.points_count == 7_000
         after = await store.search_many(
@@ -450,6 +456,8 @@ def test_settings_choose_the_backend_and_its_directory(tmp_path: Path) -> None:
     store = make_store(edge)
     assert isinstance(store, EdgeStore) and store.path == edge.store_dir
     assert store.index_after == 20_000
+    heard = make_store(edge, on_indexed=print)
+    assert isinstance(heard, EdgeStore) and heard.on_indexed is print
     never = make_store(MemorySettings.load({"id": "f", "edge_index_after": 0}))
     assert isinstance(never, EdgeStore) and never.index_after == 0
     with pytest.raises(ConfigurationError, match="edge_index_after"):

@@ -77,6 +77,7 @@ class EdgeStore:
         flush_interval: float = 5.0,
         index_after: int = 20_000,
         index_when_idle: float = 1.0,
+        on_indexed: Callable[[str, float], None] | None = None,
     ) -> None:
         self.path = path
         self.flush_interval = flush_interval
@@ -86,6 +87,8 @@ class EdgeStore:
         #: Automatic optimisations so far, and the seconds the last one took (the stall).
         self.indexed = 0
         self.last_index_seconds = 0.0
+        #: Told of each automatic optimisation: the collection and its seconds (metrics).
+        self.on_indexed = on_indexed or (lambda collection, seconds: None)
         self._shards: dict[str, qe.EdgeShard] = {}
         self._sizes: dict[str, int] = {}
         self._dirty: set[str] = set()
@@ -331,6 +334,7 @@ class EdgeStore:
             await self.optimize(name)
             self.last_index_seconds = time.perf_counter() - started
             self.indexed += 1
+            self.on_indexed(name, self.last_index_seconds)
             done.append(name)
             logger.info(
                 "indexed %s after %d writes in %.1f s", name, written, self.last_index_seconds
