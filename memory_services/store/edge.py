@@ -17,11 +17,11 @@ short, and on close.
 Indexing: searches scan a scope's points until :meth:`EdgeStore.optimize` builds HNSW
 indexes, and the engine never does so by itself. Optimising holds the GIL (the process
 stalls) for as long as it runs: ≈30 s for 100k unindexed points at once, ≈2 s for a
-collection of 10k; the engine extends the graphs it has, so 20k new points cost 7-10 s
-at 40-100k (every 10k: 6-8 s, so nearly twice the total). So the
-store indexes as it goes: once ``index_after`` points were written to a collection since its
-last optimisation, the maintenance task (which also flushes) optimises it at the next moment
-the store has been idle for ``index_when_idle`` seconds, or at once past four times
+collection of 10k. The engine extends the graphs it has, so indexing as the data grows costs
+7-10 s per 20k new points at 40-100k (6-8 s per 10k: twice the total). So the store indexes
+as it goes: once ``index_after`` points were written to a collection since its last
+optimisation, the maintenance task (which also flushes) optimises it at the next moment the
+store has been idle for ``index_when_idle`` seconds, or at once past four times
 ``index_after``. Writes here count points upserted or given new payloads (a payload change
 moves a point out of its indexed segment). Small collections stay unindexed: the engine only
 indexes segments past its own threshold (≈6.5k 384-d vectors), and below that a scope's
