@@ -207,6 +207,7 @@ def _transformer_dir(model_dir: Path) -> tuple[Path, int]:
             break
     return where, max_length
 
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="Export a sentence-transformers model to ONNX.")
     parser.add_argument("model_dir", type=Path)

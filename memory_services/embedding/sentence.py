@@ -1,4 +1,4 @@
-"""sentence-transformers on the CPU, loaded offline, with concurrent calls batched together.
+"""A sentence-transformers model on the CPU, loaded offline, concurrent calls batched together.
 
 Concurrent :meth:`SentenceTransformerEmbedder.embed` calls queue their texts; one drain task
 per event loop takes everything queued (up to ``max_batch`` texts, a larger single call goes
@@ -8,10 +8,11 @@ while the previous call ran is the next batch.
 
 The backend runs the model: ``torch`` (sentence-transformers itself), ``onnx`` (the same
 pipeline exported to ONNX Runtime: the same vectors, ≈2.7x faster per query) or
-``onnx-int8``, the default (int8 weights: ≈6x faster per query, ≈5x on dialogue turns,
+``onnx-int8``, the default (int8 weights: 5-6x faster per query and on dialogue turns,
 vectors within cosine 0.98-1.0 of torch's, LoCoMo recall@5 0.412 against 0.421); see
 :mod:`memory_services.embedding.onnx` and ``benchmarks/embedding.py``. A store's vectors and
-its queries are compared, so every process of a deployment uses one backend.
+its queries are compared, so every process of a deployment uses one backend. The ONNX
+backends never import torch (the embedder then holds ≈110 MiB instead of ≈500).
 """
 
 from __future__ import annotations
