@@ -1,9 +1,10 @@
-"""A sentence-transformers model run by ONNX Runtime: the same pipeline, 3-5x faster per query.
+"""A sentence-transformers model run by ONNX Runtime: the same pipeline, 3-6x faster per query.
 
 The model (transformer, pooling, normalisation: whatever its modules are) is exported once
 with torch's exporter into a cache directory, optionally with dynamic int8 weights
 (onnxruntime's quantizer, per channel), and reused by every later start. Texts are tokenised
-by the model's own tokenizer with its own length limit, so the fp32 graph gives the vectors
+by the model's own fast tokenizer (its ``tokenizer.json``) with its own length limit, and
+torch is never loaded outside the exporting child; the fp32 graph gives the vectors
 ``SentenceTransformer.encode`` gives (cosine 1 - 1e-6); the int8 graph's are within cosine
 ≈0.99 of them (``tests/test_embedding.py`` checks both). Figures: ``benchmarks/embedding.py``.
 

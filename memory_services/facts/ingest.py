@@ -35,6 +35,12 @@ class _Batch:
     new: dict[str, Record] = field(default_factory=dict)
     changed: dict[str, dict[str, Any]] = field(default_factory=dict)
     payloads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The vectors of ``new``, in its order, for near-duplicate checks within the batch.
+    new_vectors: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, record: Record) -> None:
+        self.new[record.id] = record
+        self.new_vectors.append(np.asarray(record.vector, dtype=np.float32))
 
 
 def _item(ctx: FactContext, scope: Scope, fact: FactInput, where: str) -> _Item:
@@ -98,7 +104,7 @@ async def store(
             if match is None:
                 payload = _new(ctx, owner, item, now, expires_at, request_id, scope)
                 batch.payloads[item.id] = payload
-                batch.new[item.id] = Record(item.id, payload, vector)
+                batch.add(Record(item.id, payload, vector))
                 results.append(StoredFact(id=item.id, status="added"))
                 continue
             target, similarity = match
@@ -205,8 +211,7 @@ def _near_duplicate(
     best: tuple[str, float] | None = None
     if batch.new:
         ids = list(batch.new)
-        matrix = np.asarray([batch.new[i].vector for i in ids], dtype=np.float32)
-        sims = matrix @ np.asarray(vector, dtype=np.float32)
+        sims = np.stack(batch.new_vectors) @ np.asarray(vector, dtype=np.float32)
         top = int(np.argmax(sims))
         if sims[top] >= threshold:
             best = (ids[top], float(sims[top]))

@@ -3,11 +3,12 @@ conditions and scope-less records fail the same way (and early) on either backen
 
 from __future__ import annotations
 
-import math
 import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from memory_services.store.base import SCOPE_KEYS, Condition, Record, ScopeRequired
 from react_mem.errors import BadRequest, ConfigurationError
@@ -43,9 +44,13 @@ def vector(values: Sequence[float] | None, size: int) -> list[float]:
     if values is None or len(values) != size:
         got = "none" if values is None else f"{len(values)} dimensions"
         raise BadRequest(f"expected a {size}-dimensional vector, got {got}", type="bad-vector")
-    floats = [float(v) for v in values]
-    if not all(math.isfinite(v) for v in floats) or not any(floats):
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise BadRequest("a vector holds numbers only", type="bad-vector") from exc
+    if array.shape != (size,) or not np.isfinite(array).all() or not array.any():
         raise BadRequest("a vector must be finite and non-zero", type="bad-vector")
+    floats: list[float] = array.tolist()
     return floats
 
 
