@@ -267,6 +267,12 @@ async def test_bad_input_is_a_bad_request(store: VectorStore) -> None:
         await store.search(C, [1, 0, 0, 0, 0], scope=HOME, limit=1)
     with pytest.raises(BadRequest, match="non-zero"):
         await store.upsert(C, [record(HOME, [0, 0, 0, 0])])
+    with pytest.raises(BadRequest, match="finite"):
+        await store.search(C, [1, float("nan"), 0, 0], scope=HOME, limit=1)
+    with pytest.raises(BadRequest, match="numbers only"):
+        await store.search(C, [1, "x", 0, 0], scope=HOME, limit=1)  # type: ignore[list-item]
+    with pytest.raises(BadRequest, match="finite"):  # nested lists are not a vector
+        await store.search(C, [[1], [0], [0], [0]], scope=HOME, limit=1)  # type: ignore[list-item]
     with pytest.raises(BadRequest, match="not a UUID"):
         await store.get(C, ["fact-1"], scope=HOME)
     with pytest.raises(BadRequest, match="not a UUID"):
