@@ -18,7 +18,7 @@ Indexing: searches scan a scope's points until :meth:`EdgeStore.optimize` builds
 indexes, and the engine never does so by itself. Optimising holds the GIL (the process
 stalls) for as long as it runs: ≈30 s for 100k unindexed points at once, ≈2 s for a
 collection of 10k. The engine extends the graphs it has, so indexing as the data grows costs
-7-10 s per 20k new points at 40-100k (6-8 s per 10k: twice the total). So the store indexes
+7-14 s per 20k new points at 40-100k (6-8 s per 10k: twice the total). So the store indexes
 as it goes: once ``index_after`` points were written to a collection since its last
 optimisation, the maintenance task (which also flushes) optimises it at the next moment the
 store has been idle for ``index_when_idle`` seconds, or at once past four times
