@@ -521,9 +521,6 @@ async def write_facts(service: FactMemoryProcessor, texts: list[str], vectors: n
     indexed as the store indexes while it grows (as if idle after each thousand)."""
     memory, scope, now = service.memory, StoreScope(WS, COLLECTION, USER), time.time()
     store = service.store if isinstance(service.store, EdgeStore) else None
-    idle = store.index_when_idle if store else 0.0
-    if store:
-        store.index_when_idle = 0
     await memory.ctx.scopes.remember(scope)
     for first in range(0, len(texts), 1000):
         records = []
@@ -537,9 +534,8 @@ async def write_facts(service: FactMemoryProcessor, texts: list[str], vectors: n
             records.append(Record(rec.fact_id(scope, normalised), payload, vectors[i].tolist()))
         await memory.ctx.upsert(records)
         if store:
-            await store.index_due()
+            await store.index_due(idle=True)
     if store:
-        store.index_when_idle = idle
         await store.flush()
 
 

@@ -4,47 +4,24 @@ For each backend, through :class:`SentenceTransformerEmbedder` on one inference 
 services' default): the latency of one short query (median and p90), texts per second for
 fact-sized texts sent 64 per call, and each vector's cosine to torch's over the same texts.
 Backends run in turn within one process, in repeated rounds, so machine noise lands on all of
-them alike. Texts: LoCoMo turns and questions when ``../shared/eval/locomo-dev.json`` is
-present, else generated ones.
+them alike. Texts: ``fact_memory.py``'s (LoCoMo turns and questions when
+``../shared/eval/locomo-dev.json`` is present, then generated ones).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import time
-from pathlib import Path
 from typing import get_args
 
 import numpy as np
+from fact_memory import corpus, questions
 
 from memory_services.embedding.base import Backend
 from memory_services.embedding.sentence import SentenceTransformerEmbedder
-
-LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "eval" / "locomo-dev.json"
-
-
-def texts(count: int) -> tuple[list[str], list[str]]:
-    """Fact-sized texts and short questions."""
-    if LOCOMO.is_file():
-        samples = json.loads(LOCOMO.read_text())
-        turns = [
-            f"{turn['speaker']}: {turn['text']}"
-            for sample in samples
-            for key, session in sample["conversation"].items()
-            if key.startswith("session_") and isinstance(session, list)
-            for turn in session
-        ]
-        asked = [qa["question"] for sample in samples for qa in sample["qa"]]
-        return turns[:count], asked[:count]
-    facts = [
-        f"Person {n} moved to city {n % 17} to work as a nurse in {1990 + n % 30}."
-        for n in range(count)
-    ]
-    return facts, [f"Where did person {n} move?" for n in range(count)]
 
 
 async def measure(
@@ -62,7 +39,7 @@ async def measure(
 
 
 async def run(args: argparse.Namespace) -> None:
-    facts, asked = texts(args.texts)
+    facts, asked = corpus(args.texts), questions(args.texts)
     backends: tuple[Backend, ...] = get_args(Backend)
     embedders = {}
     for backend in backends:

@@ -250,7 +250,7 @@ async def preload(
     """Write facts straight into the store with the service's own record layout, indexing
     as the service's store does while it grows (its default ``index_after``, as if idle
     each time); return the seconds each indexing run took (the process stalls that long)."""
-    store = EdgeStore(data_dir, flush_interval=0, index_when_idle=0)
+    store = EdgeStore(data_dir, flush_interval=0)
     stalls = []
     await store.open()
     memory = FactMemory(store, _Dimension(), policy=rec.FactPolicy(), clock=time.time)
@@ -270,7 +270,7 @@ async def preload(
                 )  # fmt: skip
                 records.append(Record(rec.fact_id(scope, normalised), payload, vectors[i].tolist()))
             await memory.ctx.upsert(records)
-            if await store.index_due():
+            if await store.index_due(idle=True):
                 stalls.append(store.last_index_seconds)
     await store.close()
     return stalls

@@ -76,8 +76,10 @@ def graph(model_dir: Path, *, quantized: bool) -> Path:
     with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
         done = Path(scratch) / name
         command = [sys.executable, "-m", __name__, str(model_dir), str(done)]
+        if quantized:
+            command.append("--int8")
         child = subprocess.run(
-            [*command, *(["--int8"] if quantized else [])],
+            command,
             capture_output=True,
             text=True,
             check=False,
@@ -173,18 +175,16 @@ class OnnxEncoder:
         text (dialogue turns: 5x slower), and int8 activations are scaled per tensor, so
         a batch's neighbours would move a text's vector (by up to cosine 0.99). Alone, the
         same text always gets the same vector."""
-        out = np.empty((len(texts), 0), dtype=np.float32)
-        for n, text in enumerate(texts):
+        rows = []
+        for text in texts:
             encoding = self._tokenizer.encode(text)  # encode_batch would start a thread pool
             feeds = {
                 name: np.asarray([getattr(encoding, _FEATURES[name])], dtype=np.int64)
                 for name in self._inputs
             }
             [vector] = self._session.run(None, feeds)[0]
-            if n == 0:
-                out = np.empty((len(texts), len(vector)), dtype=np.float32)
-            out[n] = vector / max(float(np.linalg.norm(vector)), 1e-12)
-        return out
+            rows.append(vector / max(float(np.linalg.norm(vector)), 1e-12))
+        return np.array(rows, dtype=np.float32)
 
 
 #: Graph inputs and the ``tokenizers.Encoding`` attribute that feeds each.

@@ -312,16 +312,16 @@ class EdgeStore:
         self._written[collection] = 0  # writes during the run are in the new index or not
         return await asyncio.to_thread(self._run, shard.optimize)
 
-    async def index_due(self) -> list[str]:
+    async def index_due(self, *, idle: bool = False) -> list[str]:
         """Optimise each collection whose writes since its last optimisation reached
-        ``index_after``, if the store is idle (or the writes reached four times that);
-        return the collections optimised."""
+        ``index_after``, if the store is idle (or ``idle`` says to treat it so, or the writes
+        reached four times that); return the collections optimised."""
         done = []
         for name, written in list(self._written.items()):
-            idle = time.monotonic() - self._last_call >= self.index_when_idle
+            quiet = idle or time.monotonic() - self._last_call >= self.index_when_idle
             if self.index_after <= 0 or written < self.index_after:
                 continue
-            if not idle and written < 4 * self.index_after:
+            if not quiet and written < 4 * self.index_after:
                 continue
             # Writes over-count (a point written twice, small segments the engine never
             # indexes); the engine knows how many points lie outside an index.

@@ -162,11 +162,12 @@ class QdrantServerStore:
         where: Sequence[Condition] = (),
     ) -> list[list[Hit]]:
         size, selected = self._size(collection), scope_filter(scope, where)
+        limit = checks.limit(limit)
         requests = [
             models.QueryRequest(
                 query=checks.vector(vector, size),
                 filter=selected,
-                limit=checks.limit(limit),
+                limit=limit,
                 score_threshold=min_score,
                 with_payload=True,
             )
