@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +23,11 @@ from memory_services.episodes.records import canonical_size
 from memory_services.episodes.schema import Episode, EpisodeRequest, EpisodeResponse, Outcome
 from memory_services.episodes.service import EpisodeMemoryProcessor
 from memory_services.facts.schema import Fact, FactInput, FactRequest, FactResponse
-from memory_services.facts.service import FactMemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue
 from react_mem.schema import AgentStep
+from tests.support.fact_memory import FactService
+from tests.support.fact_memory import fact_service as shared_fact_service
 from tests.support.memory_services import MovableClock, Raw, Running, serving, topics
 from tests.support.recording import eventually
 
@@ -50,27 +51,7 @@ def utf8(*texts: str) -> int:
 
 
 # -- facts -----------------------------------------------------------------------------
-@dataclass
-class Facts:
-    running: Running[FactMemoryProcessor, FactRequest, FactResponse]
-    clock: MovableClock
-    registry: CollectorRegistry
-    queues: dict[str, dict[str, str]]
-
-    async def ask(self, operation: str, *, workspace: str = "ws-a", **fields: Any) -> FactResponse:
-        return await self.running.ask(FactRequest(operation=operation, **fields), workspace)
-
-    async def ok(self, operation: str, **fields: Any) -> FactResponse:
-        response = await self.ask(operation, **fields)
-        assert response.error is None, response.error
-        return response
-
-    async def error(self, operation: str, **fields: Any) -> str:
-        response = await self.ask(operation, **fields)
-        assert response.error is not None, "expected an error reply"
-        assert response.consolidation is None
-        return response.error.type
-
+class Facts(FactService):
     async def add(self, content: str, importance: float, **fields: Any) -> str:
         """Store one fact a second after the last, so creation times differ."""
         self.clock.advance(1)
@@ -89,38 +70,14 @@ class Facts:
         return (await self.ok("get", ids=ids, **fields)).facts
 
     async def live(self, **fields: Any) -> set[str]:
-        return {f.id for f in (await self.ok("list", limit=1000, **fields)).facts}
+        return {f.id for f in await self.listed(**fields)}
 
     def counted(self, family: str = "tg_memory_consolidated_total") -> float:
-        labels = {"processor": self.running.processor.id, "kind": "fact"}
-        return self.registry.get_sample_value(family, labels) or 0.0
+        return self.gauge(family) or 0.0
 
 
-@contextlib.asynccontextmanager
-async def fact_service(
-    transport: PulsarTransport,
-    registry: CollectorRegistry,
-    tmp_path: Path,
-    unique: str,
-    *,
-    workspaces: tuple[str, ...] = ("ws-a",),
-    **settings: Any,
-) -> AsyncIterator[Facts]:
-    queues = {ws: topics("fact-memory", unique, ws) for ws in workspaces}
-    clock = MovableClock()
-    defaults = {"retry_delay": 0.01, "metrics": False, "near_duplicate_threshold": 0.99}
-    async with serving(
-        FactMemoryProcessor,
-        FactResponse,
-        transport,
-        pid=f"fact-memory-{unique}",
-        queues=queues,
-        data_dir=tmp_path / "facts",
-        registry=registry,
-        clock=clock,
-        **(defaults | settings),
-    ) as running:
-        yield Facts(running, clock, registry, queues)
+#: Paraphrases stay separate facts on store: near-duplicates merge only at 0.99 here.
+fact_service = functools.partial(shared_fact_service, client=Facts, near_duplicate_threshold=0.99)
 
 
 @pytest.fixture
@@ -241,7 +198,7 @@ async def test_dry_run_then_the_same_id_applies_once_and_a_redelivery_does_not_m
     assert fact.access_count == 0 and fact.consolidated_from == applied.clusters[0].absorbed
 
     # The same bus message delivered twice (no consolidation_id: the message id names it).
-    request, response = facts.queues["ws-a"]["request"], facts.queues["ws-a"]["response"]
+    request, response = facts.topics["ws-a"]["request"], facts.topics["ws-a"]["response"]
     replies = await transport.consumer(Queue.parse(response), f"t-{unique}")
     producer = await transport.producer(Queue.parse(request))
     answers = []

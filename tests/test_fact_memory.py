@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +13,14 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from memory_services.embedding.base import Embedder
-from memory_services.facts.schema import Fact, FactInput, FactRequest, FactResponse
-from memory_services.facts.service import FactMemoryProcessor, FactMemorySettings
+from memory_services.facts.schema import FactInput, FactRequest, FactResponse
+from memory_services.facts.service import FactMemorySettings
 from memory_services.runtime import shared_embedder
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue
-from tests.support.memory_services import START, MovableClock, Running, serving, topics
+from tests.support.fact_memory import FactService
+from tests.support.fact_memory import fact_service as shared_fact_service
+from tests.support.memory_services import START
 from tests.support.recording import eventually
 
 pytestmark = pytest.mark.broker
@@ -33,73 +34,12 @@ def embedder() -> Embedder:
     return shared_embedder(FactMemorySettings.load({"id": "fact-memory-tests"}))
 
 
-@dataclass
-class Service:
-    running: Running[FactMemoryProcessor, FactRequest, FactResponse]
-    clock: MovableClock
-    registry: CollectorRegistry
-    topics: dict[str, dict[str, str]]
-
-    @property
-    def processor(self) -> FactMemoryProcessor:
-        return self.running.processor
-
-    async def ask(self, operation: str, *, workspace: str = "ws-a", **fields: Any) -> FactResponse:
-        return await self.running.ask(FactRequest(operation=operation, **fields), workspace)
-
-    async def ok(self, operation: str, **fields: Any) -> FactResponse:
-        response = await self.ask(operation, **fields)
-        assert response.error is None, response.error
-        return response
-
-    async def error(self, operation: str, **fields: Any) -> str:
-        response = await self.ask(operation, **fields)
-        assert response.error is not None, "expected an error reply"
-        assert not response.facts and not response.stored
-        return response.error.type
-
-    async def store(self, *contents: str, **fields: Any) -> list[str]:
-        facts = [FactInput(content=c) for c in contents]
-        response = await self.ok("store", facts=facts, **fields)
-        return [s.id for s in response.stored]
-
-    async def listed(self, **fields: Any) -> list[Fact]:
-        return (await self.ok("list", limit=1000, **fields)).facts
-
-    async def one(self, id: str, **fields: Any) -> Fact:
-        [fact] = (await self.ok("get", ids=[id], **fields)).facts
-        return fact
-
+class Service(FactService):
     def size(self) -> float | None:
-        labels = {"processor": self.processor.id, "kind": "fact"}
-        return self.registry.get_sample_value("tg_memory_items", labels)
+        return self.gauge("tg_memory_items")
 
 
-@contextlib.asynccontextmanager
-async def fact_service(
-    transport: PulsarTransport,
-    registry: CollectorRegistry,
-    tmp_path: Path,
-    unique: str,
-    *,
-    workspaces: tuple[str, ...] = ("ws-a",),
-    **settings: Any,
-) -> AsyncIterator[Service]:
-    """A fact-memory processor with one flow per workspace, and a client per flow."""
-    queues = {ws: topics("fact-memory", unique, ws) for ws in workspaces}
-    clock = MovableClock()
-    async with serving(
-        FactMemoryProcessor,
-        FactResponse,
-        transport,
-        pid=f"fact-memory-{unique}",
-        queues=queues,
-        data_dir=tmp_path / "facts",
-        registry=registry,
-        clock=clock,
-        **({"retry_delay": 0.01, "metrics": False} | settings),
-    ) as running:
-        yield Service(running, clock, registry, queues)
+fact_service = functools.partial(shared_fact_service, client=Service)
 
 
 @pytest.fixture
