@@ -126,11 +126,18 @@ class ConsumerRunner:
         while True:
             try:
                 outcome = await self._handle(delivery)
-            except Exception:
-                # Settling itself failed (say the dead-letter queue is unreachable): keep
-                # the message, so it comes round again rather than being lost.
-                logger.exception("%s: could not settle a message; retrying", self.subscription)
+            except BusError as exc:
+                # The dead-letter queue is unreachable: keep the message, so it comes round
+                # again once the bus is back rather than being lost.
+                logger.warning(
+                    "%s: could not settle a message; retrying: %s", self.subscription, exc
+                )
                 outcome = "retry"
+            except Exception:
+                # A defect in settling itself. Counted like a failed attempt, so that one
+                # message can never hold a slot for ever; past the limit it is set aside.
+                logger.exception("%s: could not settle a message", self.subscription)
+                outcome = await self._unsettled(delivery)
             if outcome == "retry" and not self.queue.persistent:
                 # The broker cannot redeliver a non-persistent message: retry here.
                 self._metrics.redelivered()
@@ -152,6 +159,12 @@ class ConsumerRunner:
         except BadRequest as exc:
             await self._dead_letter(delivery, "invalid", str(exc))
             await self._reply_error(delivery, exc.type, str(exc))
+            return "answered"
+        except Exception as exc:
+            # A decoder defect: still the message's fault, never worth a retry.
+            logger.exception("%s: decoding failed unexpectedly", self.subscription)
+            await self._dead_letter(delivery, "invalid", repr(exc))
+            await self._reply_error(delivery, "malformed", f"undecodable message: {exc!r}")
             return "answered"
         try:
             await self.spec.handler(message, self._context(delivery))
@@ -178,6 +191,15 @@ class ConsumerRunner:
             return "answered"
         return "ok"
 
+    async def _unsettled(self, delivery: Delivery) -> str:
+        if delivery.redelivery_count < self._settlement.max_redeliveries:
+            return "retry"
+        try:
+            await self._dead_letter(delivery, "unsettled", "settling failed repeatedly")
+        except Exception:
+            logger.exception("%s: dropping a message that cannot be settled", self.subscription)
+        return "answered"
+
     async def _dead_letter(self, delivery: Delivery, reason: str, error: str) -> None:
         if self._dlq is None:
             self._dlq = await self._transport.producer(
@@ -185,7 +207,7 @@ class ConsumerRunner:
             )
         properties = delivery.properties | {
             "dlq-reason": reason,
-            "dlq-error": error[:1000],
+            "dlq-error": error[:1000].encode("utf-8", "backslashreplace").decode("utf-8"),
             "dlq-queue": self.queue.id,
             "dlq-subscription": self.subscription,
             "dlq-attempts": str(delivery.redelivery_count + 1),

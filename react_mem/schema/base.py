@@ -16,6 +16,7 @@ from typing import Any, Self
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from react_mem.errors import BadRequest
+from react_mem.schema.payload import PayloadError, check_payload
 
 #: Largest message body accepted from the bus (pulsar-lite's and Pulsar's default limit).
 MAX_MESSAGE_BYTES = 5 * 1024 * 1024
@@ -64,8 +65,10 @@ class WireModel(BaseModel):
                 type="too-large",
             )
         try:
-            payload = json.loads(data)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            payload = json.loads(data, parse_constant=_refuse_constant)
+        except RecursionError as exc:
+            raise BadRequest(f"{cls.__name__}: JSON nested too deeply", type="malformed") from exc
+        except ValueError as exc:  # bad UTF-8, bad JSON, NaN, an integer of > 4300 digits
             raise BadRequest(f"{cls.__name__}: not valid JSON: {exc}", type="malformed") from exc
         if not isinstance(payload, dict):
             raise BadRequest(
@@ -73,9 +76,16 @@ class WireModel(BaseModel):
                 type="malformed",
             )
         try:
+            check_payload(payload)
             return cls.model_validate(payload)
+        except PayloadError as exc:
+            raise BadRequest(f"{cls.__name__}: {exc}", type=exc.type) from exc
         except ValidationError as exc:
             raise BadRequest(f"{cls.__name__}: {_describe(exc)}", type="invalid") from exc
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def _describe(exc: ValidationError) -> str:
