@@ -42,3 +42,12 @@ def unique() -> str:
 def write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fuzz-examples",
+        type=int,
+        default=15,
+        help="rounds of generated hostile payloads at every queue (tests/test_fuzz_queues.py)",
+    )

@@ -98,6 +98,7 @@ class Stack:
     topics: dict[str, dict[str, str]]
     others: list[Processor] = field(default_factory=list)
     playbook: Processor | None = None
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
 
     async def ask(
         self, question: str, *, timeout: float = 60.0, **fields: Any
@@ -170,13 +171,16 @@ async def agent_stack(
     config_service: bool = False,
     playbook: type[Processor] | None = None,
     trajectories: bool = False,
+    learner_settings: dict[str, Any] | None = None,
+    registry: CollectorRegistry | None = None,
 ) -> AsyncIterator[Stack]:
     """The agent, its flow naming ``services``; of those, ``running`` (default all) run.
     With ``playbook`` (the real playbook-memory processor class or a test double) the
     agent's and learner's flows name playbook-memory too; it runs unless ``running`` is
     given without ``"playbook-memory"``. With ``trajectories`` the agent publishes them
-    (on ``trajectory_queue``) without a learner."""
-    registry = CollectorRegistry()
+    (on ``trajectory_queue``) without a learner. ``learner_settings`` override the
+    learner's; ``registry`` collects every processor's metrics (default: a fresh one)."""
+    registry = registry or CollectorRegistry()
     topics = queues(unique)
     started: list[Processor] = []
 
@@ -251,7 +255,13 @@ async def agent_stack(
             others.append(
                 await start(
                     MemoryLearnerProcessor(
-                        settings_for(MemoryLearnerProcessor, pid, flow, state_dir=tmp_path / pid),
+                        settings_for(
+                            MemoryLearnerProcessor,
+                            pid,
+                            flow,
+                            state_dir=tmp_path / pid,
+                            **(learner_settings or {}),
+                        ),
                         transport,
                         registry=registry,
                     )
@@ -282,7 +292,7 @@ async def agent_stack(
         agent = AgentProcessor(AgentProcessor.Settings.load(values), transport, registry=registry)
         await start(agent)
         await client.start()
-        yield Stack(transport, unique, llm, agent, rag, up, client, topics, others, book)
+        yield Stack(transport, unique, llm, agent, rag, up, client, topics, others, book, registry)
     finally:
         await client.close()
         for processor in reversed(started):

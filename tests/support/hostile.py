@@ -55,12 +55,17 @@ def _lone_surrogate(text: str, surrogate: int) -> str:
     return json.dumps(text[:half])[:-1] + f"\\u{surrogate:04x}" + json.dumps(text[half:])[1:]
 
 
-def payloads(fields: list[str]) -> st.SearchStrategy[bytes]:
-    """Bytes a hostile client might send to a queue whose schema has ``fields``."""
+def payloads(fields: list[str], operations: tuple[str, ...] = ()) -> st.SearchStrategy[bytes]:
+    """Bytes a hostile client might send to a queue whose schema has ``fields``; with
+    ``operations``, objects often name a real one, so the handlers see the garbage too."""
     field_names = st.sampled_from(fields) if fields else st.text(max_size=8)
-    wrong_types = st.dictionaries(field_names, _json_values, max_size=5).map(
-        lambda d: json.dumps(d).encode()
-    )
+    objects = st.dictionaries(field_names, _json_values, max_size=5)
+    if operations:
+        objects = (
+            st.builds(lambda d, op: d | {"operation": op}, objects, st.sampled_from(operations))
+            | objects
+        )
+    wrong_types = objects.map(lambda d: json.dumps(d).encode())
     surrogates = st.builds(
         lambda name, text, s: f'{{"{name}": {_lone_surrogate(text, s)}}}'.encode(),
         field_names,
