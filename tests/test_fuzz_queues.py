@@ -16,7 +16,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
@@ -35,11 +35,19 @@ from memory_services.working.schema import WorkingMemoryRequest
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue
 from react_mem.bus.transport import Consumer, Producer
-from react_mem.schema import AgentRequest, TextCompletionRequest
+from react_mem.config_service.operations import SYSTEM_OPERATIONS, WORKSPACE_OPERATIONS
+from react_mem.schema import (
+    CONFIG_REQUEST_QUEUE,
+    CONFIG_RESPONSE_QUEUE,
+    AgentRequest,
+    ConfigRequest,
+    TextCompletionRequest,
+)
 from react_mem.schema.base import WireModel
 from react_mem.schema.trajectory import Trajectory
 from tests.support.agent_stack import Stack, agent_stack, feedback_queue, trajectory_queue
 from tests.support.hostile import is_object, payloads, schema_fields
+from tests.test_config_service import config_service
 
 pytestmark = pytest.mark.broker
 
@@ -203,10 +211,13 @@ async def fuzzed(transport: PulsarTransport, tmp_path: Path, unique: str) -> Asy
         yield running
 
 
-def drawn(count: int) -> list[dict[str, list[bytes]]]:
-    """``count`` batches from hypothesis, drawn up front: the stack is too costly to start
-    per example, and the rounds run on the test's event loop."""
-    found: list[dict[str, list[bytes]]] = []
+T = TypeVar("T")
+
+
+def drawn_from(strategy: st.SearchStrategy[T], count: int) -> list[T]:
+    """``count`` examples from hypothesis, drawn up front: the stacks are too costly to
+    start per example, and the rounds run on the test's event loop."""
+    found: list[T] = []
 
     @settings(
         max_examples=count,
@@ -215,9 +226,9 @@ def drawn(count: int) -> list[dict[str, list[bytes]]]:
         phases=[Phase.generate],
         suppress_health_check=list(HealthCheck),
     )
-    @given(batch=batches())
-    def draw(batch: dict[str, list[bytes]]) -> None:
-        found.append(batch)
+    @given(example=strategy)
+    def draw(example: T) -> None:
+        found.append(example)
 
     draw()
     return found
@@ -227,7 +238,7 @@ async def test_hostile_payloads_on_every_queue_are_answered_and_nothing_stalls(
     fuzzed: Harness, request: pytest.FixtureRequest
 ) -> None:
     running, stack = fuzzed, fuzzed.stack
-    for batch in drawn(request.config.getoption("--fuzz-examples")):
+    for batch in drawn_from(batches(), request.config.getoption("--fuzz-examples")):
         expected: dict[str, bytes] = {}
         for target in REQUEST_TARGETS:
             queue = stack.topics[target.service]["request"]
@@ -256,3 +267,34 @@ async def test_hostile_payloads_on_every_queue_are_answered_and_nothing_stalls(
         request_id = await running.send(topics["request"], target.valid.encode())
         await until(lambda r=request_id: r in running.replies, f"{target.service} valid reply")
         assert not running.replies[request_id].get("error"), running.replies[request_id]
+
+
+async def test_hostile_config_requests_are_answered_and_the_service_keeps_serving(
+    transport: PulsarTransport, tmp_path: Path, unique: str, request: pytest.FixtureRequest
+) -> None:
+    registry = CollectorRegistry()
+    operations = (*WORKSPACE_OPERATIONS, *SYSTEM_OPERATIONS)
+    strategy = payloads(schema_fields(ConfigRequest), operations)
+    replies: dict[str, dict[str, Any]] = {}
+    responses = await transport.consumer(Queue.parse(CONFIG_RESPONSE_QUEUE), f"fuzz-{unique}")
+    listener = asyncio.create_task(collect_replies(responses, replies))
+    producer = await transport.producer(Queue.parse(CONFIG_REQUEST_QUEUE))
+    try:
+        async with config_service(transport, registry, tmp_path, f"cfg-{unique}"):
+            sent: dict[str, bytes] = {}
+            for data in drawn_from(strategy, 5 * request.config.getoption("--fuzz-examples")):
+                request_id = f"fuzz-{uuid.uuid4().hex[:12]}"
+                await producer.send(data, {"id": request_id})
+                sent[request_id] = data
+            await until(lambda: set(sent) <= set(replies), "a reply to each config request")
+            assert all(replies[r].get("error") for r, d in sent.items() if is_object(d) is None)
+            valid = ConfigRequest(operation="config", workspace="default").encode()
+            await producer.send(valid, {"id": "fuzz-valid"})
+            await until(lambda: "fuzz-valid" in replies, "a reply to a valid request")
+            assert replies["fuzz-valid"].get("error") is None
+    finally:
+        listener.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await listener
+        for endpoint in (responses, producer):
+            await endpoint.close()
