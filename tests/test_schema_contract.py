@@ -153,7 +153,7 @@ AGENT_RESPONSE_EXPLAIN_MODEL = AgentResponse(
 TEXT_COMPLETION_REQUEST = (
     '{"system": "Be brief.", "prompt": "Say hi", "streaming": false, '
     '"response_format": "json", "schema": {"type": "object", '
-    '"properties": {"greeting": {"type": "string"}}, "required": ["greeting"]}}'
+    '"properties": {"greeting": {"type": "string"}}, "required": ["greeting"]}, "timeout": null}'
 )
 TEXT_COMPLETION_REQUEST_MODEL = TextCompletionRequest(
     system="Be brief.",
@@ -167,9 +167,12 @@ TEXT_COMPLETION_REQUEST_MODEL = TextCompletionRequest(
 )
 
 TEXT_COMPLETION_REQUEST_PLAIN = (
-    '{"system": "", "prompt": "Say hi", "streaming": true, "response_format": null, "schema": null}'
+    '{"system": "", "prompt": "Say hi", "streaming": true, "response_format": null, "schema": null, '
+    '"timeout": 30.0}'
 )
-TEXT_COMPLETION_REQUEST_PLAIN_MODEL = TextCompletionRequest(prompt="Say hi", streaming=True)
+TEXT_COMPLETION_REQUEST_PLAIN_MODEL = TextCompletionRequest(
+    prompt="Say hi", streaming=True, timeout=30.0
+)
 
 TEXT_COMPLETION_RESPONSE = (
     '{"error": null, "response": "Hi!", "in_token": 12, "out_token": 3, "model": "m-1", '

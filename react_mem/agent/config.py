@@ -66,8 +66,10 @@ class AgentMemConfig(BaseModel):
     #: ``text``: TrustGraph's ReAct text format. ``json``: a decision constrained by a JSON
     #: Schema, for backends that enforce one (llama.cpp, vLLM, OpenAI); small models need it.
     reply_format: Literal["text", "json"] = Field(default="text", alias="reply-format")
-    #: Seconds to wait for one LLM reply, and for one tool call.
-    llm_timeout: float = Field(default=120.0, gt=0, alias="llm-timeout")
+    #: Seconds one iteration may wait for the LLM, every retry included (the agent's
+    #: ``llm_deadline`` setting unless set here); then the caller gets an ``llm-error``.
+    llm_timeout: float = Field(default=60.0, gt=0, le=3600, alias="llm-timeout")
+    #: Seconds to wait for one tool call.
     tool_timeout: float = Field(default=60.0, gt=0, alias="tool-timeout")
 
     def memory_for(self, requested: bool | None) -> bool:

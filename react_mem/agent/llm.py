@@ -1,7 +1,13 @@
-"""One reasoning step: ask the LLM, parse its reply, correct it once if malformed."""
+"""One reasoning step: ask the LLM, parse its reply, correct it once if malformed.
+
+The text-completion service owns the retries; here every call is made once, within the
+iteration's :class:`Deadline`, which the service is told (``TextCompletionRequest.timeout``)
+so that it answers, with an error if need be, before the agent stops waiting.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -9,6 +15,7 @@ from typing import Any
 from react_mem.agent import json_reply
 from react_mem.agent.parse import CORRECTION, Action, Final, ParseError, parse_reply
 from react_mem.agent.streaming import StreamingReplyParser
+from react_mem.errors import BadRequest, RequestTimeout
 from react_mem.processor.flow import Flow
 from react_mem.schema import TextCompletionRequest, TextCompletionResponse
 
@@ -17,8 +24,29 @@ TEXT_COMPLETION = "text-completion-request"
 Sink = Callable[[str, str], Awaitable[None]]  # (kind "thought"|"answer", text)
 
 
+#: Of the time left, what the service is given less, so its error arrives before the wait ends.
+MARGIN = 0.1
+MAX_MARGIN = 1.0
+
+
 class LLMError(RuntimeError):
-    """The text-completion service answered with an error."""
+    """No usable reply: the service answered with an error, a malformed reply, or nothing
+    before the deadline."""
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """An instant on the event loop's clock, ``seconds`` after it was set."""
+
+    at: float
+    seconds: float
+
+    @classmethod
+    def after(cls, seconds: float) -> Deadline:
+        return cls(asyncio.get_running_loop().time() + seconds, seconds)
+
+    def remaining(self) -> float:
+        return max(0.0, self.at - asyncio.get_running_loop().time())
 
 
 @dataclass
@@ -49,12 +77,16 @@ class ReplyFormat:
     def correction(self) -> str:
         return json_reply.CORRECTION if self.json else CORRECTION
 
-    def request(self, system: str, prompt: str, streaming: bool) -> TextCompletionRequest:
+    def request(
+        self, system: str, prompt: str, streaming: bool, timeout: float
+    ) -> TextCompletionRequest:
         if not self.json:
-            return TextCompletionRequest(system=system, prompt=prompt, streaming=streaming)
+            return TextCompletionRequest(
+                system=system, prompt=prompt, streaming=streaming, timeout=timeout
+            )
         schema: dict[str, Any] = json_reply.schema(self.tool_names)
         return TextCompletionRequest(
-            system=system, prompt=prompt, response_format="json", schema=schema
+            system=system, prompt=prompt, response_format="json", schema=schema, timeout=timeout
         )
 
 
@@ -67,14 +99,37 @@ async def complete(
     prompt: str,
     usage: Usage,
     *,
-    timeout: float,
+    deadline: Deadline,
     sink: Sink | None,
     form: ReplyFormat = TEXT,
 ) -> str:
     """The reply text; with ``sink``, streamed and fed through the reply parser as it comes
-    (JSON replies are parsed whole, then sent to ``sink`` in one piece each)."""
+    (JSON replies are parsed whole, then sent to ``sink`` in one piece each).
+
+    Raises :class:`LLMError` for an error reply, a malformed one, or none by ``deadline``.
+    """
+    left = deadline.remaining()
+    if left <= 0:
+        raise LLMError(f"no reply within the {deadline.seconds:g}s LLM deadline")
+    request = form.request(system, prompt, sink is not None, left - min(left * MARGIN, MAX_MARGIN))
+    try:
+        async with asyncio.timeout_at(deadline.at):
+            return await _exchange(flow, request, usage, left, sink, form)
+    except (TimeoutError, RequestTimeout):
+        raise LLMError(f"no reply within the {deadline.seconds:g}s LLM deadline") from None
+    except BadRequest as exc:  # the service's reply did not decode
+        raise LLMError(f"malformed reply from the LLM: {exc}") from exc
+
+
+async def _exchange(
+    flow: Flow,
+    request: TextCompletionRequest,
+    usage: Usage,
+    timeout: float,
+    sink: Sink | None,
+    form: ReplyFormat,
+) -> str:
     client = flow.client(TEXT_COMPLETION)
-    request = form.request(system, prompt, sink is not None)
     if sink is None or form.json:
         response: TextCompletionResponse = await client.request(request, timeout=timeout)
         if response.error is not None:
@@ -117,12 +172,13 @@ async def decide(
     prompt: str,
     usage: Usage,
     *,
-    timeout: float,
+    deadline: Deadline,
     sink: Sink | None,
     form: ReplyFormat = TEXT,
 ) -> tuple[Action | Final | ParseError, int]:
-    """The parsed decision (or the second parse error) and how many retries it took."""
-    text = await complete(flow, system, prompt, usage, timeout=timeout, sink=sink, form=form)
+    """The parsed decision (or the second parse error) and how many retries it took; both
+    calls share ``deadline``."""
+    text = await complete(flow, system, prompt, usage, deadline=deadline, sink=sink, form=form)
     try:
         return form.parse(text), 0
     except ParseError as first:
@@ -130,7 +186,7 @@ async def decide(
             f"{prompt}\n\nYour previous reply could not be used: {first}\n{form.correction}"
         )
         text = await complete(
-            flow, system, corrective, usage, timeout=timeout, sink=sink, form=form
+            flow, system, corrective, usage, deadline=deadline, sink=sink, form=form
         )
         try:
             return form.parse(text), 1

@@ -80,5 +80,5 @@ class Responder:
             )
         )
 
-    async def error(self, message: str) -> None:
-        await self.ctx.reply(error_response(message))
+    async def error(self, message: str, *, kind: str = "agent-error") -> None:
+        await self.ctx.reply(error_response(message, kind=kind))

@@ -6,6 +6,11 @@ memory section of the prompt; it and the invocation's counters travel on in
 queue (the request queue), so any replica continues any invocation. The answer is sent
 first; then the turn is appended to conversation memory and the trajectory published for
 the memory learner.
+
+Each iteration ends, within its LLM deadline (``llm_deadline``, or the workspace's
+``llm-timeout``), in progress for the caller (a thought, an observation, the answer) or an
+``llm-error``: the text-completion service owns the retries, and an LLM failure is
+answered, never redelivered.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from react_mem.agent.finish import (
     tool_errors,
     trajectory,
 )
-from react_mem.agent.llm import ReplyFormat, Usage, decide
+from react_mem.agent.llm import Deadline, LLMError, ReplyFormat, Usage, decide
 from react_mem.agent.memory import CONVERSATIONS, WORKING, MemoryRecall, Scope
 from react_mem.agent.memory_tools import memory_tools
 from react_mem.agent.metrics import agent_metrics
@@ -85,6 +90,9 @@ class AgentSettings(ProcessorSettings):
     tokenizer: Path | None = None
     #: Seconds to wait for memory writes after the answer (conversation append).
     memory_write_timeout: float = Field(default=5.0, gt=0)
+    #: Seconds one iteration may wait for the LLM, every retry included, before the caller
+    #: is answered with an ``llm-error`` (a workspace's ``llm-timeout`` overrides it).
+    llm_deadline: float = Field(default=60.0, gt=0, le=3600)
 
 
 def _clients() -> list[RequestResponseSpec]:
@@ -175,7 +183,8 @@ class AgentProcessor(Processor):
 
     # -- configuration ---------------------------------------------------------
     def defaults(self) -> dict[str, Any]:
-        return {"max-iterations": self.agent_settings.max_iterations}
+        s = self.agent_settings
+        return {"max-iterations": s.max_iterations, "llm-timeout": s.llm_deadline}
 
     def workspace(self, name: str) -> Workspace:
         return self.workspaces.get(name) or Workspace(
@@ -212,6 +221,7 @@ class AgentProcessor(Processor):
         flow = ctx.flow
         ws = self.workspace(flow.workspace)
         cfg = ws.config
+        deadline = Deadline.after(cfg.llm_timeout)
         if not request.question.strip():
             raise BadRequest("the request has no question", type="invalid")
         request = request.model_copy(update={"session_id": request.session_id or str(uuid.uuid4())})
@@ -234,7 +244,7 @@ class AgentProcessor(Processor):
             await self.finish(request, flow, state, scope, cfg, "", "failure", message)
             return
 
-        history = await self.compact(request, flow, cfg, scope, state)
+        history = await self.compact(request, flow, cfg, scope, state, deadline)
         if len(history) < len(request.history):
             state = state.model_copy(update={"compressions": state.compressions + 1})
         tools = self.tools_for(ws, request, flow, memory_on)
@@ -249,9 +259,17 @@ class AgentProcessor(Processor):
         usage = Usage()
         sink = respond.stream_chunk if request.streaming else None
         started = time.perf_counter()
-        decision, retries = await decide(
-            flow, system, user, usage, timeout=cfg.llm_timeout, sink=sink, form=form
-        )
+        try:
+            decision, retries = await decide(
+                flow, system, user, usage, deadline=deadline, sink=sink, form=form
+            )
+        except LLMError as exc:
+            # Already retried by the text-completion service: answered, not redelivered.
+            logger.warning("%s: session %s: %s", self.id, request.session_id, exc)
+            await respond.error(f"LLM error: {exc}", kind="llm-error")
+            self.metrics.sessions.labels(processor=self.id, outcome="llm-error").inc()
+            self.metrics.iterations.labels(processor=self.id).observe(state.iteration)
+            return
         self.metrics.llm_duration.labels(processor=self.id).observe(time.perf_counter() - started)
         if retries:
             self.metrics.parse_retries.labels(processor=self.id).inc(retries)
@@ -339,9 +357,11 @@ class AgentProcessor(Processor):
         cfg: AgentMemConfig,
         scope: Scope,
         state: MemoryState,
+        deadline: Deadline,
     ) -> list[AgentStep]:
         """Working memory over its threshold is compressed by the working-memory service;
-        if that fails the steps go on uncompressed (the LLM sees more, nothing is lost)."""
+        if that fails the steps go on uncompressed (the LLM sees more, nothing is lost).
+        It may take half of what is left of ``deadline``; the rest is the reasoning call's."""
         history = list(request.history)
         assert self.counter is not None
         if not history or not flow.has_client(WORKING):
@@ -360,7 +380,7 @@ class AgentProcessor(Processor):
                     threshold=cfg.working_memory_threshold,
                     keep_recent=cfg.working_memory_keep_recent,
                 ),
-                timeout=cfg.llm_timeout,
+                timeout=deadline.remaining() / 2,
             )
         except Exception as exc:
             logger.warning("working memory not compressed: %r", exc)

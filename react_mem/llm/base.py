@@ -4,11 +4,14 @@ A backend turns a :class:`Prompt` into a :class:`Completion` (or a stream of the
 processor validates requests, retries transient backend failures with bounded backoff,
 replies (one response, or chunks then a final ``end_of_stream``) and records metrics.
 A backend failure that outlasts the retries is answered with ``Error(type="llm-error")``,
-never redelivered: a stream already partly sent cannot be taken back.
+never redelivered: a stream already partly sent cannot be taken back. These retries are the
+only ones between a caller and the model (the SDK's are off; callers do not retry): a
+request's ``timeout`` bounds them all, and the error comes before it runs out.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -19,7 +22,14 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry
 from pydantic import Field
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_before_delay,
+    stop_never,
+    wait_exponential,
+)
 
 from react_mem.bus.transport import Transport
 from react_mem.errors import BadRequest, ReactMemError, TransientError
@@ -78,6 +88,17 @@ class Backend(Protocol):
     def stream(self, prompt: Prompt) -> AsyncGenerator[Completion, None]: ...
 
     async def close(self) -> None: ...
+
+
+@dataclass
+class Tries:
+    """How one request's attempts went, for its error message."""
+
+    count: int = 0
+    last: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.count} attempt{'s' if self.count != 1 else ''}"
 
 
 class LLMSettings(ProcessorSettings):
@@ -160,12 +181,9 @@ class TextCompletionProcessor(Processor, ABC):
     async def on_request(self, request: TextCompletionRequest, ctx: MessageContext) -> None:
         prompt = self.parse(request)
         started = time.monotonic()
+        tries = Tries()
         try:
-            if request.streaming:
-                final = await self._stream(prompt, ctx)
-            else:
-                final = await self._retrying(lambda: self.backend.complete(prompt))
-                await ctx.reply(self._response(final, end=True))
+            final = await self._complete(request, prompt, ctx, tries)
         except LLMError as exc:
             self.llm_metrics.failed(self.backend.model)
             logger.warning("%s: completion failed: %s", self.id, exc)
@@ -179,7 +197,30 @@ class TextCompletionProcessor(Processor, ABC):
             return
         self.llm_metrics.completed(final, time.monotonic() - started, self.backend.model)
 
-    async def _stream(self, prompt: Prompt, ctx: MessageContext) -> Completion:
+    async def _complete(
+        self, request: TextCompletionRequest, prompt: Prompt, ctx: MessageContext, tries: Tries
+    ) -> Completion:
+        """Every attempt, within the caller's ``timeout`` when it gives one."""
+        try:
+            async with asyncio.timeout(request.timeout):
+                if request.streaming:
+                    return await self._stream(prompt, ctx, tries, request.timeout)
+                final = await self._retrying(
+                    lambda: self.backend.complete(prompt), tries, request.timeout
+                )
+                await ctx.reply(self._response(final, end=True))
+                return final
+        except TimeoutError:
+            # Only the timeout above: the backend's own timeouts arrive as LLMError.
+            last = f"; last: {tries.last}" if tries.last else ""
+            message = f"no completion within the caller's {request.timeout:g}s ({tries}{last})"
+            raise LLMError(message) from None
+        except LLMError as exc:
+            raise LLMError(f"{exc} ({tries})") from exc
+
+    async def _stream(
+        self, prompt: Prompt, ctx: MessageContext, tries: Tries, budget: float | None
+    ) -> Completion:
         sent = False
         text: list[str] = []
         last = Completion(text="")
@@ -201,18 +242,26 @@ class TextCompletionProcessor(Processor, ABC):
             return Completion(text="".join(text), in_token=last.in_token, out_token=last.out_token)
 
         # Retry only while nothing has been sent: a caller cannot unsee a chunk.
-        return await self._retrying(attempt, can_retry=lambda: not sent)
+        return await self._retrying(attempt, tries, budget, can_retry=lambda: not sent)
 
     async def _retrying(
-        self, call: Callable[[], Awaitable[T]], can_retry: Callable[[], bool] = lambda: True
+        self,
+        call: Callable[[], Awaitable[T]],
+        tries: Tries,
+        budget: float | None,
+        can_retry: Callable[[], bool] = lambda: True,
     ) -> T:
+        """``call`` until it succeeds, fails for good, runs out of attempts, or the next
+        attempt would start after ``budget`` seconds (then the last failure is raised)."""
         settings = self.llm_settings
 
         def transient(exc: BaseException) -> bool:
+            tries.last = str(exc)
             return isinstance(exc, LLMUnavailable) and can_retry()
 
         async for attempt in AsyncRetrying(
-            stop=stop_after_attempt(settings.llm_attempts),
+            stop=stop_after_attempt(settings.llm_attempts)
+            | (stop_before_delay(budget) if budget is not None else stop_never),
             wait=wait_exponential(
                 multiplier=settings.llm_retry_delay, max=settings.llm_max_retry_delay
             ),
@@ -226,6 +275,7 @@ class TextCompletionProcessor(Processor, ABC):
             reraise=True,
         ):
             with attempt:
+                tries.count += 1
                 return await self._guard(call())
         raise AssertionError("unreachable")  # pragma: no cover
 

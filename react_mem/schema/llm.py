@@ -17,6 +17,9 @@ class TextCompletionRequest(WireModel):
     # Constrained output: "json" (optionally with a JSON Schema) where the backend supports it.
     response_format: str | None = None
     schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    # react-mem's addition: seconds the caller waits for the whole completion, retries
+    # included. The service answers within it, with an error if need be. None: no limit.
+    timeout: float | None = Field(default=None, gt=0, le=86_400)
 
     model_config = {"populate_by_name": True, "serialize_by_alias": True}
 

@@ -4,7 +4,8 @@
 request body), as one JSON body or, for ``"stream": true``, as server-sent events one word
 per chunk, a usage chunk when asked for, then ``[DONE]``. :meth:`fail` makes the next
 requests fail with a status code, :meth:`cut` breaks the next stream off after some events;
-``delay`` holds every answer back. Requests are recorded.
+``delay`` holds every answer back; ``hanging`` holds every request, unanswered, until it is
+cleared or the server stops. Requests are recorded.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class OpenAIServer:
         self.requests: list[Recorded] = []
         self.reply: Callable[[dict[str, Any]], str] = echo
         self.delay = 0.0
+        self._released = threading.Event()
+        self._released.set()
+        self._stopped = False
         self._failures: list[int] = []
         self._cuts: list[int] = []
         self._lock = threading.Lock()
@@ -51,6 +55,17 @@ class OpenAIServer:
         with self._lock:
             self._failures += [status] * times
 
+    @property
+    def hanging(self) -> bool:
+        return not self._released.is_set()
+
+    @hanging.setter
+    def hanging(self, value: bool) -> None:
+        if value:
+            self._released.clear()
+        else:
+            self._released.set()
+
     def cut(self, after: int) -> None:
         """Break the next stream off after ``after`` events, mid-body."""
         with self._lock:
@@ -65,6 +80,8 @@ class OpenAIServer:
 
     def stop(self) -> None:
         """Stop listening (again is a no-op); its port then refuses connections."""
+        self._stopped = True
+        self._released.set()  # held requests end unanswered
         if self._thread.is_alive():
             self._http.shutdown()
         self._http.server_close()
@@ -100,6 +117,9 @@ def _handler(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             headers = {k.lower(): v for k, v in self.headers.items()}
             server.requests.append(Recorded(self.path, headers, body))
+            server._released.wait()
+            if server._stopped:
+                return None  # the connection closes with no answer
             time.sleep(server.delay)
             status = server._next(server._failures)
             if status is not None:
