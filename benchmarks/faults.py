@@ -1,0 +1,625 @@
+"""Faults on the embedded stack: recovery time, failed requests, lost and duplicated records.
+
+The real parts, each processor in its own OS process: the embedded pulsar-lite broker (owned
+by this process), fact-memory (ONNX embedder, qdrant-edge store), the memory learner, and a
+group of the agent with the OpenAI-compatible text-completion processor, which talks to the
+OpenAI-compatible test server from ``tests/support`` (run here, in a thread). This process
+is the client. Each fault gets its own collection and a steady stream of requests before,
+during and after it: fact writes (distinct facts, one per ``store``), fact retrievals, and
+asks ("Please remember that <fact>") whose trajectories the learner turns into stored facts.
+
+Per fault: *recovery* is the seconds from the fault's end (the restart, the LLM answering
+again, the directory writable again) until a request sent after it succeeds (for the
+learner: until every acknowledged ask's fact is stored); *failed* counts requests answered
+with an error or not answered in time (``--timeout`` for fact requests, ``--ask-timeout``
+for asks); *lost* counts acknowledged writes (stored facts, answered asks) whose fact is not
+listed after recovery (``--drain`` seconds are given to the learner's backlog); *duplicated*
+counts extra copies of one fact. Last, fact-memory is killed (-9) and restarted once more
+and every row's acknowledged facts are counted again.
+
+    python benchmarks/faults.py            # ~5 minutes
+    python benchmarks/faults.py --quick    # ~3 minutes
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from fact_memory import corpus, locomo  # noqa: E402
+
+from memory_services.facts.records import normalise  # noqa: E402
+from memory_services.facts.schema import FactInput, FactRequest, FactResponse  # noqa: E402
+from react_mem.bus.embedded import EmbeddedBroker  # noqa: E402
+from react_mem.bus.pulsar import PulsarOptions, PulsarTransport  # noqa: E402
+from react_mem.bus.rpc import RequestResponseClient  # noqa: E402
+from react_mem.errors import ReactMemError  # noqa: E402
+from react_mem.schema import AgentRequest, AgentResponse  # noqa: E402
+from tests.support.openai_server import OpenAIServer  # noqa: E402
+
+FACTS_Q = ("request:tg:fact-memory:default:default", "response:tg:fact-memory:default:default")
+AGENT_Q = ("request:tg:agent:default:default", "response:tg:agent:default:default")
+LLM_Q = (
+    "request:tg:text-completion:default:default",
+    "response:tg:text-completion:default:default",
+)
+TRAJECTORY = "flow:tg:agent-trajectory:default:default"
+AGENT_SYSTEM = "You are a helpful agent"
+LEARNER_FACTS = "You curate the long-term memory"
+Request = Coroutine[Any, Any, "Outcome"]
+KEYS = ("broker", "facts", "learner", "llm", "read-only")
+_PR_SET_PDEATHSIG, _PR_CAPBSET_DROP, _CAP_DAC_OVERRIDE = 1, 24, 1
+
+
+# -- the OpenAI-compatible test server, with a hang and a learner "in flight" signal ----------
+class LLM:
+    """Answers the agent with a final answer and the learner's JSON questions with ``{}`` (it
+    then learns the explicit "remember that" facts only). While ``hang`` is set, requests
+    that arrive are held unanswered until :meth:`release_held` (a stuck model server);
+    ``learner_seen`` is set, and the answer held ``learner_hold`` seconds, when the learner
+    asks about a trajectory."""
+
+    def __init__(self) -> None:
+        self.server = OpenAIServer()
+        self.server.reply = self._reply
+        # A held request's client may be gone when it is let go: no traceback for that.
+        self.server._http.handle_error = lambda *_: None  # type: ignore[method-assign]
+        self.hang = threading.Event()
+        self.learner_seen = threading.Event()
+        self.learner_hold = 0.0
+        self._held = threading.Event()
+        self.held = 0  # requests held by a hang so far
+
+    def _reply(self, body: dict[str, Any]) -> str:
+        if self.hang.is_set():
+            self.held += 1
+            self._held.wait()
+        system = str(body["messages"][0]["content"])
+        if system.startswith(AGENT_SYSTEM):
+            return "Thought: the user wants this kept.\nFinal Answer: Noted, I will remember it."
+        if system.startswith(LEARNER_FACTS):
+            self.learner_seen.set()
+            time.sleep(self.learner_hold)
+        return "{}"
+
+    def release_held(self) -> None:
+        self._held.set()
+        self._held = threading.Event()
+
+
+# -- child processes ------------------------------------------------------------------------
+def _child_setup(read_only_applies: bool) -> Callable[[], None]:
+    def setup() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # never outlive this benchmark
+        if read_only_applies and os.geteuid() == 0:
+            # root ignores file modes: without CAP_DAC_OVERRIDE a read-only directory applies
+            libc.prctl(_PR_CAPBSET_DROP, _CAP_DAC_OVERRIDE)
+
+    return setup
+
+
+class Stack:
+    def __init__(self, root: Path, llm: LLM) -> None:
+        self.root, self.llm = root, llm
+        self.broker = EmbeddedBroker(root / "broker")
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.facts_dir = root / "facts-store"
+
+    def start_broker(self) -> str:
+        self.broker = EmbeddedBroker(self.broker.data_dir, port=self.broker.port)
+        return self.broker.start()
+
+    def kill_broker(self) -> None:
+        process = self.broker._process
+        assert process is not None
+        process.kill()
+        process.wait()
+        self.broker.stop()  # releases its lock and files
+
+    def _write(self, name: str, content: dict[str, Any]) -> Path:
+        path = self.root / name
+        path.write_text(json.dumps(content))  # JSON is YAML
+        return path
+
+    def _flows(self, pid: str, topics: dict[str, str], **config: Any) -> Path:
+        flow = {f"processor:{pid}": {"default": {"topics": topics, "parameters": {}}}}
+        return self._write(f"flows-{pid}.yaml", {"default": flow | config})
+
+    def spawn(self, name: str, *args: str) -> None:
+        log = open(self.root / f"{name}.log", "ab")  # noqa: SIM115 - the child's stdout
+        self.procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "react_mem.cli", *args, "-p", self.broker.url,
+             "--no-metrics", "-l", "WARNING", "--state-dir", str(self.root / f"state-{name}")],
+            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            preexec_fn=_child_setup(name == "facts"),
+        )  # fmt: skip
+        log.close()
+
+    def start_facts(self) -> None:
+        topics = {"request": FACTS_Q[0], "response": FACTS_Q[1]}
+        settings = self._write("facts-settings.yaml", {"data_dir": str(self.facts_dir)})
+        self.spawn("facts", "run", "fact-memory", "--id", "fact-memory", "--concurrency", "4",
+                   "--flows", str(self._flows("fact-memory", topics)),
+                   "--settings", str(settings))  # fmt: skip
+
+    def start_learner(self) -> None:
+        topics = {
+            "trajectory": TRAJECTORY,
+            "conversation-ended": "flow:tg:conversation-ended:default:default",
+            "text-completion-request": LLM_Q[0], "text-completion-response": LLM_Q[1],
+            "fact-memory-request": FACTS_Q[0], "fact-memory-response": FACTS_Q[1],
+        }  # fmt: skip
+        for service in ("episode-memory", "conversation-memory"):  # named, never called here
+            for kind in ("request", "response"):
+                topics[f"{service}-{kind}"] = f"{kind}:tg:{service}:default:default"
+        flows = self._flows("memory-learner", topics)
+        self.spawn(
+            "learner", "run", "memory-learner", "--id", "memory-learner", "--flows", str(flows)
+        )
+
+    def start_agent(self) -> None:
+        llm_flows = self._flows("text-completion", {"request": LLM_Q[0], "response": LLM_Q[1]})
+        topics = {
+            "request": AGENT_Q[0], "next": AGENT_Q[0], "response": AGENT_Q[1],
+            "text-completion-request": LLM_Q[0], "text-completion-response": LLM_Q[1],
+            "fact-memory-request": FACTS_Q[0], "fact-memory-response": FACTS_Q[1],
+            "trajectory": TRAJECTORY,
+        }  # fmt: skip
+        agent_flows = self._flows("agent-mem", topics, **{"agent-mem": {}, "tool": {}})
+        group = self._write("agent-group.yaml", {"processors": [
+            {"class": "agent-mem", "params": {"id": "agent-mem", "concurrency": 4,
+                                              "flows": str(agent_flows)}},
+            {"class": "text-completion-openai", "params": {
+                "id": "text-completion", "flows": str(llm_flows),
+                "base_url": self.llm.server.url, "model": "double-1"}},
+        ]})  # fmt: skip
+        self.spawn("agent", "group", "-c", str(group))
+
+    def problems(self) -> int:
+        """Warnings and errors the services have logged so far."""
+        return sum(
+            line.count(b" WARNING ") + line.count(b" ERROR ")
+            for path in self.root.glob("*.log")
+            for line in path.read_bytes().splitlines()
+        )
+
+    def overrides_modes(self, name: str) -> bool:
+        """Whether a child may write where file modes say it may not (CAP_DAC_OVERRIDE)."""
+        status = Path(f"/proc/{self.procs[name].pid}/status").read_text().splitlines()
+        caps = next(line for line in status if line.startswith("CapEff:"))
+        return bool(int(caps.split()[1], 16) & (1 << _CAP_DAC_OVERRIDE))
+
+    def kill(self, name: str) -> None:
+        proc = self.procs.pop(name)
+        proc.kill()
+        proc.wait()
+
+    def stop(self) -> None:
+        for name in list(self.procs):
+            proc = self.procs.pop(name)
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        self.broker.stop()
+
+
+# -- the client side --------------------------------------------------------------------------
+@dataclass
+class Outcome:
+    kind: str  # write | read | ask
+    sent: float
+    done: float
+    ok: bool
+    fact: str | None = None  # the fact a write or ask asked to be kept
+    merged: bool = False  # a write answered "reinforced": kept as another fact
+
+
+@dataclass
+class Clients:
+    facts: RequestResponseClient[FactRequest, FactResponse]
+    agent: RequestResponseClient[AgentRequest, AgentResponse]
+
+    async def write(self, collection: str, fact: str, timeout: float) -> Outcome:
+        sent = time.monotonic()
+        request = FactRequest(
+            operation="store", collection=collection, facts=[FactInput(content=fact)]
+        )
+        try:
+            reply = await self.facts.request(request, timeout=timeout)
+        except ReactMemError:
+            return Outcome("write", sent, time.monotonic(), False, fact)
+        merged = any(s.status != "added" for s in reply.stored)
+        return Outcome("write", sent, time.monotonic(), reply.error is None, fact, merged)
+
+    async def read(self, collection: str, query: str, timeout: float) -> Outcome:
+        sent = time.monotonic()
+        request = FactRequest(operation="retrieve", collection=collection, query=query, top_k=3)
+        try:
+            reply = await self.facts.request(request, timeout=timeout)
+        except ReactMemError:
+            return Outcome("read", sent, time.monotonic(), False)
+        return Outcome("read", sent, time.monotonic(), reply.error is None)
+
+    async def ask(self, collection: str, fact: str, timeout: float) -> Outcome:
+        sent = time.monotonic()
+        request = AgentRequest(question=f"Please remember that {fact}", collection=collection)
+        last: AgentResponse | None = None
+        try:
+            async with asyncio.timeout(timeout):
+                async for response in self.agent.stream(
+                    request, last=lambda r: r.end_of_dialog, timeout=timeout
+                ):
+                    last = response
+        except (ReactMemError, TimeoutError):
+            return Outcome("ask", sent, time.monotonic(), False, fact)
+        ok = last is not None and last.error is None and last.message_type != "error"
+        return Outcome("ask", sent, time.monotonic(), ok, fact)
+
+    async def listed(self, collection: str) -> list[str]:
+        """Every current fact's normalised content (one entry per stored record)."""
+        out, cursor = [], None
+        while True:
+            request = FactRequest(
+                operation="list", collection=collection, limit=1000, cursor=cursor
+            )
+            reply = await self.facts.request(request, timeout=30)
+            if reply.error is not None:
+                raise ReactMemError(f"list failed: {reply.error.type}: {reply.error.message}")
+            out += [normalise(f.content) for f in reply.facts]
+            if not reply.next_cursor:
+                return out
+            cursor = reply.next_cursor
+
+
+def facts_for_run(count: int) -> list[str]:
+    """Distinct generated facts about people (fact_memory's generator, LoCoMo turns skipped)."""
+    turns = {key for t in locomo()[0] if (key := normalise(t))}
+    return corpus(len(turns) + count)[len(turns) :]
+
+
+async def until_answered(call: Callable[[], Awaitable[Outcome]], deadline: float) -> None:
+    """Requests sent before a service subscribes are dropped: ask until one is answered."""
+    end = time.monotonic() + deadline
+    while not (await call()).ok:
+        if time.monotonic() > end:
+            raise ReactMemError(f"no answer within {deadline:.0f}s")
+
+
+async def until_stored(
+    clients: Clients, collection: str, wanted: list[str], deadline: float
+) -> float | None:
+    """Poll until every ``wanted`` fact is listed; the time that happened, or None."""
+    end = time.monotonic() + deadline
+    while True:
+        try:
+            stored = await clients.listed(collection)
+        except ReactMemError:
+            stored = []
+        if all(any(w in s for s in stored) for w in wanted):
+            return time.monotonic()
+        if time.monotonic() > end:
+            return None
+        await asyncio.sleep(0.5)
+
+
+# -- one fault --------------------------------------------------------------------------------
+@dataclass
+class Row:
+    name: str
+    recovery: float | None
+    failed: int
+    sent: int
+    lost: int
+    acked: int
+    duplicated: int
+    slowest: float
+    notes: list[str] = field(default_factory=list)
+    expected: list[str] = field(default_factory=list)
+    collection: str = ""
+
+
+@dataclass
+class Fault:
+    name: str
+    key: str
+    run: Callable[[], Awaitable[float]]  # makes the fault; returns the moment it ended
+    #: The requests it can fail: recovery is the first of these to succeed after it.
+    kinds: tuple[str, ...] = ("write", "read", "ask")
+    learner: bool = False  # recovery: the learner stores an ask's fact again
+
+
+class Run:
+    def __init__(self, args: argparse.Namespace, stack: Stack, clients: Clients) -> None:
+        self.args, self.stack, self.clients = args, stack, clients
+        self.texts = iter(facts_for_run(4000))
+        self.asked: set[str] = set()  # every ask's fact, normalised
+        self.notes: list[str] = []  # what the current fault found out about itself
+
+    async def traffic(self, collection: str, stop: asyncio.Event) -> list[Outcome]:
+        a, tasks = self.args, list[asyncio.Task[Outcome]]()
+
+        async def stream(rate: float, make: Callable[[], Request]) -> None:
+            while not stop.is_set():
+                tasks.append(asyncio.create_task(make()))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 1 / rate)
+
+        recent: list[str] = ["What does Ava do for work?"]
+
+        def write() -> Request:
+            fact = next(self.texts)
+            recent.append(fact)
+            return self.clients.write(collection, fact, a.timeout)
+
+        def ask() -> Request:
+            fact = next(self.texts)
+            self.asked.add(normalise(fact))
+            return self.clients.ask(collection, fact, a.ask_timeout)
+
+        streams = [
+            stream(a.write_rate, write),
+            stream(a.write_rate, lambda: self.clients.read(collection, recent[-1], a.timeout)),
+            stream(a.ask_rate, ask),
+        ]
+        await asyncio.gather(*streams)
+        return list(await asyncio.gather(*tasks))
+
+    async def row(self, fault: Fault) -> Row:
+        a, collection = self.args, f"faults-{fault.key}"
+        print(f"  {fault.name} ...", flush=True)
+        stop = asyncio.Event()
+        running = asyncio.create_task(self.traffic(collection, stop))
+        await asyncio.sleep(a.warm)
+        held, fault_began, self.notes = self.stack.llm.held, time.monotonic(), []
+        problems = self.stack.problems()
+        fault_end = await fault.run()
+        learned = asyncio.create_task(
+            self.learned_again(collection, a.after + a.drain if fault.learner else 0)
+        )
+        await asyncio.sleep(a.after)
+        stop.set()
+        outcomes = await running
+        self.stack.llm.release_held()
+        acked = [o for o in outcomes if o.ok and o.fact is not None]
+        wanted = [normalise(o.fact) for o in acked if o.fact is not None]
+        caught_up = await until_stored(self.clients, collection, wanted, a.drain)
+        stored = await self.clients.listed(collection)
+        copies = [sum(w in s for s in stored) for w in wanted]
+        relearned = await learned
+        if fault.learner:
+            recovery = None if relearned is None else relearned - fault_end
+        else:
+            after = [
+                o.done for o in outcomes if o.ok and o.sent >= fault_end and o.kind in fault.kinds
+            ]
+            recovery = min(after) - fault_end if after else None
+        failed = [o for o in outcomes if not o.ok]
+        row = Row(
+            fault.name, recovery, len(failed), len(outcomes), copies.count(0), len(acked),
+            sum(c - 1 for c in copies if c > 1), max(o.done - o.sent for o in outcomes),
+            expected=wanted, collection=collection,
+        )  # fmt: skip
+        by_kind = {k: [o for o in outcomes if o.kind == k] for k in ("write", "read", "ask")}
+        row.notes.append(", ".join(
+            f"{k}s {sum(not o.ok for o in v)}/{len(v)} failed" for k, v in by_kind.items()
+        ))  # fmt: skip
+        during = [o for o in outcomes if fault_began <= o.sent < fault_end and o.kind == "ask"]
+        if during:
+            waits = sorted(o.done - o.sent for o in during)
+            row.notes.append(
+                f"asks sent during the fault: {sum(o.ok for o in during)}/{len(during)} "
+                f"answered, waits {waits[0]:.1f}-{waits[-1]:.1f} s"
+            )
+        if self.stack.llm.held > held:
+            row.notes.append(f"{self.stack.llm.held - held} LLM requests held by the hang")
+        merged = [o for o in acked if o.merged]
+        if merged:
+            row.notes.append(f"{len(merged)} acknowledged writes were merged into another fact")
+        if caught_up is None:
+            row.notes.append(f"the learner's backlog was not stored within {a.drain:.0f} s")
+        row.notes += self.notes
+        if logged := self.stack.problems() - problems:
+            row.notes.append(f"{logged} warnings/errors in the services' logs")
+        print(f"    {'; '.join(row.notes)}; recovery {_secs(row.recovery)}, lost {row.lost}, "
+              f"duplicated {row.duplicated}", flush=True)  # fmt: skip
+        return row
+
+    async def learned_again(self, collection: str, deadline: float) -> float | None:
+        """When the learner next stores an ask's fact that was not stored a moment ago."""
+        if not deadline:
+            return None
+        before = set(await self.clients.listed(collection))
+        end = time.monotonic() + deadline
+        while time.monotonic() < end:
+            with contextlib.suppress(ReactMemError):
+                for s in await self.clients.listed(collection):
+                    if s not in before and any(a in s for a in self.asked):
+                        return time.monotonic()
+            await asyncio.sleep(0.25)
+        return None
+
+    def faults(self) -> list[Fault]:
+        a = self.args
+        return [
+            Fault("broker kill -9, restart", "broker", self.broker),
+            Fault(
+                "memory-service kill -9, restart", "facts", self.memory_service, ("write", "read")
+            ),
+            Fault("learner kill -9 mid-trajectory, restart", "learner", self.learner, learner=True),
+            Fault(f"LLM hang ({a.hang:g} s)", "llm", self.llm_hang, ("ask",)),
+            Fault(
+                f"store dir read-only ({a.read_only:g} s)", "read-only", self.read_only, ("write",)
+            ),
+        ]
+
+    # -- the faults: each returns the moment the fault ended --
+    async def broker(self) -> float:
+        self.stack.kill_broker()
+        await asyncio.sleep(self.args.outage)
+        await asyncio.to_thread(self.stack.start_broker)
+        return time.monotonic()
+
+    async def memory_service(self) -> float:
+        self.stack.kill("facts")
+        self.stack.start_facts()
+        return time.monotonic()
+
+    async def learner(self) -> float:
+        llm = self.stack.llm
+        llm.learner_seen.clear()
+        llm.learner_hold = 1.0  # the kill lands while a trajectory's LLM call is in flight
+        await asyncio.to_thread(llm.learner_seen.wait, 60)
+        await asyncio.sleep(0.2)
+        self.stack.kill("learner")
+        llm.learner_hold = 0.0
+        self.stack.start_learner()
+        return time.monotonic()
+
+    async def llm_hang(self) -> float:
+        self.stack.llm.hang.set()
+        await asyncio.sleep(self.args.hang)
+        self.stack.llm.hang.clear()  # held requests stay held until the row ends
+        return time.monotonic()
+
+    async def read_only(self) -> float:
+        if self.stack.overrides_modes("facts"):
+            self.notes.append("fact-memory can override file modes: no real fault")
+        paths = [self.stack.facts_dir, *self.stack.facts_dir.rglob("*")]
+        modes = {p: p.stat().st_mode for p in paths}
+        for p in paths:
+            p.chmod(modes[p] & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+        await asyncio.sleep(self.args.read_only)
+        for p in paths:
+            p.chmod(modes[p])
+        return time.monotonic()
+
+
+def _secs(value: float | None) -> str:
+    return "never" if value is None else f"{value:.1f}"
+
+
+def table(rows: list[Row]) -> str:
+    head = ("fault", "recovery s", "failed", "lost", "duplicated", "slowest answer s")
+    body = [
+        (r.name, _secs(r.recovery), f"{r.failed}/{r.sent}", f"{r.lost}/{r.acked}",
+         str(r.duplicated), f"{r.slowest:.1f}")
+        for r in rows
+    ]  # fmt: skip
+    widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
+    lines = [
+        " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in [head, *body]
+    ]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+async def bench(args: argparse.Namespace, stack: Stack) -> None:
+    transport = PulsarTransport(PulsarOptions(url=stack.broker.url, connect_timeout=120))
+    await transport.connect()
+    clients = Clients(
+        RequestResponseClient(transport, *FACTS_Q, FactResponse, subscriber="faults"),
+        RequestResponseClient(transport, *AGENT_Q, AgentResponse, subscriber="faults"),
+    )
+    await clients.facts.start()
+    await clients.agent.start()
+    run = Run(args, stack, clients)
+    try:
+        started = time.monotonic()
+        await until_answered(lambda: clients.read("warm-up", "anything", 1.0), 180)
+        fact = next(run.texts)
+        await until_answered(lambda: clients.ask("warm-up", fact, 5.0), 180)
+        if await until_stored(clients, "warm-up", [normalise(fact)], 60) is None:
+            raise ReactMemError("the learner did not store the warm-up fact")
+        print(f"stack up and learning in {time.monotonic() - started:.0f} s", flush=True)
+        rows = [await run.row(f) for f in run.faults() if not args.only or f.key in args.only]
+        stack.llm.release_held()
+        print(f"\nwrites {args.write_rate:g}/s, retrievals {args.write_rate:g}/s, asks "
+              f"{args.ask_rate:g}/s; {args.warm:g} s before each fault, {args.after:g} s after; "
+              f"outages {args.outage:g} s\n")  # fmt: skip
+        print(table(rows))
+        for r in rows:
+            print(f"  {r.name}: " + "; ".join(r.notes))
+        # Durability: what an acknowledgement promised survives one more crash.
+        stack.kill("facts")
+        stack.start_facts()
+        await until_answered(lambda: clients.read("warm-up", "anything", 1.0), 180)
+        missing = total = 0
+        for r in rows:
+            stored = await clients.listed(r.collection)
+            missing += sum(not any(w in s for s in stored) for w in r.expected)
+            total += len(r.expected)
+        print(f"\nafter one more fact-memory kill -9 and restart: {missing} of {total} "
+              f"acknowledged facts missing")  # fmt: skip
+    finally:
+        stack.llm.release_held()
+        await clients.facts.close()
+        await clients.agent.close()
+        await transport.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="shorter phases and waits")
+    parser.add_argument("--write-rate", type=float, default=4.0, help="fact writes (and reads)/s")
+    parser.add_argument("--ask-rate", type=float, default=1.0, help="asks/s")
+    parser.add_argument("--warm", type=float, default=4.0, help="seconds of traffic before a fault")
+    parser.add_argument("--after", type=float, default=8.0, help="seconds of traffic after it")
+    parser.add_argument("--outage", type=float, default=4.0, help="broker down, store read-only")
+    parser.add_argument("--read-only", type=float, default=8.0, help="seconds the store is")
+    parser.add_argument("--only", nargs="+", choices=KEYS, help="these faults only")
+    parser.add_argument("--hang", type=float, default=20.0, help="seconds the LLM hangs")
+    parser.add_argument("--timeout", type=float, default=5.0, help="patience per fact request")
+    parser.add_argument("--ask-timeout", type=float, default=120.0, help="patience per ask")
+    parser.add_argument("--drain", type=float, default=90.0, help="wait for the learner's backlog")
+    args = parser.parse_args()
+    os.environ["OMP_NUM_THREADS"] = "1"  # the services' processes inherit it
+    if args.quick:
+        args.warm, args.after, args.outage, args.hang, args.read_only = 2.0, 5.0, 3.0, 10.0, 6.0
+        args.ask_timeout, args.drain = 60.0, 60.0
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
+          f"settings: {vars(args)}", flush=True)  # fmt: skip
+    # SIGTERM unwinds like Ctrl-C, so the children and the broker are always stopped.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    with tempfile.TemporaryDirectory(prefix="faults-bench-") as name:
+        llm = LLM()
+        llm.server.start()
+        stack = Stack(Path(name), llm)
+        try:
+            stack.start_broker()
+            stack.start_facts()
+            stack.start_learner()
+            stack.start_agent()
+            asyncio.run(bench(args, stack))
+        except KeyboardInterrupt:
+            print("interrupted; stopping the stack", file=sys.stderr)
+        finally:
+            llm.release_held()
+            stack.stop()
+            llm.server.stop()
+
+
+if __name__ == "__main__":
+    main()
