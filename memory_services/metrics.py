@@ -28,7 +28,7 @@ memory_items = per_registry(_memory_items)
 def _index_duration(registry: CollectorRegistry) -> Histogram:
     return Histogram(
         "tg_memory_index_duration_seconds",
-        "Automatic HNSW indexing runs of the embedded store (the process stalls meanwhile)",
+        "Automatic HNSW indexing runs of the embedded store (built in a child process)",
         ["processor", "collection"],
         buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300),
         registry=registry,

@@ -15,17 +15,17 @@ is therefore not done per write: dirty shards are flushed every ``flush_interval
 short, and on close.
 
 Indexing: searches scan a scope's points until :meth:`EdgeStore.optimize` builds HNSW
-indexes, and the engine never does so by itself. Optimising holds the GIL (the process
-stalls) for as long as it runs: ≈30 s for 100k unindexed points at once, ≈2 s for a
-collection of 10k. The engine extends the graphs it has, so indexing as the data grows costs
-7-14 s per 20k new points at 40-100k (6-8 s per 10k: twice the total). So the store indexes
-as it goes: once ``index_after`` points were written to a collection since its last
-optimisation, the maintenance task (which also flushes) optimises it at the next moment the
-store has been idle for ``index_when_idle`` seconds, or at once past four times
-``index_after``. Writes here count points upserted or given new payloads (a payload change
-moves a point out of its indexed segment). Small collections stay unindexed: the engine only
-indexes segments past its own threshold (≈6.5k 384-d vectors), and below that a scope's
-payload index makes a scan cheap. Figures: ``benchmarks/fact_memory.py``.
+indexes, and the engine never does so by itself. The engine's ``optimize()`` holds the GIL
+for as long as it runs (7-14 s per 20k new points at 40-100k), so the store never calls it
+on a live shard: a child process builds an indexed copy while this one keeps serving, and the
+copy is swapped in (:mod:`memory_services.store.edge_build`). The store indexes as it goes:
+once ``index_after`` points were written to a collection since its last indexing, the
+maintenance task (which also flushes) indexes it at the next moment the store has been idle
+for ``index_when_idle`` seconds, or at once past four times ``index_after``. Writes here
+count points upserted or given new payloads (a payload change moves a point out of its
+indexed segment). Small collections stay unindexed: the engine only indexes segments past its
+own threshold (≈6.5k 384-d vectors), and below that a scope's payload index makes a scan
+cheap. Figures: ``benchmarks/fact_memory.py``, ``benchmarks/index_stall.py``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -41,12 +42,11 @@ from typing import Any, TypeVar
 
 import qdrant_edge as qe
 
-from memory_services.store import checks
+from memory_services.store import checks, edge_build
 from memory_services.store.base import (
     SCOPE_KEYS,
     CollectionSpec,
     Condition,
-    FieldType,
     Hit,
     Record,
     Scope,
@@ -59,12 +59,9 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-_INDEX: dict[FieldType, qe.PayloadSchemaType] = {
-    FieldType.KEYWORD: qe.PayloadSchemaType.Keyword,
-    FieldType.INTEGER: qe.PayloadSchemaType.Integer,
-    FieldType.FLOAT: qe.PayloadSchemaType.Float,
-    FieldType.BOOL: qe.PayloadSchemaType.Bool,
-}
+#: Points per page streamed to the index builder, and per catch-up call at the swap: each is
+#: one engine call on the loop (≈10 ms for 512 384-d points).
+EXPORT_PAGE, CATCH_UP_PAGE = 512, 256
 
 
 class EdgeStore:
@@ -84,15 +81,20 @@ class EdgeStore:
         #: Points written to a collection before it is indexed again; 0: never automatically.
         self.index_after = index_after
         self.index_when_idle = index_when_idle
-        #: Automatic optimisations so far, and the seconds the last one took (the stall).
+        #: Automatic indexing runs so far, and the seconds the last one took (in a child
+        #: process; the store serves meanwhile).
         self.indexed = 0
         self.last_index_seconds = 0.0
-        #: Told of each automatic optimisation: the collection and its seconds (metrics).
+        #: Told of each automatic indexing run: the collection and its seconds (metrics).
         self.on_indexed = on_indexed or (lambda collection, seconds: None)
         self._shards: dict[str, qe.EdgeShard] = {}
         self._sizes: dict[str, int] = {}
         self._dirty: set[str] = set()
         self._written: dict[str, int] = {}
+        self._wanted: dict[str, dict[str, str]] = {}
+        #: Ids written to a collection while its index is built (copied over at the swap).
+        self._touched: dict[str, set[str]] = {}
+        self._indexing = asyncio.Lock()
         self._last_call = time.monotonic()
         self._opened = False
         self._flusher: asyncio.Task[None] | None = None
@@ -115,29 +117,35 @@ class EdgeStore:
                 if self._sizes[name] != spec.vector_size:
                     raise ConfigurationError(f"collection {name!r} is open with another size")
             else:
-                shard = await self._load(self.path / name, spec.vector_size)
+                shard = await self._load(name, spec.vector_size)
                 self._shards[name], self._sizes[name] = shard, spec.vector_size
                 info = await asyncio.to_thread(self._run, shard.info)
                 self._written[name] = info.points_count - info.indexed_vectors_count
             # The workspace is the tenant: optimised segments are laid out by it.
-            wanted: dict[str, Any] = dict.fromkeys(SCOPE_KEYS, qe.PayloadSchemaType.Keyword)
-            wanted[SCOPE_KEYS[0]] = qe.KeywordIndexParams(is_tenant=True)
-            wanted.update({key: _INDEX[kind] for key, kind in spec.indexes.items()})
+            wanted = dict.fromkeys(SCOPE_KEYS, "keyword") | {SCOPE_KEYS[0]: edge_build.TENANT}
+            wanted.update({key: kind.value for key, kind in spec.indexes.items()})
+            self._wanted[name] = self._wanted.get(name, {}) | wanted
             # An index writes and syncs files (≈0.1 s each): off the loop, at start-up.
             shard = self._shards[name]
-            await asyncio.to_thread(self._run, functools.partial(_index, shard, wanted))
+            index = functools.partial(edge_build.index_fields, shard, self._wanted[name])
+            await asyncio.to_thread(self._run, index)
 
-    async def _load(self, path: Path, size: int) -> qe.EdgeShard:
-        config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=size, distance=qe.Distance.Cosine))
+    async def _load(self, name: str, size: int) -> qe.EdgeShard:
+        path = await asyncio.to_thread(edge_build.live_path, self.path, name)
+        config = edge_build.config(size)
         exists = await asyncio.to_thread((path / "edge_config.json").exists)
         try:
             if exists:
-                return await asyncio.to_thread(qe.EdgeShard.load, str(path), config)
-            return await asyncio.to_thread(qe.EdgeShard.create, str(path), config)
+                shard = await asyncio.to_thread(qe.EdgeShard.load, str(path), config)
+            else:
+                shard = await asyncio.to_thread(qe.EdgeShard.create, str(path), config)
         except Exception as exc:
             if "ncompatible" in str(exc) or "dimension" in str(exc).lower():
                 raise ConfigurationError(f"edge shard {path} does not fit {size}-d: {exc}") from exc
             raise TransientError(f"cannot open edge shard {path}: {exc}") from exc
+        # Holding the live shard (its WAL lock), no other store uses these directories.
+        await asyncio.to_thread(edge_build.remove_stale, self.path, name)
+        return shard
 
     def _shard(self, collection: str) -> qe.EdgeShard:
         try:
@@ -167,7 +175,7 @@ class EdgeStore:
         points = [qe.Point(*checks.record(rec, size)) for rec in records]
         if points:
             self._call(lambda: shard.update(qe.UpdateOperation.upsert_points(points)))
-            self._wrote(collection, len(points))
+            self._wrote(collection, [str(p.id) for p in points])
 
     async def search(
         self,
@@ -263,7 +271,7 @@ class EdgeStore:
         if wanted and update:
             op = qe.UpdateOperation.set_payload_by_filter(selected, update)
             self._call(lambda: shard.update(op))
-            self._wrote(collection, len(wanted))
+            self._wrote(collection, wanted)
 
     async def delete(
         self,
@@ -280,13 +288,22 @@ class EdgeStore:
         # No await between counting and deleting: nothing else on this loop writes in between.
         doomed = self._call(lambda: shard.count(qe.CountRequest(exact=True, filter=selected)))
         if doomed:
+            touched = self._touched.get(collection)
+            if touched is not None:  # an index build copies these ids' fate at its swap
+                listed = qe.ScrollRequest(
+                    limit=doomed, filter=selected, with_payload=False, with_vector=False
+                )
+                touched.update(str(r.id) for r in self._run(lambda: shard.scroll(listed))[0])
             self._call(lambda: shard.update(qe.UpdateOperation.delete_points_by_filter(selected)))
             self._dirty.add(collection)
         return doomed
 
-    def _wrote(self, collection: str, points: int) -> None:
+    def _wrote(self, collection: str, ids: Sequence[str]) -> None:
         self._dirty.add(collection)
-        self._written[collection] = self._written.get(collection, 0) + points
+        self._written[collection] = self._written.get(collection, 0) + len(ids)
+        touched = self._touched.get(collection)
+        if touched is not None:
+            touched.update(ids)
 
     @property
     def unflushed(self) -> frozenset[str]:
@@ -297,8 +314,10 @@ class EdgeStore:
         """Fsync every shard written since the last flush."""
         for name in list(self._dirty):
             self._dirty.discard(name)  # a write during the flush marks it dirty again
-            shard = self._shards.get(name)
-            if shard is not None:
+            async with self._ensuring:  # an index swap closes the shard it replaces
+                shard = self._shards.get(name)
+                if shard is None:
+                    continue
                 try:
                     await asyncio.to_thread(self._run, shard.flush)
                 except TransientError:
@@ -306,11 +325,76 @@ class EdgeStore:
                     raise
 
     async def optimize(self, collection: str) -> bool:
-        """Build HNSW indexes now (holding the GIL for seconds), so large
-        scopes stop scanning; :meth:`index_due` calls it when writes make it worth it."""
-        shard = self._shard(collection)
-        self._written[collection] = 0  # writes during the run are in the new index or not
-        return await asyncio.to_thread(self._run, shard.optimize)
+        """Build HNSW indexes now, so large scopes stop scanning: a child process indexes a
+        copy of the collection while the store keeps serving, then the copy replaces it;
+        :meth:`index_due` calls this when writes make it worth it. True if anything was
+        indexed; raises TransientError if the build failed (the collection is unchanged)."""
+        self._shard(collection)
+        async with self._indexing:
+            self._written[collection] = 0  # writes from now on count towards the next run
+            try:
+                return await self._rebuild(collection)
+            except (OSError, RuntimeError) as exc:
+                raise TransientError(f"indexing {collection} failed: {exc}") from exc
+
+    async def _rebuild(self, name: str) -> bool:
+        target = await asyncio.to_thread(edge_build.next_path, self.path, name)
+        await asyncio.to_thread(shutil.rmtree, target, ignore_errors=True)  # a crashed build
+        touched: set[str] = set()
+        self._touched[name] = touched
+        proc = await edge_build.spawn(target, self._sizes[name], self._wanted[name])
+        loading: asyncio.Future[qe.EdgeShard] | None = None
+        swapped = False
+        try:
+            await self._export(name, proc)
+            indexed = await edge_build.finished(proc)
+            # Opening reads the new shard's files holding the GIL (≈0.1 s at 40k points).
+            opening = functools.partial(qe.EdgeShard.load, str(target))
+            loading = asyncio.ensure_future(asyncio.to_thread(self._run, opening))
+            new = await asyncio.shield(loading)
+            async with self._ensuring:
+                index = functools.partial(edge_build.index_fields, new, self._wanted[name])
+                await asyncio.to_thread(self._run, index)  # an ensure() may have added one
+                while len(touched) > CATCH_UP_PAGE:  # serving in between
+                    self._catch_up(name, new, [touched.pop() for _ in range(CATCH_UP_PAGE)])
+                    await asyncio.sleep(0)
+                # The last ids, the pointer and the swap with no await: no write in between.
+                self._catch_up(name, new, list(touched))
+                edge_build.set_live(self.path, name, target)
+                old, self._shards[name], swapped = self._shards[name], new, True
+                self._dirty.add(name)
+                del self._touched[name]
+                await asyncio.to_thread(_close, old)
+            await asyncio.to_thread(edge_build.remove_stale, self.path, name)
+            return indexed
+        finally:
+            self._touched.pop(name, None)
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+            if not swapped:
+                if loading is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.to_thread(_close, await loading)
+                await asyncio.to_thread(shutil.rmtree, target, ignore_errors=True)
+
+    async def _export(self, name: str, proc: asyncio.subprocess.Process) -> None:
+        """Stream every point of the live shard to the builder, a page per engine call."""
+        assert proc.stdin is not None
+        offset: Any = None
+        while True:
+            shard = self._shard(name)
+            page, offset, _ = self._run(
+                functools.partial(edge_build.export_page, shard, offset, EXPORT_PAGE)
+            )
+            proc.stdin.write(page)
+            await proc.stdin.drain()  # serves requests while the builder reads
+            if offset is None:
+                return
+
+    def _catch_up(self, name: str, new: qe.EdgeShard, ids: list[str]) -> None:
+        if ids:
+            self._run(functools.partial(edge_build.catch_up, self._shards[name], new, ids))
 
     async def index_due(self, *, idle: bool = False) -> list[str]:
         """Optimise each collection whose writes since its last optimisation reached
@@ -331,7 +415,11 @@ class EdgeStore:
                 self._written[name] = unindexed
                 continue
             started = time.perf_counter()
-            await self.optimize(name)
+            try:
+                await self.optimize(name)
+            except TransientError:
+                self._written[name] = written  # try again at the next idle moment
+                raise
             self.last_index_seconds = time.perf_counter() - started
             self.indexed += 1
             self.on_indexed(name, self.last_index_seconds)
@@ -357,19 +445,15 @@ class EdgeStore:
         self._opened = False
         if self._flusher is not None:
             self._stopping.set()  # lets a flush in progress finish before shards close
-            await self._flusher
+            if self._touched:  # an index build would take long: abandon it
+                self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
             self._flusher = None
         shards, self._shards = self._shards, {}
         self._dirty.clear()
         for shard in shards.values():
             await asyncio.to_thread(_close, shard)
-
-
-def _index(shard: qe.EdgeShard, wanted: Mapping[str, Any]) -> None:
-    present = set(shard.info().payload_schema)
-    for key, schema in wanted.items():
-        if key not in present:
-            shard.update(qe.UpdateOperation.create_field_index(key, schema))
 
 
 def _close(shard: qe.EdgeShard) -> None:

@@ -1,0 +1,177 @@
+"""Indexing an edge shard off the serving path: a child process builds an indexed copy.
+
+The engine builds HNSW holding the GIL for the whole ``optimize()`` (measured: a ticker thread
+stops for all 8.6 s of a 20k-point run), so no thread can keep the process serving meanwhile.
+Instead :class:`~memory_services.store.edge.EdgeStore` streams the live shard's points, one
+scroll page at a time with its event loop free in between, to ``python -m
+memory_services.store.edge_build``, which writes them into a new shard directory, indexes it
+and exits. The store records the ids it writes meanwhile; at the swap it opens the new shard,
+copies those ids' current state across (:func:`catch_up`, idempotent, so a page exported
+before or after a write needs no care), names it live (:func:`set_live`) and deletes the old.
+
+Layout: a collection's live shard is ``<root>/<name>`` until its first swap, then
+``<root>/<name>@<n>``, named by the file ``<root>/<name>@live`` (replaced atomically). '@' is
+not allowed in collection names, so nothing else collides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import pickle
+import shutil
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+import qdrant_edge as qe
+
+#: Payload index kinds by name (kept as names: they cross the process boundary as text).
+_SCHEMAS: dict[str, Any] = {
+    "keyword": qe.PayloadSchemaType.Keyword,
+    "integer": qe.PayloadSchemaType.Integer,
+    "float": qe.PayloadSchemaType.Float,
+    "bool": qe.PayloadSchemaType.Bool,
+}
+TENANT = "tenant"  # a keyword index that lays out optimised segments by its value
+_LIVE = "@live"
+
+
+def config(size: int) -> qe.EdgeConfig:
+    return qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=size, distance=qe.Distance.Cosine))
+
+
+def index_fields(shard: qe.EdgeShard, wanted: Mapping[str, str]) -> None:
+    """Create the payload indexes ``wanted`` (field -> kind) that the shard lacks."""
+    present = set(shard.info().payload_schema)
+    for key, kind in wanted.items():
+        if key not in present:
+            schema = qe.KeywordIndexParams(is_tenant=True) if kind == TENANT else _SCHEMAS[kind]
+            shard.update(qe.UpdateOperation.create_field_index(key, schema))
+
+
+# -- generations --------------------------------------------------------------------------
+def live_path(root: Path, name: str) -> Path:
+    pointer = root / f"{name}{_LIVE}"
+    if pointer.is_file():
+        return root / pointer.read_text().strip()
+    return root / name
+
+
+def next_path(root: Path, name: str) -> Path:
+    live = live_path(root, name).name
+    generation = int(live.rpartition("@")[2]) + 1 if "@" in live else 1
+    return root / f"{name}@{generation}"
+
+
+def set_live(root: Path, name: str, path: Path) -> None:
+    """Make ``path`` the collection's shard, durably (a crash leaves the old or the new)."""
+    pointer, scratch = root / f"{name}{_LIVE}", root / f"{name}{_LIVE}.tmp"
+    with scratch.open("w") as out:
+        out.write(path.name)
+        out.flush()
+        os.fsync(out.fileno())
+    scratch.replace(pointer)
+    directory = os.open(root, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def remove_stale(root: Path, name: str) -> None:
+    """Delete the collection's shard directories other than the live one (old generations,
+    builds a crash interrupted); call it while holding the live shard."""
+    live = live_path(root, name)
+    for path in [root / name, *root.glob(f"{name}@*")]:
+        if path != live and path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+
+
+# -- the build ------------------------------------------------------------------------------
+Page = tuple[list[str], list[dict[str, Any]], list[list[float]]]
+
+
+def export_page(shard: qe.EdgeShard, offset: Any, limit: int) -> tuple[bytes, Any, int]:
+    """One page of the shard (every point, vectors and payloads) as bytes for the builder,
+    the next offset (None at the end) and its point count."""
+    request = qe.ScrollRequest(offset=offset, limit=limit, with_payload=True, with_vector=True)
+    records, following = shard.scroll(request)
+    page: Page = (
+        [str(r.id) for r in records],
+        [r.payload or {} for r in records],
+        [r.vector for r in records],  # type: ignore[misc]
+    )
+    return pickle.dumps(page, protocol=pickle.HIGHEST_PROTOCOL), following, len(records)
+
+
+def catch_up(old: qe.EdgeShard, new: qe.EdgeShard, ids: list[str]) -> None:
+    """Make the points ``ids`` in ``new`` what they are in ``old`` (present or absent)."""
+    found = old.retrieve(ids, with_payload=True, with_vector=True)  # type: ignore[arg-type]
+    if found:
+        points = [qe.Point(r.id, r.vector, r.payload or {}) for r in found]  # type: ignore[arg-type]
+        new.update(qe.UpdateOperation.upsert_points(points))
+    present = {str(r.id) for r in found}
+    if gone := [i for i in ids if i not in present]:
+        new.update(qe.UpdateOperation.delete_points(gone))  # type: ignore[arg-type]
+
+
+async def spawn(path: Path, size: int, wanted: Mapping[str, str]) -> asyncio.subprocess.Process:
+    """Start a builder of an indexed shard at ``path``; write pages to its stdin, then close
+    it and await :func:`finished`."""
+    fields = ",".join(f"{key}={kind}" for key, kind in wanted.items())
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", __name__, str(path), str(size), fields,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+
+
+async def finished(proc: asyncio.subprocess.Process) -> bool:
+    """Wait for a builder; True if it indexed anything. Raises RuntimeError if it failed."""
+    assert proc.stdin is not None
+    proc.stdin.close()
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        await proc.stdin.wait_closed()
+    out, _ = await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"the index builder exited with {proc.returncode}")
+    return out.strip()[-1:] == b"1"
+
+
+def _pages(stream: IO[bytes]) -> Iterator[Page]:
+    while True:
+        try:
+            page: Page = pickle.load(stream)  # written by our own parent process
+        except EOFError:
+            return
+        yield page
+
+
+def build(path: Path, size: int, wanted: Mapping[str, str], stream: IO[bytes]) -> bool:
+    """The builder's work: a new shard at ``path`` from the pages on ``stream``, indexed."""
+    shard = qe.EdgeShard.create(str(path), config(size))
+    try:
+        index_fields(shard, wanted)
+        for ids, payloads, vectors in _pages(stream):
+            points = [qe.Point(*p) for p in zip(ids, vectors, payloads, strict=True)]
+            shard.update(qe.UpdateOperation.upsert_points(points))
+        return shard.optimize()
+    finally:
+        shard.flush()
+        shard.close()
+
+
+def main(argv: list[str]) -> int:
+    path, size, fields = Path(argv[0]), int(argv[1]), argv[2]
+    wanted = dict(field.split("=", 1) for field in fields.split(",") if field)
+    with contextlib.suppress(OSError):
+        os.nice(10)  # the serving process comes first on shared cores
+    indexed = build(path, size, wanted, sys.stdin.buffer)
+    sys.stdout.write("1" if indexed else "0")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,136 @@
+"""The edge store indexes a collection in a child process and swaps the indexed copy in: reads
+and writes go on meanwhile, nothing written during the build is lost, and the results after
+the swap are those of before."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import uuid
+from pathlib import Path
+from typing import Any
+
+from memory_services.store import CollectionSpec, Condition, EdgeStore, FieldType, Record, Scope
+from memory_services.store.edge_build import live_path
+from tests.support.recording import eventually
+
+BIG = CollectionSpec("big-384", 384, {"kind": FieldType.KEYWORD})
+HOME, OTHER = Scope("ws-a", "default"), Scope("ws-b", "default")
+
+
+def vector(rng: random.Random) -> list[float]:
+    raw = [rng.gauss(0, 1) for _ in range(384)]
+    norm = sum(v * v for v in raw) ** 0.5
+    return [v / norm for v in raw]
+
+
+def point(rng: random.Random, scope: Scope, **payload: Any) -> Record:
+    return Record(str(uuid.uuid4()), {**scope.payload(), **payload}, vector(rng))
+
+
+async def everything(store: EdgeStore, scope: Scope) -> dict[str, dict[str, Any]]:
+    """Every record of the scope: id -> payload."""
+    out: dict[str, dict[str, Any]] = {}
+    offset: str | None = None
+    while True:
+        page, offset = await store.scroll(BIG.name, scope=scope, limit=1000, offset=offset)
+        out.update({r.id: dict(r.payload) for r in page})
+        if offset is None:
+            return out
+
+
+async def test_reads_and_writes_go_on_while_an_index_is_built_and_nothing_is_lost(
+    tmp_path: Path,
+) -> None:
+    rng = random.Random(11)
+    store = EdgeStore(tmp_path / "edge", flush_interval=0.2, index_after=0)
+    await store.open()
+    await store.ensure(BIG)
+    # Past the engine's own threshold (≈6.5k 384-d points), so the build makes an HNSW index.
+    points = [point(rng, HOME, kind="kept" if n % 10 else "doomed") for n in range(8_000)]
+    others = [point(rng, OTHER, kind="kept") for _ in range(100)]
+    for first in range(0, len(points), 1_000):
+        await store.upsert(BIG.name, points[first : first + 1_000])
+    await store.upsert(BIG.name, others)
+    probes = [p for p in points[1::400] if p.payload["kind"] == "kept"]
+    before = await store.search_many(
+        BIG.name, [p.vector or [] for p in probes], scope=HOME, limit=1
+    )
+    expected = {p.id: dict(p.payload) for p in points}
+
+    build = asyncio.create_task(store.optimize(BIG.name))
+    rounds = 0
+    try:
+        while not build.done():  # the build runs in a child process: this loop is served
+            probe = probes[rounds % len(probes)]
+            [hit] = await store.search(BIG.name, probe.vector or [], scope=HOME, limit=1)
+            assert hit.id == probe.id
+            added = point(rng, HOME, kind="added", round=rounds)
+            await store.upsert(BIG.name, [added])
+            expected[added.id] = dict(added.payload)
+            changed = points[2 + 10 * rounds]  # a "kept" point exported before or after this
+            await store.set_payload(BIG.name, [changed.id], {"round": rounds}, scope=HOME)
+            expected[changed.id]["round"] = rounds
+            removed = points[3 + 10 * rounds]
+            assert await store.delete(BIG.name, scope=HOME, ids=[removed.id]) == 1
+            del expected[removed.id]
+            if rounds == 5:  # a delete by filter: the store lists what it removes
+                doomed = await store.delete(
+                    BIG.name, scope=HOME, where=[Condition("kind", equals="doomed")]
+                )
+                assert doomed == 800
+                expected = {k: v for k, v in expected.items() if v["kind"] != "doomed"}
+            rounds += 1
+            await asyncio.sleep(0.01)
+        assert await build is True
+        assert rounds > 5  # the writes above ran while the index was being built
+
+        shard = store._shards[BIG.name]
+        info = shard.info()
+        assert info.points_count == len(expected) + len(others)
+        assert info.indexed_vectors_count >= 7_000  # HNSW (it counts points deleted since)
+        assert live_path(tmp_path / "edge", BIG.name).name == f"{BIG.name}@1"
+        assert await everything(store, HOME) == expected
+        assert set(await everything(store, OTHER)) == {p.id for p in others}
+        after = await store.search_many(
+            BIG.name, [p.vector or [] for p in probes], scope=HOME, limit=1
+        )
+        assert [[h.id for h in hits] for hits in after] == [[h.id for h in hits] for hits in before]
+        added_later = point(rng, HOME, kind="after")  # the new shard takes writes
+        await store.upsert(BIG.name, [added_later])
+        expected[added_later.id] = dict(added_later.payload)
+    finally:
+        build.cancel()
+        await store.close()
+
+    again = EdgeStore(tmp_path / "edge", flush_interval=0)  # the swap survives a restart
+    await again.open()
+    await again.ensure(BIG)
+    try:
+        assert await everything(again, HOME) == expected
+        dirs = sorted(p.name for p in (tmp_path / "edge").iterdir() if p.is_dir())
+        assert dirs == [f"{BIG.name}@1"]  # the old generation is gone
+    finally:
+        await again.close()
+
+
+async def test_an_abandoned_build_leaves_the_collection_as_it_was(tmp_path: Path) -> None:
+    rng = random.Random(5)
+    store = EdgeStore(tmp_path / "edge", flush_interval=0, index_after=0)
+    await store.open()
+    await store.ensure(BIG)
+    points = [point(rng, HOME, kind="kept") for _ in range(2_000)]
+    await store.upsert(BIG.name, points)
+    build = asyncio.create_task(store.optimize(BIG.name))
+    await eventually(lambda: bool(store._touched))  # the build has started
+    build.cancel()
+    await asyncio.gather(build, return_exceptions=True)
+    try:
+        assert set(await everything(store, HOME)) == {p.id for p in points}
+        assert live_path(tmp_path / "edge", BIG.name).name == BIG.name
+        assert [p.name for p in (tmp_path / "edge").iterdir()] == [BIG.name]  # copy removed
+        await store.upsert(BIG.name, [point(rng, HOME, kind="kept")])  # still writable
+        assert await store.optimize(BIG.name) is False  # below the engine's threshold
+        assert len(await everything(store, HOME)) == 2_001
+    finally:
+        await store.close()
