@@ -40,11 +40,9 @@ def server() -> Iterator[OpenAIServer]:
     running.stop()
 
 
-def settings(**agent: object) -> dict[str, dict[str, object]]:
-    return {
-        "llm": {"llm_attempts": ATTEMPTS, "llm_retry_delay": 0.01, "timeout": HTTP_TIMEOUT},
-        "agent": {"llm_deadline": DEADLINE, **agent},
-    }
+def settings(retry_delay: float = 0.01, **agent: object) -> dict[str, dict[str, object]]:
+    llm = {"llm_attempts": ATTEMPTS, "llm_retry_delay": retry_delay, "timeout": HTTP_TIMEOUT}
+    return {"llm": llm, "agent": {"llm_deadline": DEADLINE, **agent}}
 
 
 def llm_error(responses: list[AgentResponse]) -> AgentResponse:
@@ -90,13 +88,31 @@ async def test_hung_llm_is_answered_with_an_llm_error_within_the_deadline(
     ) as stack:
         # The caller waits at most CALLER_WAIT for each message: silence would raise.
         error = llm_error(await stack.ask("What is 2 + 2?", timeout=CALLER_WAIT))
-        assert "within" in error.content
+        # The service's answer, told the agent's deadline: "no completion within the
+        # caller's 2.7s (1 attempt)".
+        assert "caller's" in error.content and "(1 attempt)" in error.content
         # One HTTP call, cut off at the deadline: nothing retried it.
         assert len(server.requests) == 1
         outcome = registry.get_sample_value(
             "tg_agent_session_total", {"processor": stack.agent.id, "outcome": "llm-error"}
         )
         assert outcome == 1
+
+
+async def test_retry_that_would_end_past_the_deadline_is_not_made(
+    transport: PulsarTransport,
+    tmp_path: Path,
+    unique: str,
+    server: OpenAIServer,
+) -> None:
+    server.fail(500, times=ATTEMPTS)
+    async with llm_agent(
+        transport, tmp_path, unique, server, **settings(retry_delay=10 * DEADLINE)
+    ) as stack:
+        error = llm_error(await stack.ask("What is 2 + 2?", timeout=CALLER_WAIT))
+        # The first failure itself, at once, not a timeout after a backoff past the deadline.
+        assert "500" in error.content and "(1 attempt)" in error.content
+        assert len(server.requests) == 1
 
 
 async def test_silent_text_completion_service_still_gets_the_caller_an_llm_error(
