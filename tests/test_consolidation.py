@@ -1,9 +1,10 @@
 """Consolidation of facts and episodes over the real broker, edge store and MiniLM model.
 
-The paraphrases below were chosen by their MiniLM similarities: each cluster's members are
-0.88-0.97 alike (above the default 0.85), unrelated texts below 0.6. The fact service runs
-with a store near-duplicate threshold of 0.99, so storing the paraphrases adds separate facts
-for consolidation to find.
+The restatements below were chosen by their MiniLM similarities: each cluster's members are
+0.94-0.98 alike (above the default 0.85), unrelated texts below 0.6, and differ only in what
+the merge guard lets merge (filler, punctuation, plurals). The fact service runs with a store
+near-duplicate threshold of 0.99, so storing them adds separate facts for consolidation to
+find.
 """
 
 from __future__ import annotations
@@ -35,13 +36,13 @@ pytestmark = pytest.mark.broker
 
 CAT = (
     "Carol's cat is called Misty.",
-    "Carol has a cat named Misty.",
-    "The cat belonging to Carol is named Misty.",
+    "Carol's cat, which is called Misty.",
+    "Carol's cats are called Misty.",
 )
-CAT_IMPORTANT = "Carol owns a cat whose name is Misty."
+CAT_IMPORTANT = "Carol's cat - called Misty"
 MEETING = (
     "The team meeting is on Tuesday at 10am.",
-    "The weekly team meeting happens on Tuesdays at 10am.",
+    "The team meetings are on Tuesdays at 10 am.",
 )
 COFFEE = "Dmitri prefers his coffee black without sugar."
 
@@ -156,6 +157,30 @@ async def test_facts_merge_into_the_best_member_and_unconsolidate_restores_them_
     # A repeated consolidate with an undone id does not merge again.
     replay = await facts.report("consolidate", consolidation_id="pass-1")
     assert replay == undone and await facts.live() == set(ids)
+
+
+async def test_alike_facts_that_differ_in_a_negation_or_a_code_are_never_merged(
+    facts: Facts,
+) -> None:
+    """Issue 11: similarity alone merged a fact into its negation, and one code word into
+    another; a pass merges only what the merge guard calls the same fact."""
+    texts = [
+        "Alice is allergic to penicillin.",
+        "Alice is not allergic to penicillin.",
+        "Remember code word 0: KWccec0bx0",
+        "Remember code word 1: KWccec0bx1",
+    ]
+    distinct = [await facts.add(text, 0.3) for text in texts]
+    cats = [await facts.add(text, 0.3) for text in CAT[:2]]
+    # Each pair embeds alike, above the pass's threshold (0.85).
+    for query, pair in ((texts[0], distinct[:2]), (texts[3], distinct[2:])):
+        found = (await facts.ok("retrieve", query=query, top_k=2)).facts
+        assert {f.id for f in found} == set(pair) and min(f.score or 0 for f in found) >= 0.85
+    report = await facts.report("consolidate", consolidation_id="guarded")
+    # Equal importance, confidence and accesses: the newer cat fact survives.
+    assert [(c.into, c.absorbed) for c in report.clusters] == [(cats[1], [cats[0]])]
+    assert await facts.live() == {*distinct, cats[1]}
+    assert [f.content for f in await facts.get(distinct)] == texts
 
 
 async def test_a_high_importance_fact_is_never_merged(facts: Facts) -> None:

@@ -167,6 +167,51 @@ async def test_near_duplicate_reinforces_instead_of_adding(facts: Service) -> No
     assert len(await facts.listed()) == 5
 
 
+async def test_alike_facts_that_differ_in_a_negation_or_a_code_stay_distinct(
+    facts: Service,
+) -> None:
+    """Issue 11: "not allergic" was merged into "allergic" and "code word 1" into "code
+    word 0" by cosine similarity alone; the merge guard keeps each a fact of its own."""
+    allergic, negated = "Alice is allergic to penicillin.", "Alice is not allergic to penicillin."
+    codes = ["Remember code word 0: KWccec0bx0", "Remember code word 1: KWccec0bx1"]
+    [first] = await facts.store(allergic)
+    stored = (await facts.ok("store", facts=[FactInput(content=negated)])).stored
+    assert [s.status for s in stored] == ["added"] and stored[0].id != first
+    # Within one batch too (the second is checked against the first, new in the batch).
+    batch = (await facts.ok("store", facts=[FactInput(content=c) for c in codes])).stored
+    assert [s.status for s in batch] == ["added", "added"] and batch[0].id != batch[1].id
+
+    ids = [first, stored[0].id, batch[0].id, batch[1].id]
+    got = await facts.ok("get", ids=ids)
+    assert [f.content for f in got.facts] == [allergic, negated, *codes] and not got.missing
+    assert all(f.access_count == 0 and f.aliases == [] for f in got.facts)  # none reinforced
+    # Both of each pair are retrieved, as distinct records that embed alike: above the
+    # store's near-duplicate threshold (0.92), so similarity alone would merge them.
+    for query, pair in ((allergic, ids[:2]), (codes[1], ids[2:])):
+        found = (await facts.ok("retrieve", query=query, top_k=2)).facts
+        assert {f.id for f in found} == set(pair)
+        assert min(f.score or 0.0 for f in found) >= 0.92
+    assert len(await facts.listed()) == 4
+
+
+async def test_a_restatement_reinforces_and_keeps_its_wording(facts: Service) -> None:
+    [tea] = await facts.store("Alice likes green tea.")
+    for same in ("Alice likes green tea!", "alice likes green tea"):
+        [s] = (await facts.ok("store", facts=[FactInput(content=same)])).stored
+        assert (s.id, s.status, s.similarity) == (tea, "reinforced", 1.0)
+    # Other words than the normalised text, but only filler and a plural: a near-duplicate.
+    for near in ("Alice likes the green tea.", "Alice likes green teas", "alice likes THE green tea"):
+        [s] = (await facts.ok("store", facts=[FactInput(content=near)])).stored
+        assert (s.id, s.status) == (tea, "reinforced")
+        assert s.similarity is not None and 0.92 <= s.similarity < 1.0
+    fact = await facts.one(tea)
+    assert fact.content == "Alice likes green tea." and fact.access_count == 5
+    # Each merged wording is kept, once (the last one repeats the first by normalised text).
+    assert fact.aliases == ["Alice likes the green tea.", "Alice likes green teas"]
+    assert [f.aliases for f in (await facts.ok("history", fact_id=tea)).facts] == [fact.aliases]
+    assert len(await facts.listed()) == 1
+
+
 async def test_scopes_never_leak_between_workspaces_collections_and_users(
     transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
 ) -> None:

@@ -3,12 +3,13 @@
 Candidates are visited best first; each one still free becomes a survivor and takes every
 free candidate of its group whose cosine similarity to it is at or above the threshold.
 Unlike connected components, this never chains A~B~C into one cluster when A and C differ:
-each absorbed memory is within the threshold of the content that is kept.
+each absorbed memory is within the threshold of the content that is kept. Similarity alone
+does not decide: ``allow`` (the memory kind's merge guard) may refuse any pair.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,10 +31,12 @@ def star_clusters(
     order: Sequence[int],
     groups: Sequence[Hashable],
     threshold: float,
+    allow: Callable[[int, int], bool] = lambda survivor, member: True,
 ) -> list[Cluster]:
     """Clusters of ``vectors`` (one per candidate), visiting candidates in ``order`` (best
-    first); only candidates with equal ``groups`` entries may share a cluster. Members are
-    listed in ``order``, singletons are left out."""
+    first); only candidates with equal ``groups`` entries, and that ``allow(survivor,
+    member)`` (candidate indexes), may share a cluster. Members are listed in ``order``,
+    singletons are left out."""
     n = len(order)
     if n < 2:
         return []
@@ -54,6 +57,8 @@ def star_clusters(
             free[row] = False
             row_sims = sims[row - start]
             hit = (row_sims >= threshold) & free[columns] & (group[columns] == group[row])
+            for at in np.flatnonzero(hit):
+                hit[at] = allow(order[row], order[int(columns[at])])
             if hit.any():
                 free[columns[hit]] = False
                 pairs = zip(columns[hit], row_sims[hit], strict=True)

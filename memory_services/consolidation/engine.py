@@ -68,6 +68,10 @@ class Kind(Protocol):
     def rank(self, record: Record) -> tuple[Any, ...]:
         """Higher is better: the best member of a cluster survives."""
 
+    def may_merge(self, survivor: Mapping[str, Any], member: Mapping[str, Any]) -> bool:
+        """Whether ``member`` may merge into ``survivor`` (their vectors are alike): a guard
+        against similar texts that state different things."""
+
     def size(self, payload: Mapping[str, Any]) -> int:
         """Bytes the record adds to the live memory."""
 
@@ -178,6 +182,7 @@ class Engine:
             best_first,
             [kind.group(r.payload) for r in records],
             options.similarity_threshold,
+            lambda i, j: kind.may_merge(records[i].payload, records[j].payload),
         )
         plan, clusters, saved = [], [], 0
         for cluster in found:

@@ -42,6 +42,12 @@ class EpisodeKind:
         p = record.payload
         return (float(p["score"]), len(p.get("lessons") or []), float(p["created_at"]))
 
+    def may_merge(self, survivor: Mapping[str, Any], member: Mapping[str, Any]) -> bool:
+        # No text guard: a merge loses no text (the lessons are unioned, the absorbed episode
+        # keeps its goal and steps, readable by ``get``), and alike goals that differ in a
+        # number ("100" / "one hundred euros") teach the same lessons.
+        return True
+
     def size(self, payload: Mapping[str, Any]) -> int:
         return canonical_size(payload)
 

@@ -12,6 +12,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from memory_services.consolidation.engine import undo_fields
+from memory_services.dedup_guard import may_merge
 from memory_services.facts import records as rec
 from memory_services.store.base import Condition, Record
 
@@ -41,6 +42,9 @@ class FactKind:
             int(p["access_count"]),
             float(p["created_at"]),
         )
+
+    def may_merge(self, survivor: Mapping[str, Any], member: Mapping[str, Any]) -> bool:
+        return may_merge(survivor["content"], member["content"])  # the survivor's text stays
 
     def size(self, payload: Mapping[str, Any]) -> int:
         metadata = payload.get("metadata") or {}

@@ -2,8 +2,11 @@
 
 Callers hold the service's write lock, so the checks here and the writes that follow them
 cannot interleave with another write. Every check runs before the first write: a request
-that fails validation or the quota writes nothing. Redelivery is harmless: ids are derived
-from scope and content, and a record remembers the last request that reinforced it.
+that fails validation or the quota writes nothing. A near-duplicate by embedding reinforces
+a fact only when :mod:`memory_services.dedup_guard` agrees that the texts state the same
+thing; the fact then keeps the new wording among its ``aliases``. Redelivery is harmless:
+ids are derived from scope and content, and a record remembers the last request that
+reinforced it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from memory_services.dedup_guard import may_merge
 from memory_services.facts import records as rec
 from memory_services.facts.context import FactContext
 from memory_services.facts.schema import FactInput, StoredFact
@@ -100,7 +104,7 @@ async def store(
             target, similarity = item.id, 1.0
         else:
             vector = vectors[item.content]
-            match = _near_duplicate(ctx, batch, vector, stored[item.content])
+            match = _near_duplicate(ctx, batch, item.content, vector, stored[item.content])
             if match is None:
                 payload = _new(ctx, owner, item, now, expires_at, request_id, scope)
                 batch.payloads[item.id] = payload
@@ -119,6 +123,8 @@ async def store(
                 expires_at=expires_at,
                 request_id=request_id,
             )
+            if target != item.id:
+                changes |= rec.aliased(payload, item.content, item.normalised)
             payload.update(changes)
             if target not in batch.new:
                 batch.changed.setdefault(target, {}).update(changes)
@@ -187,35 +193,40 @@ def _or(value: float | None, default: float) -> float:
     return default if value is None else value
 
 
+#: Stored near-duplicates fetched per text: the best one the guard refuses may hide another.
+CANDIDATES = 5
+
+
 async def _stored_near_duplicates(
     ctx: FactContext, owner: Scope, vectors: dict[str, list[float]], now: float
-) -> dict[str, Hit | None]:
-    """Each text's most similar stored live fact at or above the threshold, in one batch."""
+) -> dict[str, list[Hit]]:
+    """Each text's most similar stored live facts at or above the threshold, in one batch."""
     where = [*rec.exact_user(owner), *rec.live(now)]
     found = await ctx.search_many(
         owner,
         list(vectors.values()),
-        limit=1,
+        limit=CANDIDATES,
         min_score=ctx.policy.near_duplicate_threshold,
         where=where,
     )
-    return {text: hits[0] if hits else None for text, hits in zip(vectors, found, strict=True)}
+    return dict(zip(vectors, found, strict=True))
 
 
 def _near_duplicate(
-    ctx: FactContext, batch: _Batch, vector: list[float], stored: Hit | None
+    ctx: FactContext, batch: _Batch, content: str, vector: list[float], stored: list[Hit]
 ) -> tuple[str, float] | None:
-    """The most similar live fact at or above the threshold: ``stored``, or new in this
-    batch (the store is not written until the whole batch is planned)."""
+    """The most similar live fact at or above the threshold that states what ``content``
+    does (:func:`may_merge`): one of ``stored``, or new in this batch (the store is not
+    written until the whole batch is planned)."""
     threshold = ctx.policy.near_duplicate_threshold
-    best: tuple[str, float] | None = None
+    found = [(hit.score, hit.id, hit.payload) for hit in stored]
     if batch.new:
-        ids = list(batch.new)
         sims = np.stack(batch.new_vectors) @ np.asarray(vector, dtype=np.float32)
-        top = int(np.argmax(sims))
-        if sims[top] >= threshold:
-            best = (ids[top], float(sims[top]))
-    if stored is not None and (best is None or stored.score > best[1]):
-        batch.payloads.setdefault(stored.id, dict(stored.payload))
-        best = (stored.id, stored.score)
-    return best
+        for (id, record), sim in zip(batch.new.items(), sims.tolist(), strict=True):
+            if sim >= threshold:
+                found.append((sim, id, record.payload))
+    for score, id, payload in sorted(found, key=lambda f: f[0], reverse=True):
+        if may_merge(content, payload["content"]):
+            batch.payloads.setdefault(id, dict(payload))
+            return id, float(score)
+    return None

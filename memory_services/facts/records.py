@@ -26,6 +26,10 @@ NEVER = 32503680000.0  # 3000-01-01T00:00:00Z
 #: Payload indexes besides the scope keys.
 INDEXES = {"current": FieldType.BOOL, "expires_at": FieldType.FLOAT}
 
+#: Other wordings a fact keeps (``aliases``): the merge guard lets only restatements in other
+#: case, punctuation, inflection or filler merge, so a few show every way it was put.
+ALIASES_KEPT = 16
+
 _SPACE = re.compile(r"\s+")
 _TRAILING = ".!;,"
 
@@ -147,6 +151,16 @@ def reinforced(
     }
 
 
+def aliased(payload: Mapping[str, Any], content: str, normalised: str) -> dict[str, Any]:
+    """The ``aliases`` change that keeps ``content``, merged into the fact ``payload`` as a
+    near-duplicate, recoverable; nothing if the fact already holds that wording."""
+    aliases = list(payload.get("aliases") or [])
+    held = {normalise(text) for text in (payload["content"], *aliases)}
+    if normalised in held or len(aliases) >= ALIASES_KEPT:
+        return {}
+    return {"aliases": [*aliases, content]}
+
+
 def to_fact(id: str, payload: Mapping[str, Any], score: float | None = None) -> Fact:
     expires_at = float(payload["expires_at"])
     return Fact(
@@ -169,6 +183,7 @@ def to_fact(id: str, payload: Mapping[str, Any], score: float | None = None) -> 
         metadata=payload.get("metadata") or {},
         score=score,
         sources=payload.get("sources") or [],
+        aliases=payload.get("aliases") or [],
         consolidated_from=payload.get("consolidated_from") or [],
         consolidated_into=payload.get("consolidated_into"),
         consolidation_id=payload.get("consolidation_id") or _last(payload.get("consolidations")),

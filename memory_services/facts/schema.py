@@ -10,24 +10,26 @@ deletes: a collection (``collection`` alone), one user's facts (``user``), one
 conversation's (``conversation_id``), or one user's facts from one conversation (both).
 
 ``consolidate`` merges clusters of near-duplicate facts (cosine similarity at or above
-``similarity_threshold``) whose importance is below ``importance_threshold``, within each
-user's facts of the scope (the request's ``conversation_id`` narrows which facts are read).
-Facts at or above the importance threshold are never changed. Each cluster keeps its best
-member (highest importance, then confidence, then access count, then the newest) with its id
-and content; it gets the members' access counts summed, the highest importance and
-confidence, the latest access and expiry, their metadata (its own keys win) and their source
-conversations in ``sources``, and lists them in ``consolidated_from``. The absorbed facts
-become history (``current`` false, ``superseded_by`` and ``consolidated_into`` the survivor):
-``get`` and ``history`` still show them; restating one reinforces the survivor. The reply's
-``consolidation`` reports the pass; ``bytes_saved`` counts UTF-8 bytes of content, metadata
-and sources. ``unconsolidate`` with the pass's ``consolidation_id`` restores every absorbed
-fact and the survivor's fields (counters lose what the merge added; other fields changed
-since keep their new value); it is refused (``conflict``) while a later pass that merged the
-survivor again is not undone. Absorbed facts count towards the quota until deleted, purged or
-expired (setting ``consolidation_history_ttl``); a ``purge`` of the collection or user also
-forgets its passes. ``dry_run`` reports without writing. A pass is named by
-``consolidation_id`` (default: the request's id), so a repeated request answers with the
-first report and merges nothing twice.
+``similarity_threshold``, and the same fact by :mod:`memory_services.dedup_guard`: never
+texts that differ in a negation, number, code, name, date or content word) whose importance
+is below ``importance_threshold``, within each user's facts of the scope (the request's
+``conversation_id`` narrows which facts are read). Facts at or above the importance
+threshold are never changed. Each cluster keeps its best member (highest importance, then
+confidence, then access count, then the newest) with its id and content; it gets the
+members' access counts summed, the highest importance and confidence, the latest access and
+expiry, their metadata (its own keys win) and their source conversations in ``sources``, and
+lists them in ``consolidated_from``. The absorbed facts become history (``current`` false,
+``superseded_by`` and ``consolidated_into`` the survivor): ``get`` and ``history`` still
+show them; restating one reinforces the survivor. The reply's ``consolidation`` reports the
+pass; ``bytes_saved`` counts UTF-8 bytes of content, metadata and sources. ``unconsolidate``
+with the pass's ``consolidation_id`` restores every absorbed fact and the survivor's fields
+(counters lose what the merge added; other fields changed since keep their new value); it is
+refused (``conflict``) while a later pass that merged the survivor again is not undone.
+Absorbed facts count towards the quota until deleted, purged or expired (setting
+``consolidation_history_ttl``); a ``purge`` of the collection or user also forgets its
+passes. ``dry_run`` reports without writing. A pass is named by ``consolidation_id``
+(default: the request's id), so a repeated request answers with the first report and merges
+nothing twice.
 """
 
 from __future__ import annotations
@@ -91,6 +93,9 @@ class Fact(WireModel):
     score: float | None = None
     #: Other conversations the fact was learned in (merged in by ``consolidate``).
     sources: list[str] = Field(default_factory=list)
+    #: Other wordings of the fact that ``store`` merged into it as near-duplicates (texts
+    #: that differ only in case, punctuation, inflection or filler words), oldest first.
+    aliases: list[str] = Field(default_factory=list)
     #: The facts ``consolidate`` merged into this one.
     consolidated_from: list[str] = Field(default_factory=list)
     #: The fact this one was merged into (it is history until ``unconsolidate``).
@@ -105,7 +110,8 @@ class StoredFact(WireModel):
 
     id: str = ""
     #: ``added``: a new record; ``reinforced``: an existing fact with the same normalised
-    #: content or a near-duplicate (``similarity`` >= the threshold) was reinforced instead;
+    #: content or a near-duplicate (``similarity`` >= the threshold, and the same fact by
+    #: :mod:`memory_services.dedup_guard`; its wording joins ``aliases``) was reinforced instead;
     #: ``superseded``: the content is an old version of an updated fact (nothing written;
     #: ``update`` the current version to change it back).
     status: str = ""
@@ -140,6 +146,10 @@ class FactRequest(WireModel):
     importance_threshold: float | None = Field(default=None, gt=0.0, le=1.0)
     #: consolidate: report what would merge, change nothing.
     dry_run: bool = False
+    #: store: at the user's quota, evict what the retention rule gives up first rather than
+    #: refuse (never a fact more important than the most important one stored; never at
+    #: the collection's quota). See :mod:`memory_services.facts.quota`.
+    evict: bool = False
 
 
 class FactResponse(WireModel):
@@ -156,3 +166,5 @@ class FactResponse(WireModel):
     deleted: int = 0
     #: consolidate, unconsolidate.
     consolidation: ConsolidationReport | None = None
+    #: store with ``evict``: the facts deleted to make room, in the order given up.
+    evicted: list[str] = Field(default_factory=list)
