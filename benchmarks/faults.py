@@ -17,8 +17,9 @@ listed after recovery (``--drain`` seconds are given to the learner's backlog); 
 counts extra copies of one fact. Last, fact-memory is killed (-9) and restarted once more
 and every row's acknowledged facts are counted again.
 
-    python benchmarks/faults.py            # ~5 minutes
-    python benchmarks/faults.py --quick    # ~3 minutes
+    python benchmarks/faults.py            # 2-3 minutes
+    python benchmarks/faults.py --quick    # under 2 minutes
+    python benchmarks/faults.py --only llm --llm-concurrency 4
 """
 
 from __future__ import annotations
@@ -118,8 +119,8 @@ def _child_setup(read_only_applies: bool) -> Callable[[], None]:
 
 
 class Stack:
-    def __init__(self, root: Path, llm: LLM) -> None:
-        self.root, self.llm = root, llm
+    def __init__(self, root: Path, llm: LLM, llm_concurrency: int) -> None:
+        self.root, self.llm, self.llm_concurrency = root, llm, llm_concurrency
         self.broker = EmbeddedBroker(root / "broker")
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.facts_dir = root / "facts-store"
@@ -190,17 +191,19 @@ class Stack:
                                               "flows": str(agent_flows)}},
             {"class": "text-completion-openai", "params": {
                 "id": "text-completion", "flows": str(llm_flows),
+                "concurrency": self.llm_concurrency,
                 "base_url": self.llm.server.url, "model": "double-1"}},
         ]})  # fmt: skip
         self.spawn("agent", "group", "-c", str(group))
 
-    def problems(self) -> int:
+    def problems(self) -> list[str]:
         """Warnings and errors the services have logged so far."""
-        return sum(
-            line.count(b" WARNING ") + line.count(b" ERROR ")
-            for path in self.root.glob("*.log")
+        return [
+            line.decode(errors="replace")
+            for path in sorted(self.root.glob("*.log"))
             for line in path.read_bytes().splitlines()
-        )
+            if b" WARNING " in line or b" ERROR " in line
+        ]
 
     def overrides_modes(self, name: str) -> bool:
         """Whether a child may write where file modes say it may not (CAP_DAC_OVERRIDE)."""
@@ -441,8 +444,9 @@ class Run:
         if caught_up is None:
             row.notes.append(f"the learner's backlog was not stored within {a.drain:.0f} s")
         row.notes += self.notes
-        if logged := self.stack.problems() - problems:
-            row.notes.append(f"{logged} warnings/errors in the services' logs")
+        if logged := sorted(set(self.stack.problems()) - set(problems)):
+            first = logged[0].split(": ", 1)[-1][:120]
+            row.notes.append(f"{len(logged)} warnings/errors logged, first: {first!r}")
         print(f"    {'; '.join(row.notes)}; recovery {_secs(row.recovery)}, lost {row.lost}, "
               f"duplicated {row.duplicated}", flush=True)  # fmt: skip
         return row
@@ -551,7 +555,7 @@ async def bench(args: argparse.Namespace, stack: Stack) -> None:
         await until_answered(lambda: clients.read("warm-up", "anything", 1.0), 180)
         fact = next(run.texts)
         await until_answered(lambda: clients.ask("warm-up", fact, 5.0), 180)
-        if await until_stored(clients, "warm-up", [normalise(fact)], 60) is None:
+        if await until_stored(clients, "warm-up", [normalise(fact)], 180) is None:
             raise ReactMemError("the learner did not store the warm-up fact")
         print(f"stack up and learning in {time.monotonic() - started:.0f} s", flush=True)
         rows = [await run.row(f) for f in run.faults() if not args.only or f.key in args.only]
@@ -589,6 +593,9 @@ def main() -> None:
     parser.add_argument("--after", type=float, default=8.0, help="seconds of traffic after it")
     parser.add_argument("--outage", type=float, default=4.0, help="broker down, store read-only")
     parser.add_argument("--read-only", type=float, default=8.0, help="seconds the store is")
+    parser.add_argument(
+        "--llm-concurrency", type=int, default=1, help="text-completion's (the stack's: 1)"
+    )
     parser.add_argument("--only", nargs="+", choices=KEYS, help="these faults only")
     parser.add_argument("--hang", type=float, default=20.0, help="seconds the LLM hangs")
     parser.add_argument("--timeout", type=float, default=5.0, help="patience per fact request")
@@ -606,7 +613,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="faults-bench-") as name:
         llm = LLM()
         llm.server.start()
-        stack = Stack(Path(name), llm)
+        stack = Stack(Path(name), llm, args.llm_concurrency)
         try:
             stack.start_broker()
             stack.start_facts()
@@ -615,6 +622,11 @@ def main() -> None:
             asyncio.run(bench(args, stack))
         except KeyboardInterrupt:
             print("interrupted; stopping the stack", file=sys.stderr)
+        except Exception:
+            for log in sorted(stack.root.glob("*.log")):  # what the services said
+                tail = log.read_text(errors="replace").splitlines()[-15:]
+                print(f"--- {log.name}:", *tail, sep="\n", file=sys.stderr)
+            raise
         finally:
             llm.release_held()
             stack.stop()
