@@ -213,7 +213,7 @@ class TextCompletionProcessor(Processor, ABC):
         except TimeoutError:
             # Only the timeout above: the backend's own timeouts arrive as LLMError.
             last = f"; last: {tries.last}" if tries.last else ""
-            message = f"no completion within the caller's {request.timeout:g}s ({tries}{last})"
+            message = f"no completion within the caller's {request.timeout:.3g}s ({tries}{last})"
             raise LLMError(message) from None
         except LLMError as exc:
             raise LLMError(f"{exc} ({tries})") from exc
