@@ -255,6 +255,10 @@ async def test_delta_operations_keep_list_get_retrieve_and_counts_consistent(pb:
     assert pb.metric("tg_memory_items", kind="bullet") == 2
 
 
+#: The lesson below in other punctuation and number: MiniLM puts it 0.85-0.9 from the original.
+RESTATED = "Use metric, unit, when, reporting, distance."
+
+
 async def test_duplicate_lessons_reinforce_and_near_duplicates_merge(pb: Service) -> None:
     [first] = await pb.added(
         add("Use metric units when reporting distances.", helpful=1, tags=["units"])
@@ -263,20 +267,22 @@ async def test_duplicate_lessons_reinforce_and_near_duplicates_merge(pb: Service
         add("  use METRIC units when reporting distances", helpful=1, metadata={"k": "v"})
     )
     near = await pb.delta(
-        add("Always use metric units when you report distances.", helpful=1, tags=["style"])
+        add("Use the metric units when reporting distances!", helpful=1, tags=["style"])
     )
-    for response in (again, near):  # cosine 0.95 >= 0.9: reinforced, not cloned
+    for response in (again, near):  # cosine 0.98 >= 0.9: reinforced, not cloned
         assert [(x.change, x.into) for x in response.changes] == [("reinforced", first)]
     bullet = await pb.one(first)
     assert (bullet.helpful, bullet.tags, bullet.metadata) == (3, ["units", "style"], {"k": "v"})
     assert bullet.content == "Use metric units when reporting distances."
+    assert bullet.aliases == ["Use the metric units when reporting distances!"]
 
-    # Cosine 0.89: added, then grow-and-refine merges it into the stronger bullet.
-    merge = await pb.delta(add("Report distances in metric units.", harmful=1, tags=["metric"]))
+    # Cosine 0.87: added, then grow-and-refine merges it into the stronger bullet.
+    merge = await pb.delta(add(RESTATED, harmful=1, tags=["metric"]))
     [(kind, newcomer, _), merged] = [(x.change, x.bullet_id, x.into) for x in merge.changes]
     assert kind == "added" and merged == ("merged", newcomer, first)
     bullet = await pb.one(first)
     assert (bullet.helpful, bullet.harmful, bullet.tags) == (3, 1, ["units", "style", "metric"])
+    assert bullet.aliases == ["Use the metric units when reporting distances!", RESTATED]
     assert [x.id for x in await pb.listed()] == [first]
     assert (await pb.ok("get", ids=[newcomer])).bullets == []
     found = (await pb.ok("retrieve", query="metric distances", top_k=10)).bullets
@@ -285,12 +291,34 @@ async def test_duplicate_lessons_reinforce_and_near_duplicates_merge(pb: Service
     # In another context the newcomer has the better record and survives the merge.
     other = {"context_scope_id": "units"}
     [old] = await pb.added(add("Use metric units when reporting distances.", harmful=1), **other)
-    merge = await pb.delta(add("Report distances in metric units.", helpful=2), **other)
+    merge = await pb.delta(add(RESTATED, helpful=2), **other)
     [(_, winner, _), survivor] = [(x.change, x.bullet_id, x.into) for x in merge.changes]
     assert survivor == ("merged", old, winner)
     assert [(x.id, x.helpful, x.harmful) for x in await pb.listed(**other)] == [(winner, 2, 1)]
     assert pb.metric("tg_playbook_changes_total", change="merged") == 2
     assert pb.metric("tg_playbook_changes_total", change="reinforced") == 2
+
+
+async def test_alike_lessons_that_teach_different_things_stay_separate(
+    pb: Service, embedder: Embedder
+) -> None:
+    """Issue 11: embedding similarity alone must not merge a lesson into its opposite, or
+    one number into another, by ADD's reinforcement or by grow-and-refine."""
+    lessons = [
+        "Retry the rate API 3 times before giving up.",
+        "Do not retry the rate API 3 times before giving up.",
+        "Retry the rate API 5 times before giving up.",
+    ]
+    await embedder.start()
+    first, *others = await embedder.embed(lessons)
+    assert all(float(np.dot(first, v)) >= 0.9 for v in others)  # alike enough to reinforce
+    [kept] = await pb.added(add(lessons[0], helpful=1))
+    for lesson in lessons[1:]:
+        [change] = (await pb.delta(add(lesson))).changes
+        assert change.change == "added"
+    listed = await pb.listed()
+    assert sorted(b.content for b in listed) == sorted(lessons)
+    assert all(b.aliases == [] for b in listed) and (await pb.one(kept)).helpful == 1
 
 
 RULES = {

@@ -193,7 +193,8 @@ def test_add_reinforces_repeats_and_near_duplicates_instead_of_cloning() -> None
     vectors = {
         "Use metric units.": as_vector(unit(1, 0)),
         "use  METRIC units": as_vector(unit(0.2, 1)),  # a repeat by normalised content
-        "Prefer metric units": as_vector(unit(1, 0.3)),  # cos 0.958: a near duplicate
+        "Use the metric unit!": as_vector(unit(1, 0.3)),  # cos 0.958: a near duplicate
+        "Use imperial units.": as_vector(unit(1, 0.3)),  # as alike, but another lesson
         "Cite sources": as_vector(unit(0, 1)),
     }
     delta = Delta(
@@ -201,7 +202,8 @@ def test_add_reinforces_repeats_and_near_duplicates_instead_of_cloning() -> None
         operations=[
             add("Use metric units.", helpful=1, tags=["units"]),
             add("use  METRIC units", helpful=2, tags=["style"], metadata={"k": "v"}),
-            add("Prefer metric units", harmful=1),
+            add("Use the metric unit!", harmful=1),
+            add("Use imperial units."),
             add("Cite sources"),
         ],
     )
@@ -212,12 +214,14 @@ def test_add_reinforces_repeats_and_near_duplicates_instead_of_cloning() -> None
         ("reinforced", first),
         ("reinforced", first),
         ("added", None),
+        ("added", None),
     ]
     merged = work.pb.bullets[first]
     assert (merged.helpful, merged.harmful) == (3, 1)
     assert merged.tags == ["units", "style"] and merged.metadata == {"k": "v"}
     assert merged.user == "ann" and merged.content == "Use metric units."
-    assert len(work.pb.bullets) == 2
+    assert merged.aliases == ["Use the metric unit!"]  # the repeat adds no wording
+    assert len(work.pb.bullets) == 3
 
 
 def test_grow_and_refine_merges_into_the_canonical_bullet_and_prunes_by_score() -> None:
@@ -228,10 +232,8 @@ def test_grow_and_refine_merges_into_the_canonical_bullet_and_prunes_by_score() 
     stale = bullet("c", "Stale idea.", "episodic", index=0, created_at=3.0)
     pb = playbook((old, unit(1, 0, 0)), (keeper, unit(0, 1, 0)), (stale, unit(0, 0, 1)), clock=10)
     work = work_on(pb, max_bullets=2)
-    close = {"Report distances in metric.": as_vector(unit(1, 0.5, 0))}  # cos 0.894 to "a"
-    delta = Delta(
-        delta_id="d", operations=[add("Report distances in metric.", helpful=3, tags=["y"])]
-    )
+    close = {"Use the metric unit!": as_vector(unit(1, 0.5, 0))}  # cos 0.894 to "a"
+    delta = Delta(delta_id="d", operations=[add("Use the metric unit!", helpful=3, tags=["y"])])
     deltas.apply(work, delta, close, user=None)
     refine.refine(work, RATES)
     new_id = next(c.bullet_id for c in work.changes if c.change == "added")
@@ -239,10 +241,29 @@ def test_grow_and_refine_merges_into_the_canonical_bullet_and_prunes_by_score() 
     assert ("merged", "a", new_id) in [(c.change, c.bullet_id, c.into) for c in work.changes]
     survivor = work.pb.bullets[new_id]
     assert (survivor.helpful, survivor.tags) == (4, ["y", "x"])
+    assert survivor.aliases == ["Use metric units."]  # the merged wording stays readable
     # Three left for two places: the episodic bullet has decayed most (0.95^10) and goes.
     assert ("pruned", "c") in [(c.change, c.bullet_id) for c in work.changes]
     assert sorted(work.pb.bullets) == sorted([new_id, "b"])
     assert work.pb.bullets.keys() == work.pb.vectors.keys()
+
+
+def test_grow_and_refine_never_merges_alike_bullets_that_teach_different_lessons() -> None:
+    """Issue 11: embedding similarity alone must not merge a lesson into its opposite."""
+    old = "Retry the rate API 3 times."
+    pb = playbook((bullet("a", old, index=0), unit(1, 0)))
+    work = work_on(pb)
+    texts = ["Do not retry the rate API 3 times.", "Retry the rate API 5 times."]
+    texts.append("Retry the rate-API 3 times")  # a restatement
+    # Each new text: cos 0.894 to the old bullet (below ADD's 0.9, above refine's 0.85),
+    # 1.0 to the others (ADD compares them, and refuses).
+    vectors = {text: as_vector(unit(1, 0.5)) for text in texts}
+    deltas.apply(work, Delta(delta_id="d", operations=[add(t) for t in texts]), vectors, None)
+    refine.refine(work, RATES)
+    assert [c.change for c in work.changes] == ["added"] * 3 + ["merged"]
+    survivor = work.pb.bullets[work.changes[-1].into or ""]
+    assert {survivor.content, *survivor.aliases} == {old, texts[2]}
+    assert sorted(b.content for b in work.pb.bullets.values()) == sorted(texts)
 
 
 def test_pruning_breaks_decay_ties_by_helpful_count() -> None:

@@ -4,6 +4,7 @@
   scope's clock.
 - Reinforcement (an ADD that repeats a bullet) and any helpful increment refresh the active
   access index, as seed 000's ``_touch_bullet`` does on retrieval or reinforcement.
+- A reinforcement or merge keeps the other wording in ``aliases`` (up to ``MAX_ALIASES``).
 - A merge (seed 000's canonical dedup) keeps the survivor's content, section, type and id;
   counters are summed; tags are united; metadata, user, topic and concept are the
   survivor's where it has them; the active strength is the larger and the access index the
@@ -30,6 +31,8 @@ from memory_services.playbook.schema import Bullet, DeltaOperation
 from memory_services.playbook.scoring import infer_memory_type
 
 DEFAULT_SECTION = "general"
+#: Wordings a bullet keeps besides its content (only restatements merge; see ``aliases``).
+MAX_ALIASES = 16
 
 
 def created(
@@ -81,6 +84,7 @@ def reinforced(bullet: Bullet, op: DeltaOperation, *, clock: int, now: float) ->
         topic=bullet.topic or op.topic or "",
         concept=bullet.concept or op.concept or "",
         ttl_days=longer_ttl(bullet.ttl_days, op.ttl_days),
+        aliases=aliased(bullet, (op.content or "").strip()),
         updated_at=now,
     )
 
@@ -156,6 +160,7 @@ def merged(keep: Bullet, drop: Bullet, *, now: float) -> Bullet:
             f"{kind}_strength": strength,
             f"{kind}_access_index": index,
             "last_used": max(last_used) if last_used else None,
+            "aliases": aliased(keep, drop.content, *drop.aliases),
             "updated_at": now,
         }
     )
@@ -172,6 +177,17 @@ def strengthened(bullet: Bullet, policy: PlaybookPolicy) -> Bullet:
     if getattr(bullet, name) == strength:
         return bullet
     return bullet.model_copy(update={name: strength})
+
+
+def aliased(bullet: Bullet, *texts: str) -> list[str]:
+    """``bullet``'s aliases plus each of ``texts`` it does not hold yet (by normalised text)."""
+    aliases = list(bullet.aliases)
+    held = {normalise(text) for text in (bullet.content, *aliases)}
+    for text in texts:
+        if (key := normalise(text)) and key not in held and len(aliases) < MAX_ALIASES:
+            held.add(key)
+            aliases.append(text)
+    return aliases
 
 
 def longer_ttl(a: float | None, b: float | None) -> float | None:

@@ -4,8 +4,10 @@
 delta changes nothing. :func:`apply` then changes a working copy of the playbook:
 
 - ADD: content whose normalised form equals a bullet's, or whose embedding is at least
-  ``reinforce_threshold`` similar to one (seed 000's reinforce-over-clone, 0.9), reinforces
-  that bullet (change ``reinforced``, ``into`` it); otherwise a new bullet (``added``).
+  ``reinforce_threshold`` similar to one (seed 000's reinforce-over-clone, 0.9) that
+  :mod:`memory_services.dedup_guard` calls the same lesson, reinforces that bullet (change
+  ``reinforced``, ``into`` it; its wording joins the bullet's ``aliases``); otherwise a new
+  bullet (``added``).
 - UPDATE / TAG / REMOVE name a ``bullet_id``; one that is not (or no longer) in the
   playbook is skipped with a warning, so a lesson about a bullet that was pruned or merged
   meanwhile does not fail the rest of the delta.
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from memory_services.dedup_guard import may_merge
 from memory_services.playbook import bullets as ops_on
 from memory_services.playbook.playbook import Playbook, Vector
 from memory_services.playbook.records import PlaybookPolicy, bullet_id, content_hash, normalise
@@ -125,22 +128,17 @@ class Nearest:
         self.drop(id)
         self._extra[id] = vector
 
-    def best(self, vector: Vector) -> tuple[str, float] | None:
+    def ranked(self, vector: Vector, threshold: float) -> list[tuple[str, float]]:
+        """Live bullets at least ``threshold`` similar to ``vector``, most similar first."""
         found: list[tuple[float, str]] = []
         if self._alive.any():
             sims = self._base @ vector
-            sims[~self._alive] = -np.inf
-            n = int(np.argmax(sims))
-            found.append((float(sims[n]), self._ids[n]))
-        if self._extra:
-            ids = list(self._extra)
-            sims = np.stack([self._extra[i] for i in ids]) @ vector
-            n = int(np.argmax(sims))
-            found.append((float(sims[n]), ids[n]))
-        if not found:
-            return None
-        similarity, id = max(found)
-        return id, similarity
+            hits = np.flatnonzero(self._alive & (sims >= threshold))
+            found += [(float(sims[n]), self._ids[n]) for n in hits]
+        for id, extra in self._extra.items():
+            if (sim := float(extra @ vector)) >= threshold:
+                found.append((sim, id))
+        return [(id, sim) for sim, id in sorted(found, reverse=True)]
 
 
 @dataclass
@@ -177,9 +175,9 @@ def apply(work: Work, delta: Delta, vectors: dict[str, Vector], user: str | None
             digest = content_hash(normalise(content))
             match = by_hash.get(digest)
             if match is None:
-                near = nearest.best(vector)
-                if near is not None and near[1] >= work.policy.reinforce_threshold:
-                    match = near[0]
+                near = nearest.ranked(vector, work.policy.reinforce_threshold)
+                same = (i for i, _ in near if may_merge(content, pb.bullets[i].content))
+                match = next(same, None)
             new_id = bullet_id(pb.key, normalise(content), pb.bullets)
             if match is not None:
                 pb.bullets[match] = ops_on.reinforced(pb.bullets[match], op, clock=clock, now=now)

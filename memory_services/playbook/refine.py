@@ -1,8 +1,10 @@
 """Grow-and-refine (seeds 000, 001), run after every delta on its working copy.
 
 1. Deduplication: bullets at or above ``dedup_threshold`` cosine similarity (0.85, seed
-   001's threshold, applied to embeddings) merge into a canonical survivor (higher
-   helpful - harmful, then newest; :func:`.bullets.merged`), most similar pairs first.
+   001's threshold, applied to embeddings) that :mod:`memory_services.dedup_guard` calls
+   the same lesson merge into a canonical survivor (higher helpful - harmful, then newest;
+   :func:`.bullets.merged`, which keeps the other's wording in ``aliases``), most similar
+   pairs first.
    Only pairs with a bullet this delta added or reworded are compared: the playbook held no
    such pair before the delta, so this finds what seed 001's full pairwise pass would.
 2. With ``reinforcement_gain`` set, strengths follow the counters (:func:`strengthen`).
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from memory_services.dedup_guard import may_merge
 from memory_services.playbook import bullets as ops_on
 from memory_services.playbook.deltas import Work
 from memory_services.playbook.records import expires_at
@@ -52,7 +55,7 @@ def deduplicate(work: Work) -> None:
     pairs: dict[tuple[str, str], float] = {}
     for a, b in zip(*np.nonzero(sims >= threshold), strict=True):
         x, y = fresh[a], ids[b]
-        if x != y:
+        if x != y and may_merge(pb.bullets[x].content, pb.bullets[y].content):
             pairs[(min(x, y), max(x, y))] = float(sims[a, b])
     for x, y in sorted(pairs, key=lambda p: (-pairs[p], p)):
         if x not in pb.bullets or y not in pb.bullets:

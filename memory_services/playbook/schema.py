@@ -67,6 +67,9 @@ class Bullet(WireModel):
     updated_at: float = 0.0
     last_used: float | None = None
     metadata: dict[str, str] = Field(default_factory=dict)
+    #: Other wordings merged into this bullet (a reinforcing ADD or grow-and-refine's merge
+    #: of near-duplicates that differ only in case, punctuation, inflection or filler).
+    aliases: list[str] = Field(default_factory=list)
     # retrieve only: the combined score and its parts.
     score: float | None = None
     relevance: float | None = None
