@@ -4,7 +4,7 @@ that differ only in case, punctuation, whitespace or filler always do."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_services.dedup_guard import may_merge, why_distinct
@@ -24,6 +24,9 @@ NEGATED = [
     ("", "never"),
 ]
 FILLER = ["the", "a", "an", "is", "of", "in", "at", "on", "to", "and", "that"]
+
+#: No per-example deadline: the machine is shared, and a slow example is not a wrong one.
+relaxed = settings(deadline=None)
 
 words = st.lists(st.sampled_from(WORDS + NAMES), min_size=1, max_size=8)
 numbers = (
@@ -49,34 +52,40 @@ def assert_refused(a: str, b: str, kind: str) -> None:
     assert not may_merge(b, a)
 
 
+@relaxed
 @given(words, st.integers(0, 8), pair_of(numbers.map(str)))
 def test_differing_numbers_never_merge(body: list[str], at: int, pair: tuple[str, str]) -> None:
     assert_refused(sentence(body, at, pair[0]), sentence(body, at, pair[1]), "number")
 
 
+@relaxed
 @given(words, st.integers(0, 8), pair_of(codes))
 def test_differing_codes_never_merge(body: list[str], at: int, pair: tuple[str, str]) -> None:
     a, b = (sentence(body, at, f"code word is {code}") for code in pair)
     assert not may_merge(a, b) and why_distinct(a, b) is not None
 
 
+@relaxed
 @given(words, st.integers(0, 8), pair_of(st.sampled_from(NAMES)))
 def test_differing_names_never_merge(body: list[str], at: int, pair: tuple[str, str]) -> None:
     assert_refused(sentence(body, at, pair[0]), sentence(body, at, pair[1]), "name")
 
 
+@relaxed
 @given(words, st.integers(0, 8), pair_of(st.sampled_from(DATES)))
 def test_differing_dates_never_merge(body: list[str], at: int, pair: tuple[str, str]) -> None:
     a, b = sentence(body, at, pair[0]), sentence(body, at, pair[1])
     assert not may_merge(a, b) and why_distinct(a, b) is not None
 
 
+@relaxed
 @given(words, st.integers(0, 8), st.sampled_from(NEGATED))
 def test_a_negation_never_merges(body: list[str], at: int, pair: tuple[str, str]) -> None:
     plain, negated = sentence(body, at, pair[0]), sentence(body, at, pair[1])
     assert_refused(plain, negated, "negation")
 
 
+@relaxed
 @given(st.lists(st.sampled_from(NAMES), min_size=2, max_size=4, unique=True), words)
 def test_swapped_names_never_merge(names: list[str], body: list[str]) -> None:
     a = " ".join([names[0], *body, *names[1:]])
@@ -104,6 +113,7 @@ def restatements(draw: st.DrawFn) -> tuple[str, str]:
     return restyled(draw, tokens), restyled(draw, tokens)
 
 
+@relaxed
 @given(restatements())
 def test_restatements_in_other_case_punctuation_whitespace_or_filler_merge(
     pair: tuple[str, str],
@@ -111,6 +121,7 @@ def test_restatements_in_other_case_punctuation_whitespace_or_filler_merge(
     assert why_distinct(*pair) is None, pair
 
 
+@relaxed
 @given(st.text(max_size=80), st.text(max_size=80))
 def test_the_guard_is_symmetric_and_reflexive(a: str, b: str) -> None:
     assert may_merge(a, a) and may_merge(b, b)
