@@ -281,13 +281,15 @@ async def test_hostile_config_requests_are_answered_and_the_service_keeps_servin
     producer = await transport.producer(Queue.parse(CONFIG_REQUEST_QUEUE))
     try:
         async with config_service(transport, registry, tmp_path, f"cfg-{unique}"):
-            sent: dict[str, bytes] = {}
-            for data in drawn_from(strategy, 5 * request.config.getoption("--fuzz-examples")):
-                request_id = f"fuzz-{uuid.uuid4().hex[:12]}"
-                await producer.send(data, {"id": request_id})
-                sent[request_id] = data
-            await until(lambda: set(sent) <= set(replies), "a reply to each config request")
-            assert all(replies[r].get("error") for r, d in sent.items() if is_object(d) is None)
+            examples = drawn_from(strategy, 5 * request.config.getoption("--fuzz-examples"))
+            for start in range(0, len(examples), 5):
+                sent: dict[str, bytes] = {}
+                for data in examples[start : start + 5]:
+                    request_id = f"fuzz-{uuid.uuid4().hex[:12]}"
+                    await producer.send(data, {"id": request_id})
+                    sent[request_id] = data
+                await until(lambda s=sent: set(s) <= set(replies), "a reply to each")
+                assert all(replies[r].get("error") for r, d in sent.items() if is_object(d) is None)
             valid = ConfigRequest(operation="config", workspace="default").encode()
             await producer.send(valid, {"id": "fuzz-valid"})
             await until(lambda: "fuzz-valid" in replies, "a reply to a valid request")
