@@ -53,7 +53,7 @@ _CLITICS = {"s": None, "re": None, "m": None, "ve": "have", "ll": "will", "d": "
 
 def may_merge(a: str, b: str) -> bool:
     """True when ``a`` and ``b`` state the same thing in other filler (see the module)."""
-    return why_distinct(a, b) is None
+    return [w for w, _ in _skeleton(a)] == [w for w, _ in _skeleton(b)]
 
 
 def why_distinct(a: str, b: str) -> str | None:
