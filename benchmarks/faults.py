@@ -579,6 +579,11 @@ async def bench(args: argparse.Namespace, stack: Stack) -> None:
               f"acknowledged facts missing")  # fmt: skip
     finally:
         stack.llm.release_held()
+        # An interrupted row leaves requests in flight: end them before their clients close.
+        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
         await clients.facts.close()
         await clients.agent.close()
         await transport.close()
@@ -608,8 +613,10 @@ def main() -> None:
         args.ask_timeout, args.drain = 60.0, 60.0
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
           f"settings: {vars(args)}", flush=True)  # fmt: skip
-    # SIGTERM unwinds like Ctrl-C, so the children and the broker are always stopped.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # SIGTERM unwinds like Ctrl-C (even where Ctrl-C was ignored), so the children and the
+    # broker are always stopped.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.default_int_handler)
     with tempfile.TemporaryDirectory(prefix="faults-bench-") as name:
         llm = LLM()
         llm.server.start()
