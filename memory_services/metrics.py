@@ -7,7 +7,7 @@ same family twice in one registry would fail when services run as a processor gr
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from react_mem.metrics import per_registry
 
@@ -37,3 +37,29 @@ def _index_duration(registry: CollectorRegistry) -> Histogram:
 
 #: ``tg_memory_index_duration_seconds{processor, collection}``: each indexing run's length.
 index_duration = per_registry(_index_duration)
+
+
+def _quota_evictions(registry: CollectorRegistry) -> Counter:
+    return Counter(
+        "tg_memory_quota_evictions_total",
+        "Records a memory service deleted to make room at a quota (by its retention rule)",
+        ["processor", "kind"],
+        registry=registry,
+    )
+
+
+#: ``tg_memory_quota_evictions_total{processor, kind}``.
+quota_evictions = per_registry(_quota_evictions)
+
+
+def _quota_refusals(registry: CollectorRegistry) -> Counter:
+    return Counter(
+        "tg_memory_quota_refusals_total",
+        "Writes a memory service refused at a quota (quota: user or collection)",
+        ["processor", "kind", "quota"],
+        registry=registry,
+    )
+
+
+#: ``tg_memory_quota_refusals_total{processor, kind, quota}``.
+quota_refusals = per_registry(_quota_refusals)

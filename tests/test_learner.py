@@ -340,7 +340,7 @@ async def test_a_failure_mid_way_then_a_restart_writes_each_memory_once(stack: S
         timeout=30,
     )
     assert (await stack.conversation()).summary == SUMMARY
-    assert await stack.episodes() == []  # episodes come after facts
+    assert len(await stack.episodes()) == 1  # written beside the facts, which timed out
     asked = len(stack.llm.requests)
     assert asked == 3
 

@@ -19,6 +19,7 @@ import numpy as np
 from memory_services.dedup_guard import may_merge
 from memory_services.facts import records as rec
 from memory_services.facts.context import FactContext
+from memory_services.facts.quota import check_quota
 from memory_services.facts.schema import FactInput, StoredFact
 from memory_services.store.base import Hit, Record, Scope
 from react_mem.errors import BadRequest
@@ -56,25 +57,16 @@ def _item(ctx: FactContext, scope: Scope, fact: FactInput, where: str) -> _Item:
     return _Item(content, normalised, rec.fact_id(scope, normalised), fact)
 
 
-async def check_quota(ctx: FactContext, owner: Scope, adding: int, now: float) -> None:
-    if adding == 0:
-        return
-    where = [*rec.exact_user(owner), *rec.unexpired(now)]
-    held = await ctx.count(owner, where)
-    limit = ctx.policy.max_facts_per_scope
-    if held + adding > limit:
-        who = f"user {owner.user!r} in " if owner.user else ""
-        raise BadRequest(
-            f"quota exceeded: {who}collection {owner.collection!r} holds {held} facts "
-            f"(history included) of at most {limit}; storing {adding} more would exceed it. "
-            f"Delete or purge facts first.",
-            type="quota-exceeded",
-        )
-
-
 async def store(
-    ctx: FactContext, scope: Scope, facts: list[FactInput], request_id: str | None
-) -> list[StoredFact]:
+    ctx: FactContext,
+    scope: Scope,
+    facts: list[FactInput],
+    request_id: str | None,
+    *,
+    evict: bool = False,
+) -> tuple[list[StoredFact], list[str]]:
+    """What became of each fact, and the ids evicted to make room (``evict``; see
+    :mod:`.quota`)."""
     policy = ctx.policy
     if not facts:
         raise BadRequest("store needs at least one fact in 'facts'")
@@ -136,14 +128,20 @@ async def store(
             )
         else:
             results.append(StoredFact(id=target, status="reinforced", similarity=similarity))
-    await check_quota(ctx, owner, len(batch.new), now)
+    up_to = max((float(r.payload["importance"]) for r in batch.new.values()), default=0.0)
+    evicted = await check_quota(
+        ctx, owner, len(batch.new), now, evict_up_to=up_to if evict else None, keep=batch.payloads
+    )
     await ctx.scopes.remember(owner)
+    if evicted:
+        await ctx.delete(owner, ids=evicted)
+        ctx.on_change(-len(evicted))
     if batch.new:
         await ctx.upsert(list(batch.new.values()))
         ctx.on_change(len(batch.new))
     for id, changes in batch.changed.items():
         await ctx.set_payload(id, changes, owner)
-    return results
+    return results, evicted
 
 
 async def _merged_into(

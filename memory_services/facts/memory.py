@@ -62,11 +62,17 @@ class FactMemory:
 
     # -- writes ------------------------------------------------------------------
     async def store(
-        self, scope: Scope, facts: list[FactInput], request_id: str | None = None
-    ) -> list[StoredFact]:
-        """Add facts, or reinforce the existing ones they repeat; see :mod:`.ingest`."""
+        self,
+        scope: Scope,
+        facts: list[FactInput],
+        request_id: str | None = None,
+        *,
+        evict: bool = False,
+    ) -> tuple[list[StoredFact], list[str]]:
+        """Add facts, or reinforce the existing ones they repeat; see :mod:`.ingest`. Return
+        what became of each, and the ids evicted to make room (``evict``; see :mod:`.quota`)."""
         async with self._write_lock:
-            return await ingest.store(self.ctx, scope, facts, request_id)
+            return await ingest.store(self.ctx, scope, facts, request_id, evict=evict)
 
     async def update(
         self, scope: Scope, id: str | None, fact: FactInput | None, request_id: str | None = None

@@ -46,6 +46,7 @@ class FactPolicy:
     max_content_chars: int = 4000
     max_batch: int = 256
     max_facts_per_scope: int = 100_000
+    max_facts_per_collection: int | None = 1_000_000
     max_top_k: int = 100
     max_list_limit: int = 1000
     consolidation_similarity: float = 0.85

@@ -14,8 +14,10 @@ from memory_services.consolidation.metrics import Consolidations
 from memory_services.consolidation.schema import ConsolidationReport
 from memory_services.embedding.base import Embedder
 from memory_services.facts.memory import FactMemory
+from memory_services.facts.quota import QuotaExceeded
 from memory_services.facts.records import FactPolicy
 from memory_services.facts.schema import FACT_OPERATIONS, FactRequest, FactResponse
+from memory_services.metrics import quota_evictions, quota_refusals
 from memory_services.processor import Clock, MemoryProcessor, unknown_operation
 from memory_services.runtime import MemorySettings
 from memory_services.store.base import Scope, VectorStore
@@ -41,6 +43,10 @@ class FactMemorySettings(MemorySettings):
     max_batch: int = Field(default=256, ge=1)
     #: Fact records (history included) per workspace + collection + user.
     max_facts_per_scope: int = Field(default=100_000, ge=1)
+    #: Fact records (history included) per workspace + collection, all users together, so
+    #: new user ids do not escape the per-user quota; none: no limit. Never made room for
+    #: by eviction (see :mod:`.quota`).
+    max_facts_per_collection: int | None = Field(default=1_000_000, ge=1)
     max_top_k: int = Field(default=100, ge=1)
     #: Largest ``list`` page, and most ids in one ``get`` or ``delete``.
     max_list_limit: int = Field(default=1000, ge=1, le=10_000)
@@ -88,6 +94,8 @@ class FactMemoryProcessor(MemoryProcessor):
         self.consolidations = Consolidations(
             registry, self.id, "fact", self.fact_settings.consolidation_interval
         )
+        self._evictions = quota_evictions(registry).labels(processor=self.id, kind="fact")
+        self._refusals = quota_refusals(registry)
         self.serve_requests(FactRequest, FactResponse, self.on_request)
 
     @property
@@ -125,12 +133,22 @@ class FactMemoryProcessor(MemoryProcessor):
         if request.operation not in FACT_OPERATIONS:
             raise unknown_operation(request.operation, FACT_OPERATIONS)
         scope = self.scope(ctx, request.collection, request.user, request.conversation_id)
-        await ctx.reply(await self._execute(scope, request, ctx.id))
+        try:
+            response = await self._execute(scope, request, ctx.id)
+        except QuotaExceeded as exc:
+            self._refusals.labels(processor=self.id, kind="fact", quota=exc.quota).inc()
+            logger.warning("%s: store refused at the %s quota: %s", self.id, exc.quota, exc)
+            raise
+        await ctx.reply(response)
 
     async def _execute(self, scope: Scope, r: FactRequest, request_id: str | None) -> FactResponse:
         memory, op = self.memory, r.operation
         if op == "store":
-            return FactResponse(stored=await memory.store(scope, r.facts, request_id))
+            stored, evicted = await memory.store(scope, r.facts, request_id, evict=r.evict)
+            if evicted:
+                self._evictions.inc(len(evicted))
+                logger.info("%s: evicted %s at the user quota", self.id, ", ".join(evicted))
+            return FactResponse(stored=stored, evicted=evicted)
         if op == "update":
             return FactResponse(stored=[await memory.update(scope, r.fact_id, r.fact, request_id)])
         if op == "retrieve":

@@ -30,6 +30,7 @@ _SCHEMA = (
     steps TEXT NOT NULL DEFAULT '[]',
     done INTEGER NOT NULL DEFAULT 0,
     updated_at REAL NOT NULL,
+    outcome TEXT,
     PRIMARY KEY (workspace, key)
 )""",
     """CREATE TABLE IF NOT EXISTS trajectories (
@@ -57,6 +58,8 @@ class Entry:
     plan: dict[str, Any]
     steps: list[str] = field(default_factory=list)
     done: bool = False
+    #: Once done: ``learned``, or the writes refused for good (``facts: quota-exceeded``).
+    outcome: str | None = None
 
 
 class Ledger:
@@ -83,9 +86,15 @@ class Ledger:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=FULL")
+        # No fsync per write: a crash of the process loses nothing (the WAL is in the OS);
+        # losing the last writes to a power cut only means re-planning redelivered records,
+        # whose writes are idempotent.
+        db.execute("PRAGMA synchronous=NORMAL")
         for statement in _SCHEMA:
             db.execute(statement)
+        columns = {row[1] for row in db.execute("PRAGMA table_info(ledger)")}
+        if "outcome" not in columns:  # a ledger from before outcomes were kept
+            db.execute("ALTER TABLE ledger ADD COLUMN outcome TEXT")
         self._db = db
         self._prune()
 
@@ -96,13 +105,13 @@ class Ledger:
 
     async def get(self, workspace: str, key: str) -> Entry | None:
         row = await self._run(
-            "SELECT plan, steps, done FROM ledger WHERE workspace = ? AND key = ?",
+            "SELECT plan, steps, done, outcome FROM ledger WHERE workspace = ? AND key = ?",
             (workspace, key),
             fetch=True,
         )
         if row is None:
             return None
-        return Entry(json.loads(row[0]), json.loads(row[1]), bool(row[2]))
+        return Entry(json.loads(row[0]), json.loads(row[1]), bool(row[2]), row[3])
 
     async def save_plan(self, workspace: str, key: str, plan: dict[str, Any]) -> None:
         await self._run(
@@ -117,10 +126,11 @@ class Ledger:
             (json.dumps(steps), self._clock(), workspace, key),
         )
 
-    async def mark_done(self, workspace: str, key: str) -> None:
+    async def mark_done(self, workspace: str, key: str, outcome: str = "learned") -> None:
         await self._run(
-            "UPDATE ledger SET done = 1, updated_at = ? WHERE workspace = ? AND key = ?",
-            (self._clock(), workspace, key),
+            "UPDATE ledger SET done = 1, outcome = ?, updated_at = ? "
+            "WHERE workspace = ? AND key = ?",
+            (outcome, self._clock(), workspace, key),
         )
 
     # -- trajectories, for feedback ----------------------------------------------------------

@@ -1,10 +1,12 @@
-"""The learner's counters in TrustGraph's ``tg_`` style, created once per registry."""
+"""The learner's counters and its lag gauge in TrustGraph's ``tg_`` style, created once per
+registry."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from react_mem.metrics import per_registry
 
@@ -17,6 +19,9 @@ class LearnerFamilies:
     ace: Counter
     feedback: Counter
     rejected: Counter
+    evicted: Counter
+    records: Counter
+    age: Gauge
 
 
 def _create(registry: CollectorRegistry) -> LearnerFamilies:
@@ -54,8 +59,29 @@ def _create(registry: CollectorRegistry) -> LearnerFamilies:
         ),
         rejected=Counter(
             "tg_memory_learner_rejected_total",
-            "Writes a memory service rejected as invalid (not retried)",
+            "Writes a memory service refused for good (reason: its error type, e.g. "
+            "quota-exceeded); recorded, not retried",
+            ["processor", "kind", "reason"],
+            registry=registry,
+        ),
+        evicted=Counter(
+            "tg_memory_learner_evicted_total",
+            "Memories a service evicted at a quota to store what the user asked to remember",
             ["processor", "kind"],
+            registry=registry,
+        ),
+        records=Counter(
+            "tg_memory_learner_records_total",
+            "Records learned, by outcome: learned (every write done), partial (a write was "
+            "refused), empty (nothing to learn)",
+            ["processor", "kind", "outcome"],
+            registry=registry,
+        ),
+        age=Gauge(
+            "tg_memory_learner_trajectory_age_seconds",
+            "Seconds since the oldest trajectory being learned finished (its finished_at): "
+            "how far the learner lags behind the agent; 0 when idle",
+            ["processor"],
             registry=registry,
         ),
     )
@@ -82,8 +108,42 @@ class LearnerMetrics:
     def ace(self, role: str, how: str) -> None:
         self._fam.ace.labels(processor=self._processor, role=role, how=how).inc()
 
-    def rejected(self, kind: str) -> None:
-        self._fam.rejected.labels(processor=self._processor, kind=kind).inc()
+    def rejected(self, kind: str, reason: str) -> None:
+        self._fam.rejected.labels(processor=self._processor, kind=kind, reason=reason).inc()
+
+    def evicted(self, kind: str, count: int) -> None:
+        self._fam.evicted.labels(processor=self._processor, kind=kind).inc(count)
+
+    def record(self, kind: str, outcome: str) -> None:
+        self._fam.records.labels(processor=self._processor, kind=kind, outcome=outcome).inc()
 
     def feedback(self, result: str) -> None:
         self._fam.feedback.labels(processor=self._processor, result=result).inc()
+
+
+class Lag:
+    """The trajectories being learned, by when they finished; read at scrape time as
+    ``tg_memory_learner_trajectory_age_seconds``, so a learner stuck on one still shows it."""
+
+    def __init__(
+        self, registry: CollectorRegistry | None, processor: str, clock: Callable[[], float]
+    ) -> None:
+        self._clock = clock
+        self._finished: dict[int, float] = {}
+        self._next = 0
+        _families(registry).age.labels(processor=processor).set_function(self.seconds)
+
+    def seconds(self) -> float:
+        if not self._finished:
+            return 0.0
+        return max(0.0, self._clock() - min(self._finished.values()))
+
+    def begin(self, finished_at: float) -> int:
+        """Track a trajectory until :meth:`end`; one without a finish time is not tracked."""
+        self._next += 1
+        if finished_at > 0:
+            self._finished[self._next] = finished_at
+        return self._next
+
+    def end(self, token: int) -> None:
+        self._finished.pop(token, None)

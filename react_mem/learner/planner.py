@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -36,6 +38,11 @@ class Plan(BaseModel):
     episode: EpisodeRequest | None = None
     #: The reflection and the playbook delta (ACE), when the flow learns a playbook.
     ace: AcePlan | None = None
+
+    def empty(self) -> bool:
+        """Nothing to write."""
+        delta = self.ace is not None and bool(self.ace.delta.operations)
+        return self.summary is None and not self.facts and self.episode is None and not delta
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,16 +84,28 @@ class Planner:
         lim = self._limits
         plan = Plan()
         record = records.trajectory_record(t, max_chars=lim.prompt_chars)
-        if previous_summary is not None:
-            plan.previous_summary = previous_summary
-            plan.summary = await self._merge(previous_summary, t)
-        if t.extract_facts:
+
+        async def summary(previous: str) -> None:
+            plan.previous_summary = previous
+            plan.summary = await self._merge(previous, t)
+
+        async def facts() -> None:
             plan.facts = await self._facts(record, [t.question], t.conversation_id, "invocation")
-        if ace is not None and worth_reflecting(t, lim.min_episode_steps):
+
+        async def reflection(ace: AceConfig) -> None:
             source = f"trajectory:{t.trajectory_id or t.session_id}"
             plan.ace = await plan_ace(
                 self._llm, t, ace, delta_id=key or source, source=source, window=window
             )
+
+        # Independent questions, asked at once: the record waits for the slowest only.
+        await _together(
+            summary(previous_summary) if previous_summary is not None else None,
+            facts() if t.extract_facts else None,
+            reflection(ace)
+            if ace is not None and worth_reflecting(t, lim.min_episode_steps)
+            else None,
+        )
         if t.record_episode and records.is_task(t, lim.min_episode_steps):
             plan.episode = await self._episode(t, record, plan.ace)
         return plan
@@ -194,3 +213,14 @@ class Planner:
             )
             for f in found
         ]
+
+
+async def _together(*calls: Coroutine[Any, Any, None] | None) -> None:
+    """Run ``calls`` concurrently; the first failure cancels the others and is raised as is."""
+    tasks = [asyncio.ensure_future(call) for call in calls if call is not None]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -13,9 +13,11 @@ trajectory is reflected on and curated into a delta, and :class:`Feedback` on th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -37,12 +39,13 @@ from react_mem.learner.ace import PLAYBOOK_MEMORY, AceConfig, feedback_key, wind
 from react_mem.learner.ledger import Ledger
 from react_mem.learner.llm import JsonLLM, LLMUnavailable
 from react_mem.learner.locks import KeyedLocks
-from react_mem.learner.metrics import LearnerMetrics
+from react_mem.learner.metrics import Lag, LearnerMetrics
 from react_mem.learner.planner import Limits, Plan, Planner
 from react_mem.learner.writer import (
     CONVERSATION_MEMORY,
     EPISODE_MEMORY,
     FACT_MEMORY,
+    MemoryRefused,
     Target,
     Writer,
 )
@@ -61,7 +64,9 @@ TEXT_COMPLETION = "text-completion-request"
 AGENT_MEM = "agent-mem"
 MAX_ID_CHARS = 256
 
-Write = Callable[[Target, Plan], Awaitable[None]]
+Write = Callable[[Target, Plan], Awaitable[bool]]
+#: The metric kind of what each step writes.
+STEP_KINDS = {"summary": "summary", "facts": "fact", "episode": "episode", "playbook": "delta"}
 
 
 class TrajectoryNotYet(TransientError):
@@ -69,6 +74,10 @@ class TrajectoryNotYet(TransientError):
 
 
 class LearnerSettings(ProcessorSettings):
+    #: Records learned at once. Each waits mostly on the LLM and the memory services,
+    #: whose queues it shares with the agent: one at a time falls behind under load.
+    #: Records of one conversation are still learned one at a time, in order.
+    concurrency: int = Field(default=16, ge=1, le=1000)
     #: Seconds to wait for one text completion, and attempts per question.
     llm_timeout: float = Field(default=120.0, gt=0)
     llm_attempts: int = Field(default=2, ge=1, le=10)
@@ -143,6 +152,7 @@ class MemoryLearnerProcessor(Processor):
         assert isinstance(self.settings, LearnerSettings)
         self.learner_settings: LearnerSettings = self.settings
         self.metrics = LearnerMetrics(registry, self.id)
+        self.lag = Lag(registry, self.id, time.time)
         self._limits = self.learner_settings.limits()
         self._ace = self.learner_settings.ace()
         self._ledger: Ledger | None = None
@@ -216,14 +226,25 @@ class MemoryLearnerProcessor(Processor):
     # -- handlers ----------------------------------------------------------------
     async def on_trajectory(self, t: Trajectory, ctx: MessageContext) -> None:
         record_id = _checked_trajectory(t)
+        token = self.lag.begin(t.finished_at)
+        try:
+            await self._trajectory(t, record_id, ctx)
+        finally:
+            self.lag.end(token)
+
+    async def _trajectory(self, t: Trajectory, record_id: str, ctx: MessageContext) -> None:
         to = Target(t.collection, t.user or None, t.conversation_id or None)
         writer = Writer(ctx.flow, self.metrics)
         key = f"trajectory:{record_id}"
         ace = self._ace_in(ctx.flow)
         workspace = ctx.flow.workspace
+        #: The summary a plan made in this delivery was made from (see ``Writer.summary``).
+        read: list[str] = []
 
         async def plan(planner: Planner) -> Plan:
             summary = await writer.current_summary(to)
+            if summary is not None:
+                read.append(summary)
             if ace is None:
                 return await planner.for_trajectory(t, summary)
             # Kept for feedback on this invocation, for the ledger's retention.
@@ -235,8 +256,11 @@ class MemoryLearnerProcessor(Processor):
             await self._reflected(workspace, t, key, made)
             return made
 
+        async def summary(to: Target, plan: Plan) -> bool:
+            return await writer.summary(to, plan, fresh=read[-1] if read else None)
+
         steps: list[tuple[str, Write]] = [
-            ("summary", writer.summary),
+            ("summary", summary),
             ("facts", writer.facts),
             ("episode", writer.episode),
             ("playbook", writer.playbook),
@@ -341,7 +365,11 @@ class MemoryLearnerProcessor(Processor):
         make_plan: Callable[[Planner], Awaitable[Plan]],
         kind: str,
     ) -> bool:
-        """Plan once, write each step once; False when the record was learned before."""
+        """Plan once, write each step once; False when the record was learned before.
+
+        A write a service refuses for good (:class:`MemoryRefused`, e.g. ``quota-exceeded``)
+        is recorded (metric, log, the ledger's outcome) and not retried; the other steps
+        still run. A plan with nothing to write leaves no ledger entry."""
         workspace = ctx.flow.workspace
         # One conversation at a time: its rolling summary is read, merged and written.
         lock = (workspace, to.collection, to.user, to.conversation or key)
@@ -354,13 +382,47 @@ class MemoryLearnerProcessor(Processor):
                 plan, done = Plan.model_validate(entry.plan), entry.steps
             else:
                 plan, done = await self._plan(ctx, make_plan), []
+                if plan.empty():
+                    self.metrics.record(kind, "empty")
+                    return True
                 await self.ledger.save_plan(workspace, key, plan.model_dump(mode="json"))
-            for step, write in steps:
-                if step not in done:
-                    await write(to, plan)
+            refused: list[str] = []
+            marking = asyncio.Lock()
+
+            async def run(step: str, write: Write) -> None:
+                nonlocal done
+                try:
+                    wrote = await write(to, plan)
+                except MemoryRefused as exc:
+                    wrote = True
+                    refused.append(f"{step}: {exc.type}")
+                    self.metrics.rejected(STEP_KINDS[step], exc.type)
+                    # Ids and error types only: never the user's words.
+                    logger.error(
+                        "%s: %s of %s refused by %s (%s); recorded, not retried",
+                        self.id,
+                        step,
+                        key,
+                        exc.service.removesuffix("-request"),
+                        exc.type,
+                    )
+                async with marking:  # each mark holds every step done before it
                     done = [*done, step]
-                    await self.ledger.mark_steps(workspace, key, done)
-            await self.ledger.mark_done(workspace, key)
+                    if wrote:
+                        await self.ledger.mark_steps(workspace, key, done)
+
+            # The steps write to different services: all at once, each marked as it lands;
+            # a failure is raised once the others have had their chance.
+            results = await asyncio.gather(
+                *(run(step, write) for step, write in steps if step not in done),
+                return_exceptions=True,
+            )
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
+            outcome = "partial" if refused else "learned"
+            await self.ledger.mark_done(workspace, key, "; ".join(refused) or outcome)
+            self.metrics.record(kind, outcome)
             return True
 
     async def _plan(

@@ -1,7 +1,12 @@
 """The learner's writes to the memory services. Each is idempotent on its own (fact ids
 derive from scope and content, episodes from the session, the summary is set, not
-appended, a playbook delta carries its id); an error reply raises, so the record is
-redelivered rather than lost."""
+appended, a playbook delta carries its id).
+
+An error reply is typed by its ``Error.type``: a service's own failure
+(``processing-failed``) raises :class:`MemoryWriteFailed`, so the record is redelivered
+rather than lost; anything else (invalid, ``quota-exceeded``, ...) is the service's final
+word on that write and raises :class:`MemoryRefused`, which is recorded, never retried.
+Each write returns whether it sent anything."""
 
 from __future__ import annotations
 
@@ -13,12 +18,12 @@ from memory_services.conversations.schema import ConversationRequest, Conversati
 from memory_services.episodes.schema import EpisodeResponse
 from memory_services.facts.schema import FactRequest, FactResponse
 from memory_services.playbook.schema import PlaybookRequest, PlaybookResponse
-from react_mem.errors import TransientError
+from react_mem.errors import BadRequest, TransientError
 from react_mem.learner.ace import PLAYBOOK_MEMORY
 from react_mem.learner.metrics import LearnerMetrics
 from react_mem.learner.planner import Plan
 from react_mem.processor.flow import Flow
-from react_mem.schema import WireModel
+from react_mem.schema import Error, WireModel
 
 logger = logging.getLogger(__name__)
 
@@ -27,8 +32,35 @@ EPISODE_MEMORY = "episode-memory-request"
 CONVERSATION_MEMORY = "conversation-memory-request"
 
 
+#: Error types worth asking again: the service failed, not the request.
+RETRYABLE = frozenset({"processing-failed"})
+#: Facts the user asked to be remembered (see :mod:`.explicit`): worth evicting for.
+EXPLICIT = "explicit-request"
+
+
 class MemoryWriteFailed(TransientError):
-    """A memory service answered with an error; the record is retried."""
+    """A memory service failed to serve a write; the record is retried."""
+
+    def __init__(self, service: str, error: Error) -> None:
+        super().__init__(f"{service}: {error.type}: {error.message}")
+        self.service, self.type = service, error.type
+
+
+class MemoryRefused(BadRequest):
+    """A memory service refused a write for good (``type``: its ``Error.type``)."""
+
+    def __init__(self, service: str, error: Error) -> None:
+        super().__init__(f"{service}: {error.type}: {error.message}", type=error.type)
+        self.service = service
+
+
+def raise_for(service: str, error: Error | None) -> None:
+    """Nothing for no error; else the typed exception for ``error``."""
+    if error is None:
+        return
+    if error.type in RETRYABLE:
+        raise MemoryWriteFailed(service, error)
+    raise MemoryRefused(service, error)
 
 
 @dataclass(frozen=True)
@@ -53,10 +85,12 @@ class Writer:
         )
         return None if response.conversation is None else response.conversation.summary
 
-    async def summary(self, to: Target, plan: Plan) -> None:
+    async def summary(self, to: Target, plan: Plan, *, fresh: str | None = None) -> bool:
+        """``fresh``: the summary the plan was just made from (under the conversation's
+        lock), so it need not be read again; a redelivered plan reads it again."""
         if plan.summary is None:
-            return
-        current = await self.current_summary(to)
+            return False
+        current = fresh if fresh is not None else await self.current_summary(to)
         if current is None:
             logger.warning("conversation %s is gone; summary not written", to.conversation)
         elif current.strip() == plan.summary.strip():
@@ -68,37 +102,52 @@ class Writer:
             request = ConversationRequest(operation="update-summary", summary=plan.summary)
             await self._ask(CONVERSATION_MEMORY, request.model_copy(update=_scope(to)))
             self._metrics.learned("summary")
+        return True
 
-    async def facts(self, to: Target, plan: Plan) -> None:
+    async def facts(self, to: Target, plan: Plan) -> bool:
+        """At the user's quota, a batch holding a fact the user asked to be remembered
+        evicts by the service's retention rule (see ``FactRequest.evict``); others are
+        refused there."""
         if not plan.facts:
-            return
-        response: FactResponse = await self._ask(
-            FACT_MEMORY, FactRequest(operation="store", facts=plan.facts, **_scope(to))
-        )
+            return False
+        evict = any(f.metadata.get("extracted-by") == EXPLICIT for f in plan.facts)
+        request = FactRequest(operation="store", facts=plan.facts, evict=evict, **_scope(to))
+        response: FactResponse = await self._ask(FACT_MEMORY, request)
         added = sum(1 for s in response.stored if s.status == "added")
         self._metrics.learned("fact", added)
         self._metrics.duplicate("fact", len(response.stored) - added)
+        if response.evicted:
+            self._metrics.evicted("fact", len(response.evicted))
+            logger.warning(
+                "fact-memory evicted %s at the quota of user %r in collection %r to store "
+                "a fact the user asked to be remembered",
+                ", ".join(response.evicted),
+                to.user,
+                to.collection,
+            )
+        return True
 
-    async def episode(self, to: Target, plan: Plan) -> None:
+    async def episode(self, to: Target, plan: Plan) -> bool:
         if plan.episode is None:
-            return
+            return False
         request = plan.episode.model_copy(update=_scope(to))
         response: EpisodeResponse = await self._ask(EPISODE_MEMORY, request)
         if response.created:
             self._metrics.learned("episode")
         else:
             self._metrics.duplicate("episode")
+        return True
 
-    async def playbook(self, to: Target, plan: Plan) -> None:
+    async def playbook(self, to: Target, plan: Plan) -> bool:
         """Apply the plan's delta in its playbook scope (the trajectory's, not ``to``'s)."""
         ace = plan.ace
         if ace is None or not ace.delta.operations:
-            return
+            return False
         if not self._flow.has_client(PLAYBOOK_MEMORY):
             logger.warning(
                 "delta %s not applied: the flow has no playbook-memory", ace.delta.delta_id
             )
-            return
+            return False
         request = PlaybookRequest(
             operation="apply-delta",
             collection=ace.collection,
@@ -106,18 +155,10 @@ class Writer:
             user=ace.user,
             delta=ace.delta,
         )
-        response: PlaybookResponse = await self._flow.client(PLAYBOOK_MEMORY).request(request)
-        error = response.error
-        if error is not None and error.type != "processing-failed":
-            # Rejected as invalid: asking again would be rejected again.
-            logger.error("delta %s rejected: %s: %s", ace.delta.delta_id, error.type, error.message)
-            self._metrics.rejected("delta")
-            return
-        if error is not None:
-            raise MemoryWriteFailed(f"{PLAYBOOK_MEMORY}: {error.type}: {error.message}")
+        response: PlaybookResponse = await self._ask(PLAYBOOK_MEMORY, request)
         if response.applied is False:
             self._metrics.duplicate("delta")
-            return
+            return True
         self._metrics.learned("delta")
         added = sum(1 for c in response.changes if c.change == "added")
         self._metrics.learned("bullet", added)
@@ -127,12 +168,11 @@ class Writer:
             response.version,
             ", ".join(f"{c.change} {c.bullet_id}" for c in response.changes) or "no changes",
         )
+        return True
 
     async def _ask(self, client: str, request: WireModel) -> Any:
         response = await self._flow.client(client).request(request)
-        error = getattr(response, "error", None)
-        if error is not None:
-            raise MemoryWriteFailed(f"{client}: {error.type}: {error.message}")
+        raise_for(client, getattr(response, "error", None))
         return response
 
 

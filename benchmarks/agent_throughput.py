@@ -1,0 +1,276 @@
+"""Agent throughput with a fast scripted LLM, and whether the memory learner keeps up.
+
+One process, one event loop, as ``react-mem up`` runs it: an embedded broker, the real
+agent, the real fact-, episode-, conversation- and working-memory services (edge store in a
+temp dir, the ONNX embedder) and the real memory learner, with the scripted text-completion
+test double from ``tests/support`` answering every prompt at once (the agent's with a final
+answer, the learner's JSON questions with a fact, a summary or a lesson). Every ask has
+memory on, a user and a conversation; one in four asks the agent to remember something.
+
+For 1, 8 and 64 concurrent callers (each asking again as soon as it is answered) it prints
+asks/s and p50/p99 latency, the learner's trajectories/s over the same window, the backlog
+(trajectories published but not yet learned) at the end and its slope over the window's
+second half (flat: it did not grow), and how long the learner then took to drain it. At one
+caller it also prints the agent's own overhead per ask: the ask's latency less the time the
+agent waited for the LLM (``tg_agent_llm_duration_seconds``, bus round trip included).
+
+    OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py
+    OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py --seconds 10 --callers 64
+    OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py --profile learner.prof
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from prometheus_client import CollectorRegistry
+
+from memory_services.playbook.service import PlaybookMemoryProcessor
+from react_mem.bus.embedded import EmbeddedBroker
+from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
+from react_mem.learner.service import LearnerSettings
+from react_mem.schema import TextCompletionRequest
+from tests.support.agent_stack import Stack, agent_stack, trajectory_queue
+
+TARGET_OVERHEAD_P50_MS = 15.0
+SUBJECTS = ("sister", "dentist", "landlord", "manager", "neighbour", "coach", "cousin")
+CITIES = ("Lisbon", "Osaka", "Bergen", "Krakow", "Montreal", "Tbilisi", "Valparaiso")
+THINGS = ("the train times", "a birthday gift", "the weekend", "a recipe", "the budget")
+
+
+def script(request: TextCompletionRequest) -> str:
+    """The agent's prompts get a final answer; the learner's JSON questions an answer in
+    the shape they ask for."""
+    if request.system.startswith("You are a helpful agent"):
+        return "Thought: I can answer this directly.\nFinal Answer: Here is a short answer."
+    asked = (request.schema_ or {}).get("properties", {})
+    if "facts" in asked:
+        line = request.prompt.split("Question: ", 1)[-1].split("\n", 1)[0][:120]
+        return json.dumps({"facts": [f"The user mentioned: {line}"]})
+    if "summary" in asked:
+        return json.dumps({"summary": "The user asked a few questions and got short answers."})
+    if "lessons" in asked:
+        return json.dumps({"lessons": ["Answer short questions directly."]})
+    if request.response_format == "json":
+        return "{}"
+    return "Summary: earlier steps looked things up."
+
+
+def question(caller: int, n: int) -> str:
+    who, city = SUBJECTS[(caller + n) % len(SUBJECTS)], CITIES[(caller * 3 + n) % len(CITIES)]
+    if n % 4 == 0:
+        return f"Please remember that my {who} lives in {city} (note {caller}-{n})."
+    return f"Can you help me plan {THINGS[n % len(THINGS)]} with my {who} in {city}?"
+
+
+@dataclass
+class Level:
+    callers: int
+    latencies: list[float] = field(default_factory=list)
+    overheads: list[float] = field(default_factory=list)
+    #: (seconds since start, asks answered, trajectories learned)
+    samples: list[tuple[float, int, int]] = field(default_factory=list)
+    seconds: float = 0.0
+    drain: float = 0.0
+
+
+class Probe:
+    """Reads the stack's metrics: LLM wait (agent) and trajectories learned (learner).
+
+    Straight from the metric children: ``registry.get_sample_value`` collects the whole
+    registry, which at hundreds of calls a second would be most of what is measured."""
+
+    def __init__(self, stack: Stack, registry: CollectorRegistry) -> None:
+        families = registry._names_to_collectors
+        llm = families["tg_agent_llm_duration_seconds"]
+        self._llm = llm.labels(processor=stack.agent.id)  # type: ignore[attr-defined]
+        processed = families["tg_consumer_processing"]
+        queue, learner = trajectory_queue(stack.unique), stack.others[0].id
+        self._learned = [
+            processed.labels(processor=learner, consumer=queue, status=s)  # type: ignore[attr-defined]
+            for s in ("ok", "error")
+        ]
+
+    def llm_seconds(self) -> float:
+        return float(self._llm._sum.get())
+
+    def learned(self) -> int:
+        return int(sum(c._value.get() for c in self._learned))
+
+
+async def run_level(
+    stack: Stack, probe: Probe, callers: int, seconds: float, base: int, args: argparse.Namespace
+) -> Level:
+    level = Level(callers)
+    learned0, answered = probe.learned(), 0
+    began = time.perf_counter()
+    stop = began + seconds
+
+    async def caller(c: int) -> None:
+        nonlocal answered
+        n = 0
+        while time.perf_counter() < stop:
+            llm0 = probe.llm_seconds()
+            started = time.perf_counter()
+            got = await stack.ask(
+                question(c, n),
+                user=f"user-{c % 8}",
+                conversation_id=f"bench-{base}-{c}-{n // 10}",
+                timeout=args.timeout,
+            )
+            took = time.perf_counter() - started
+            if got[-1].error is not None:
+                raise RuntimeError(f"ask failed: {got[-1].error}")
+            level.latencies.append(took)
+            if callers == 1:  # nothing else waits on the LLM meanwhile
+                level.overheads.append(took - (probe.llm_seconds() - llm0))
+            answered += 1
+            n += 1
+
+    async def sampler() -> None:
+        while True:
+            level.samples.append(
+                (time.perf_counter() - began, answered, probe.learned() - learned0)
+            )
+            await asyncio.sleep(0.5)
+
+    sampling = asyncio.create_task(sampler())
+    await asyncio.gather(*(caller(c) for c in range(callers)))
+    sampling.cancel()
+    level.seconds = time.perf_counter() - began
+    level.samples.append((level.seconds, answered, probe.learned() - learned0))
+    drain_began = time.perf_counter()
+    while probe.learned() - learned0 < answered:
+        if time.perf_counter() - drain_began > args.drain_limit:
+            break
+        await asyncio.sleep(0.05)
+    level.drain = time.perf_counter() - drain_began
+    return level
+
+
+def backlog_slope(samples: list[tuple[float, int, int]]) -> float:
+    """Backlog growth per second over the second half of the window (least squares)."""
+    end = samples[-1][0]
+    half = [(t, a - lrn) for t, a, lrn in samples if t >= end / 2]
+    if len(half) < 2:
+        return 0.0
+    mean_t = statistics.fmean(t for t, _ in half)
+    mean_b = statistics.fmean(b for _, b in half)
+    var = sum((t - mean_t) ** 2 for t, _ in half)
+    return sum((t - mean_t) * (b - mean_b) for t, b in half) / var if var else 0.0
+
+
+def q(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * pct / 100))] * 1000
+
+
+def report(level: Level) -> bool:
+    asks = len(level.latencies)
+    rate = asks / level.seconds
+    _, answered, learned = level.samples[-1]
+    slope = backlog_slope(level.samples)
+    flat = slope <= max(0.2, 0.05 * rate)
+    print(
+        f"{level.callers:>3} callers: {rate:6.1f} asks/s, p50 {q(level.latencies, 50):6.1f} ms, "
+        f"p99 {q(level.latencies, 99):6.1f} ms ({asks} asks) | learner "
+        f"{learned / level.seconds:6.1f} trajectories/s, backlog at end {answered - learned}, "
+        f"slope {slope:+.2f}/s ({'flat' if flat else 'GROWING'}), drained in "
+        f"{level.drain:.1f} s",
+        flush=True,
+    )
+    if level.overheads:
+        p50 = statistics.median(level.overheads) * 1000
+        verdict = "ok" if p50 <= TARGET_OVERHEAD_P50_MS else "over target"
+        print(
+            f"    agent overhead per ask (latency less LLM wait): p50 {p50:.1f} ms, "
+            f"p99 {q(level.overheads, 99):.1f} ms (target p50 <= {TARGET_OVERHEAD_P50_MS:g} ms: "
+            f"{verdict})",
+            flush=True,
+        )
+    return flat
+
+
+async def bench(url: str, root: Path, args: argparse.Namespace) -> bool:
+    transport = PulsarTransport(PulsarOptions(url=url))
+    await transport.connect()
+    registry = CollectorRegistry()
+    # The test stack gives every processor concurrency 4; the learner runs with its own.
+    default = LearnerSettings.model_fields["concurrency"].default
+    learner: dict[str, Any] = {"concurrency": args.learner_concurrency or default}
+    all_flat = True
+    try:
+        async with agent_stack(
+            transport,
+            root,
+            uuid.uuid4().hex[:10],
+            script=script,
+            learner=True,
+            agent_settings={"concurrency": args.agent_concurrency},
+            learner_settings=learner,
+            registry=registry,
+            playbook=PlaybookMemoryProcessor if args.playbook else None,
+        ) as stack:
+            probe = Probe(stack, registry)
+            await run_level(stack, probe, 4, args.warmup, 0, args)  # embedder, stores, queues
+            for n, callers in enumerate(args.callers, 1):
+                level = await run_level(stack, probe, callers, args.seconds, n, args)
+                all_flat = report(level) and all_flat
+    finally:
+        await transport.close()
+    return all_flat
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--callers", type=int, nargs="+", default=[1, 8, 64])
+    parser.add_argument("--seconds", type=float, default=20.0, help="load window per level")
+    parser.add_argument("--warmup", type=float, default=5.0, help="seconds of warm-up asks")
+    parser.add_argument("--agent-concurrency", type=int, default=64, help="agent --concurrency")
+    parser.add_argument(
+        "--learner-concurrency", type=int, default=None, help="default: the learner's own"
+    )
+    parser.add_argument("--timeout", type=float, default=120.0, help="caller's wait per ask")
+    parser.add_argument("--drain-limit", type=float, default=300.0, help="longest drain wait, s")
+    parser.add_argument(
+        "--playbook",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run playbook-memory, so the learner reflects and curates (as the stack does)",
+    )
+    parser.add_argument("--profile", type=Path, default=None, help="write cProfile stats here")
+    args = parser.parse_args()
+    print(
+        f"machine: {os.cpu_count()} CPUs ({len(os.sched_getaffinity(0))} usable), "
+        f"Python {platform.python_version()}, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}"
+    )
+    print("settings: " + ", ".join(f"{k}={v}" for k, v in vars(args).items()), flush=True)
+    profiler = cProfile.Profile() if args.profile else None
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker(Path(tmp) / "broker") as broker:
+        if profiler is not None:
+            profiler.enable()
+        flat = asyncio.run(bench(broker.url, Path(tmp), args))
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(args.profile)
+    print(f"learner kept up at every level: {'yes' if flat else 'no'}")
+
+
+if __name__ == "__main__":
+    main()
