@@ -10,6 +10,7 @@ kept the caller waiting 120 s per attempt.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -97,6 +98,22 @@ async def test_hung_llm_is_answered_with_an_llm_error_within_the_deadline(
             "tg_agent_session_total", {"processor": stack.agent.id, "outcome": "llm-error"}
         )
         assert outcome == 1
+
+
+async def test_one_hung_call_does_not_hold_the_other_callers(
+    transport: PulsarTransport,
+    tmp_path: Path,
+    unique: str,
+    server: OpenAIServer,
+) -> None:
+    """With the backend's default concurrency, asks made during a hang each reach the LLM at
+    once and each get their own answer by the deadline, not one deadline after another."""
+    server.hanging = True
+    async with llm_agent(transport, tmp_path, unique, server, **settings(concurrency=4)) as stack:
+        asks = [stack.ask(f"question {n}", timeout=CALLER_WAIT) for n in range(4)]
+        for responses in await asyncio.gather(*asks):
+            llm_error(responses)
+        assert len(server.requests) == 4  # all four were in flight together
 
 
 async def test_retry_that_would_end_past_the_deadline_is_not_made(
