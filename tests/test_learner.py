@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +25,7 @@ from memory_services.conversations.schema import (
 from memory_services.conversations.service import ConversationMemoryProcessor
 from memory_services.episodes.schema import Episode, EpisodeRequest, EpisodeResponse
 from memory_services.episodes.service import EpisodeMemoryProcessor
-from memory_services.facts.schema import Fact, FactRequest, FactResponse
+from memory_services.facts.schema import Fact, FactInput, FactRequest, FactResponse
 from memory_services.facts.service import FactMemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue, dead_letter_queue
@@ -106,6 +108,7 @@ class Stack:
     services: dict[str, Running[Any, Any, Any]] = field(default_factory=dict)
     learner: MemoryLearnerProcessor | None = None
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    service_registries: dict[str, CollectorRegistry] = field(default_factory=dict)
 
     @property
     def pid(self) -> str:
@@ -128,7 +131,7 @@ class Stack:
             found[f"{name}-response"] = self.queues(name)["response"]
         return found
 
-    async def start_service(self, name: str) -> None:
+    async def start_service(self, name: str, **settings: Any) -> None:
         cls, response = {
             "fact-memory": (FactMemoryProcessor, FactResponse),
             "episode-memory": (EpisodeMemoryProcessor, EpisodeResponse),
@@ -142,9 +145,9 @@ class Stack:
                 pid=f"{name}-{self.unique}",
                 queues={"default": self.queues(name)},
                 data_dir=self.tmp_path / name,
-                registry=CollectorRegistry(),
+                registry=self.service_registries.setdefault(name, CollectorRegistry()),
                 clock=MovableClock(),
-                retry_delay=0.01,
+                **({"retry_delay": 0.01} | settings),
             )
         )
 
@@ -539,3 +542,100 @@ async def test_bad_input_is_settled_and_the_consumer_keeps_going(stack: Stack) -
     await stack.settled("trajectory")
     assert len(await stack.facts()) == 2
     assert stack.llm.requests and all("no ids" not in r.prompt for r in stack.llm.requests)
+
+
+# -- quota (issue 11, defect 5) --------------------------------------------------------------
+REMEMBER = "Please remember that I am allergic to peanuts."
+
+
+async def fill(stack: Stack, user: str, *contents: str, importance: float = 0.3) -> None:
+    facts = [FactInput(content=c, importance=importance) for c in contents]
+    await stack.ask("fact-memory", FactRequest(operation="store", user=user, facts=facts))
+
+
+def store_attempts(stack: Stack) -> float:
+    """Requests the learner sent to fact-memory (it sends only stores)."""
+    return stack.sample(
+        "tg_downstream_call_duration_seconds_count", target_service="fact-memory-request"
+    )
+
+
+async def test_an_explicit_fact_at_the_user_quota_is_stored_by_evicting_the_least_important(
+    stack: Stack,
+) -> None:
+    await stack.start_service("fact-memory", max_facts_per_scope=2)
+    await fill(stack, "alice", "Alice likes jazz.", importance=0.3)
+    await fill(stack, "alice", "Alice owns a bike.", importance=0.6)
+    stack.llm.script = answers(facts=[])
+    await stack.start_learner()
+    await stack.publish(trajectory(question=REMEMBER), "trajectory")
+    await stack.settled("trajectory")
+
+    held = sorted(f.content for f in await stack.facts())
+    assert held == ["Alice owns a bike.", "The user is allergic to peanuts."]
+    assert store_attempts(stack) == 1
+    assert stack.sample("tg_memory_learner_evicted_total", kind="fact") == 1
+    labels = {"processor": f"fact-memory-{stack.unique}", "kind": "fact"}
+    evictions = stack.service_registries["fact-memory"].get_sample_value(
+        "tg_memory_quota_evictions_total", labels
+    )
+    assert evictions == 1
+    assert stack.sample("tg_memory_learner_records_total", kind="trajectory", outcome="learned")
+
+
+async def test_at_the_collection_quota_a_fact_is_refused_once_and_recorded(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
+    await stack.start_service("fact-memory", max_facts_per_collection=2)
+    # Another user filled the collection: inventing a new user id does not escape it.
+    await fill(stack, "bob", "Bob likes jazz.", "Bob owns a bike.", importance=0.1)
+    stack.llm.script = answers(facts=["Maria, the user's sister, lives in Lisbon."])
+    await stack.start_learner(max_redeliveries=5)
+    t = trajectory(question=REMEMBER)
+    await stack.append_turn(t)
+    with caplog.at_level(logging.INFO):
+        await stack.publish(t, "trajectory")
+        await stack.settled("trajectory")
+
+    assert store_attempts(stack) == 1  # quota is a final answer: not retried
+    assert (
+        stack.sample("tg_consumer_redelivery_total", consumer=stack.learner_topics["trajectory"])
+        == 0
+    )
+    assert await stack.facts() == []
+    assert len(await stack.facts(user="bob")) == 2  # never another user's facts evicted
+    assert (
+        stack.sample("tg_memory_learner_rejected_total", kind="fact", reason="quota-exceeded") == 1
+    )
+    partial = {"kind": "trajectory", "outcome": "partial"}
+    assert stack.sample("tg_memory_learner_records_total", **partial) == 1
+    assert (await stack.conversation()).summary == SUMMARY  # the other writes went ahead
+    assert len(await stack.episodes()) == 1
+    assert stack.learner is not None
+    entry = await stack.learner.ledger.get("default", "trajectory:s1")
+    assert entry is not None and entry.done and entry.outcome == "facts: quota-exceeded"
+    refused = [r.getMessage() for r in caplog.records if "quota-exceeded" in r.getMessage()]
+    assert refused, "the refusal is logged"
+    assert not any("peanut" in r.getMessage() for r in caplog.records)  # not the user's words
+
+
+async def test_the_lag_gauge_shows_how_old_the_trajectory_being_learned_is(stack: Stack) -> None:
+    await stack.start_service("fact-memory")
+    release = asyncio.Event()
+    script = answers()
+
+    async def held(request: TextCompletionRequest) -> Reply:
+        if "facts" in (request.schema_ or {}).get("properties", {}):
+            await release.wait()
+        return script(request)  # type: ignore[no-any-return]
+
+    stack.llm.script = held
+    await stack.start_learner()
+    age = "tg_memory_learner_trajectory_age_seconds"
+    assert stack.sample(age) == 0
+    await stack.append_turn(trajectory())
+    await stack.publish(trajectory(finished_at=time.time() - 3600), "trajectory")
+    await eventually(lambda: stack.sample(age) >= 3600, timeout=30)
+    release.set()
+    await stack.settled("trajectory")
+    assert stack.sample(age) == 0
