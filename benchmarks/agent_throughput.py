@@ -242,7 +242,9 @@ def main() -> None:
     parser.add_argument("--callers", type=int, nargs="+", default=[1, 8, 64])
     parser.add_argument("--seconds", type=float, default=20.0, help="load window per level")
     parser.add_argument("--warmup", type=float, default=5.0, help="seconds of warm-up asks")
-    parser.add_argument("--agent-concurrency", type=int, default=64, help="agent --concurrency")
+    parser.add_argument(
+        "--agent-concurrency", type=int, default=4, help="agent --concurrency (the stack's: 4)"
+    )
     parser.add_argument(
         "--learner-concurrency", type=int, default=None, help="default: the learner's own"
     )
