@@ -16,7 +16,7 @@ from typing import Any, Self
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from react_mem.errors import BadRequest
-from react_mem.schema.payload import PayloadError, check_payload
+from react_mem.schema.payload import PayloadError, check_payload, needs_check
 
 #: Largest message body accepted from the bus (pulsar-lite's and Pulsar's default limit).
 MAX_MESSAGE_BYTES = 5 * 1024 * 1024
@@ -76,7 +76,8 @@ class WireModel(BaseModel):
                 type="malformed",
             )
         try:
-            check_payload(payload)
+            if needs_check(data):
+                check_payload(payload)
             return cls.model_validate(payload)
         except PayloadError as exc:
             raise BadRequest(f"{cls.__name__}: {exc}", type=exc.type) from exc

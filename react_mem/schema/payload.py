@@ -16,6 +16,15 @@ from typing import Any
 MAX_DEPTH = 64
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+#: How a surrogate can reach a decoded string: as a JSON escape (strict UTF-8 has none).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def needs_check(data: bytes, *, max_depth: int = MAX_DEPTH) -> bool:
+    """False when ``data`` can break neither limit: fewer brackets than the depth limit and
+    no surrogate escape. Two byte scans, so most messages skip the walk."""
+    brackets = data.count(b"[") + data.count(b"{")
+    return brackets >= max_depth or _SURROGATE_ESCAPE.search(data) is not None
 
 
 class PayloadError(ValueError):
