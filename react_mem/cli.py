@@ -14,13 +14,14 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
+from react_mem.bus.backends import add_bus_args, describe_bus, open_bus
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
 from react_mem.commands import ask, feedback, memory, playbook
 from react_mem.demo import run_demo
 from react_mem.errors import ReactMemError, RequestTimeout
 from react_mem.processor.group import load_group
-from react_mem.processor.runtime import ProcessorEntry, open_bus, resolve_processor, serve
+from react_mem.processor.runtime import ProcessorEntry, resolve_processor, serve
 from react_mem.processor.settings import BusSettings
 from react_mem.schema.ping import PingRequest, PingResponse
 from react_mem.stack import Progress, agent_queues, stack_entries, wait_until_ready
@@ -30,14 +31,7 @@ _S = argparse.SUPPRESS
 
 
 def _bus_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-p",
-        "--pulsar-host",
-        default=_S,
-        help="Pulsar URL (env PULSAR_HOST); default: the embedded broker",
-    )
-    parser.add_argument("--pulsar-api-key", default=_S, help="Pulsar token (env PULSAR_API_KEY)")
-    parser.add_argument("--pulsar-listener", default=_S, help="Pulsar listener name")
+    add_bus_args(parser)
     parser.add_argument(
         "--state-dir",
         type=Path,
@@ -159,8 +153,7 @@ async def _up(args: argparse.Namespace) -> None:
     entries = _stack(args)
     request, response = agent_queues()
     print(f"react-mem up: state under {bus.state_dir}", flush=True)
-    where = bus.pulsar_host or f"embedded broker ({bus.state_dir / 'broker'})"
-    print(f"  bus          {where}")
+    print(f"  bus          {describe_bus(bus)}")
     print(f"  agent        {request} -> {response}")
     print("  trajectories flow:tg:agent-trajectory:default:default")
     if bus.metrics:

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from memory_services.working.service import WorkingMemoryProcessor, WorkingMemorySettings
+from react_mem.bus.memory import MemoryTransport
 from react_mem.processor.group import load_group
 from react_mem.processor.settings import ProcessorSettings
-from tests.support.memory_bus import MemoryTransport
 
 GROUPS = Path(__file__).resolve().parent.parent / "config" / "groups"
 

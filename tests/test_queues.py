@@ -1,9 +1,10 @@
-"""Queue ids map onto Pulsar topics exactly as TrustGraph maps them."""
+"""Queue ids, and their Pulsar topics exactly as TrustGraph maps them."""
 
 from __future__ import annotations
 
 import pytest
 
+from react_mem.bus.pulsar import pulsar_topic
 from react_mem.bus.queues import Queue, QueueClass, dead_letter_queue, queue_id
 from react_mem.errors import ConfigurationError
 
@@ -21,7 +22,7 @@ from react_mem.errors import ConfigurationError
 )
 def test_queue_ids_map_to_trustgraph_topics(queue: str, topic: str, exclusive: bool) -> None:
     parsed = Queue.parse(queue)
-    assert parsed.pulsar_topic == topic
+    assert pulsar_topic(parsed) == topic
     assert parsed.exclusive is exclusive
     assert parsed.id == queue
 
@@ -40,4 +41,4 @@ def test_invalid_queue_ids_are_refused_with_the_id_named(bad: str) -> None:
 def test_dead_letters_are_persistent_and_per_subscription() -> None:
     dlq = dead_letter_queue(Queue.parse("request:tg:agent:ws:f"), "agent--ws--f--request")
     assert dlq.persistent
-    assert dlq.pulsar_topic == "persistent://tg/flow/dlq--request--agent--ws--f--request"
+    assert pulsar_topic(dlq) == "persistent://tg/flow/dlq--request--agent--ws--f--request"

@@ -1,4 +1,8 @@
-"""Transport over Apache Pulsar (or any Pulsar-protocol broker) with ``pulsar.asyncio``."""
+"""Transport over Apache Pulsar (or any Pulsar-protocol broker) with ``pulsar.asyncio``.
+
+Queues map onto topics as TrustGraph maps them (:func:`pulsar_topic`); flow and request
+queues are Shared subscriptions, response and notify queues Exclusive ones.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +22,15 @@ from react_mem.errors import BusError
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+
+#: ``pulsar.asyncio`` raises its own exception class, not the synchronous client's.
+_ERRORS = (pulsar.PulsarException, pulsar.asyncio.PulsarException)
+
+
+def pulsar_topic(queue: Queue) -> str:
+    """``flow:tg:x`` -> ``persistent://tg/flow/x``; the other classes are non-persistent."""
+    scheme = "persistent" if queue.persistent else "non-persistent"
+    return f"{scheme}://{queue.topicspace}/{queue.cls}/{queue.topic}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,55 +54,68 @@ class PulsarOptions:
 
 
 class PulsarProducer:
-    def __init__(self, producer: pulsar.asyncio.Producer, topic: str) -> None:
-        self._producer, self._topic = producer, topic
+    def __init__(self, producer: pulsar.asyncio.Producer, topic: str, open_: set[Any]) -> None:
+        self._producer, self._topic, self._open = producer, topic, open_
+        open_.add(self)
 
     async def send(self, data: bytes, properties: dict[str, str]) -> None:
         try:
             await self._producer.send(data, properties=properties)
-        except pulsar.PulsarException as exc:
+        except _ERRORS as exc:
             raise BusError(f"send to {self._topic} failed: {exc}") from exc
 
     async def close(self) -> None:
+        self._open.discard(self)
         try:
             await self._producer.close()
-        except pulsar.PulsarException as exc:
+        except _ERRORS as exc:
             logger.debug("closing producer on %s: %s", self._topic, exc)
 
 
 class PulsarConsumer:
-    def __init__(self, consumer: pulsar.asyncio.Consumer, topic: str) -> None:
-        self._consumer, self._topic = consumer, topic
+    def __init__(self, consumer: pulsar.asyncio.Consumer, topic: str, open_: set[Any]) -> None:
+        self._consumer, self._topic, self._open = consumer, topic, open_
+        open_.add(self)
 
     async def receive(self) -> Delivery:
         try:
             msg = await self._consumer.receive()
-        except pulsar.PulsarException as exc:
+        except _ERRORS as exc:
             raise BusError(f"receive from {self._topic} failed: {exc}") from exc
         return Delivery(msg.data(), msg.properties(), msg.redelivery_count(), msg)
 
     async def ack(self, delivery: Delivery) -> None:
         try:
             await self._consumer.acknowledge(delivery.handle)
-        except pulsar.PulsarException as exc:
+        except _ERRORS as exc:
             raise BusError(f"ack on {self._topic} failed: {exc}") from exc
 
     async def nack(self, delivery: Delivery) -> None:
-        await self._consumer.negative_acknowledge(delivery.handle)
+        try:
+            await self._consumer.negative_acknowledge(delivery.handle)
+        except _ERRORS as exc:
+            raise BusError(f"nack on {self._topic} failed: {exc}") from exc
 
     async def close(self) -> None:
+        self._open.discard(self)
         try:
             await self._consumer.close()
-        except pulsar.PulsarException as exc:
+        except _ERRORS as exc:
             logger.debug("closing consumer on %s: %s", self._topic, exc)
 
 
 class PulsarTransport:
-    """One client per process; producers and consumers are created with bounded retry."""
+    """One client per process; producers and consumers are created with bounded retry.
+
+    The transport holds every producer and consumer until it is closed, and closes them
+    before its client: the native client aborts the process when a consumer is dropped
+    unclosed while a receive is outstanding.
+    """
 
     def __init__(self, options: PulsarOptions) -> None:
         self.options = options
         self._client: pulsar.asyncio.Client | None = None
+        self._open: set[PulsarProducer | PulsarConsumer] = set()
 
     async def connect(self) -> None:
         if self._client is not None:
@@ -111,7 +137,7 @@ class PulsarTransport:
         return self._client
 
     async def producer(self, queue: Queue) -> PulsarProducer:
-        topic = queue.pulsar_topic
+        topic = pulsar_topic(queue)
         producer = await self._retry(
             f"producer on {topic}",
             lambda: self.client.create_producer(
@@ -121,12 +147,12 @@ class PulsarTransport:
                 block_if_queue_full=True,
             ),
         )
-        return PulsarProducer(producer, topic)
+        return PulsarProducer(producer, topic, self._open)
 
     async def consumer(
         self, queue: Queue, subscription: str, *, from_earliest: bool = False
     ) -> PulsarConsumer:
-        topic = queue.pulsar_topic
+        topic = pulsar_topic(queue)
         kind = pulsar.ConsumerType.Exclusive if queue.exclusive else pulsar.ConsumerType.Shared
         position = (
             pulsar.InitialPosition.Earliest if from_earliest else pulsar.InitialPosition.Latest
@@ -147,26 +173,28 @@ class PulsarTransport:
                 negative_ack_redelivery_delay_ms=int(self.options.nack_delay * 1000),
             ),
         )
-        return PulsarConsumer(consumer, topic)
+        return PulsarConsumer(consumer, topic, self._open)
 
     async def _retry(self, what: str, make: Callable[[], Awaitable[T]]) -> T:
         try:
             async for attempt in AsyncRetrying(
-                retry=retry_if_exception_type(pulsar.PulsarException),
+                retry=retry_if_exception_type(_ERRORS),
                 wait=wait_exponential(multiplier=0.1, max=5.0),
                 stop=stop_after_delay(self.options.connect_timeout),
                 reraise=True,
             ):
                 with attempt:
                     return await make()
-        except pulsar.PulsarException as exc:
+        except _ERRORS as exc:
             raise BusError(f"could not create {what} at {self.options.url}: {exc}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def close(self) -> None:
+        for endpoint in list(self._open):
+            await endpoint.close()
         if self._client is not None:
             client, self._client = self._client, None
             try:
                 await client.close()
-            except pulsar.PulsarException as exc:
+            except _ERRORS as exc:
                 logger.debug("closing client: %s", exc)

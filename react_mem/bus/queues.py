@@ -1,4 +1,9 @@
-"""Queue identifiers ``class:topicspace:topic`` and their Pulsar mapping, as TrustGraph has them."""
+"""Queue identifiers ``class:topicspace:topic``, as TrustGraph has them, and what each class
+asks of a broker: persistence and shared or exclusive subscriptions.
+
+Broker-neutral: each transport maps a :class:`Queue` onto its own names (Pulsar topics in
+``pulsar.py``); nothing here knows a broker.
+"""
 
 from __future__ import annotations
 
@@ -43,17 +48,15 @@ class Queue:
 
     @property
     def persistent(self) -> bool:
+        """Flow queues keep messages until acknowledged and redeliver what is nacked; the
+        others deliver only to current subscribers, at most once."""
         return self.cls is QueueClass.FLOW
 
     @property
     def exclusive(self) -> bool:
-        """Response and notify queues get one subscription per subscriber (Exclusive)."""
+        """Response and notify queues get one subscription per subscriber (exclusive);
+        flow and request queues are shared: a subscription's consumers compete."""
         return self.cls in (QueueClass.RESPONSE, QueueClass.NOTIFY)
-
-    @property
-    def pulsar_topic(self) -> str:
-        scheme = "persistent" if self.persistent else "non-persistent"
-        return f"{scheme}://{self.topicspace}/{self.cls}/{self.topic}"
 
 
 def queue_id(topic: str, cls: QueueClass = QueueClass.FLOW, topicspace: str = "tg") -> str:

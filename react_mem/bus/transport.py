@@ -1,7 +1,8 @@
 """The transport seam: bytes in, bytes out, explicit settlement.
 
-A Pulsar implementation serves production and the embedded broker; an in-memory one
-serves unit tests. A RabbitMQ/Kafka backend would implement the same three protocols.
+Pulsar (``pulsar.py``) serves production and the embedded broker; the in-memory transport
+(``memory.py``) serves tests. Another broker implements these three protocols and registers
+in ``backends.py``; ``tests/test_transport_contract.py`` holds every one to the same rules.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from react_mem.bus.queues import Queue
+from react_mem.errors import BusError
 
 
 @dataclass(slots=True)
@@ -20,6 +22,11 @@ class Delivery:
     properties: dict[str, str]
     redelivery_count: int = 0
     handle: object = field(default=None, repr=False)
+
+
+class BrokerNotRunning(BusError):
+    """A client found no broker to join and may not start one (only processors start the
+    embedded broker: nothing would be listening on a fresh one)."""
 
 
 class Producer(Protocol):
@@ -47,6 +54,9 @@ class Transport(Protocol):
     async def consumer(
         self, queue: Queue, subscription: str, *, from_earliest: bool = False
     ) -> Consumer:
-        """Subscribe: Shared for flow/request queues, Exclusive for response/notify."""
+        """Subscribe: shared for flow/request queues (a subscription's consumers compete, each
+        message goes to one), exclusive for response/notify. Every subscription gets its own
+        copy of each message. ``from_earliest``: a new subscription to a persistent queue
+        starts at the oldest message still held, instead of at the next one sent."""
 
     async def close(self) -> None: ...

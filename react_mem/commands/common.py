@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TextIO, TypeAlias
 
-from react_mem.bus.embedded import running_broker_url
-from react_mem.bus.transport import Transport
-from react_mem.processor.runtime import open_bus
+from react_mem.bus.backends import open_bus
+from react_mem.bus.transport import BrokerNotRunning, Transport
 from react_mem.processor.settings import BusSettings
 
 # A string: the class is not subscriptable at run time.
@@ -55,15 +55,12 @@ async def with_bus(
 ) -> int:
     """Run ``action`` on the bus of a running stack. Unlike processors, a client never
     starts the embedded broker: nothing would be listening on a fresh one."""
-    url = settings.pulsar_host or running_broker_url(settings.state_dir / "broker")
-    if url is None:
-        print(
-            f"react-mem: no broker is running under {settings.state_dir}: start the stack "
-            "with `react-mem up`, or give --pulsar-host",
-            file=err,
-        )
-        return 1
-    async with open_bus(settings.model_copy(update={"pulsar_host": url})) as transport:
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            transport = await stack.enter_async_context(open_bus(settings, start_embedded=False))
+        except BrokerNotRunning as exc:
+            print(f"react-mem: {exc}", file=err)
+            return 1
         return await action(transport)
 
 

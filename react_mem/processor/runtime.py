@@ -1,4 +1,4 @@
-"""Running processors: the bus (embedded or not), metrics endpoint, supervision, signals."""
+"""Running processors: the bus (any backend), metrics endpoint, supervision, signals."""
 
 from __future__ import annotations
 
@@ -8,14 +8,13 @@ import importlib
 import logging
 import signal
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import start_http_server
 
-from react_mem.bus.embedded import EmbeddedBroker, running_broker_url
-from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
+from react_mem.bus.backends import open_bus
 from react_mem.bus.transport import Transport
 from react_mem.errors import ConfigurationError
 from react_mem.processor.base import Processor
@@ -55,34 +54,6 @@ def resolve_processor(name: str) -> type[Processor]:
     if not (isinstance(cls, type) and issubclass(cls, Processor)):
         raise ConfigurationError(f"{dotted!r} is not a react-mem Processor")
     return cls
-
-
-@contextlib.asynccontextmanager
-async def open_bus(settings: BusSettings) -> AsyncIterator[Transport]:
-    """Connect to ``pulsar_host``, or to the embedded broker (starting it if none runs)."""
-    broker: EmbeddedBroker | None = None
-    url = settings.pulsar_host
-    if url is None:
-        data_dir = settings.state_dir / "broker"
-        url = running_broker_url(data_dir)
-        if url is None:
-            broker = EmbeddedBroker(data_dir)
-            url = await asyncio.to_thread(broker.start)
-    transport = PulsarTransport(
-        PulsarOptions(
-            url=url,
-            api_key=settings.pulsar_api_key,
-            listener=settings.pulsar_listener,
-            connect_timeout=settings.connect_timeout,
-        )
-    )
-    await transport.connect()
-    try:
-        yield transport
-    finally:
-        await transport.close()
-        if broker is not None:
-            await asyncio.to_thread(broker.stop)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import platformdirs
-from pydantic import AliasChoices, Field, ValidationError
+from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -16,6 +16,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from react_mem.bus.backends import BACKENDS, BackendSettings, unknown_backend
 from react_mem.errors import ConfigurationError
 
 _settings_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
@@ -35,25 +36,27 @@ def default_state_dir() -> Path:
     return Path(platformdirs.user_state_dir("react-mem"))
 
 
-class BusSettings(BaseSettings):
-    """How to reach the bus. No ``pulsar_host`` means: use the embedded broker."""
+class BusSettings(BaseSettings, BackendSettings):
+    """How to reach the bus: ``pubsub_backend`` names the broker, whose own keys come from
+    :class:`~react_mem.bus.backends.BackendSettings`."""
 
     model_config = SettingsConfigDict(env_prefix="REACT_MEM_", extra="forbid")
 
-    pulsar_host: str | None = Field(
-        default=None, validation_alias=AliasChoices("pulsar_host", "PULSAR_HOST")
-    )
-    pulsar_api_key: str | None = Field(
-        default=None, validation_alias=AliasChoices("pulsar_api_key", "PULSAR_API_KEY")
-    )
-    pulsar_listener: str | None = Field(
-        default=None, validation_alias=AliasChoices("pulsar_listener", "PULSAR_LISTENER")
+    pubsub_backend: str = Field(
+        default="pulsar", validation_alias=AliasChoices("pubsub_backend", "PUBSUB_BACKEND")
     )
     state_dir: Path = Field(default_factory=default_state_dir)
     connect_timeout: float = Field(default=60.0, gt=0)
     metrics: bool = True
     metrics_port: int = Field(default=8000, ge=0, le=65535)
     log_level: LogLevel = LogLevel.INFO
+
+    @field_validator("pubsub_backend")
+    @classmethod
+    def _known_backend(cls, name: str) -> str:
+        if name not in BACKENDS:
+            raise ValueError(unknown_backend(name))
+        return name
 
     @classmethod
     def settings_customise_sources(

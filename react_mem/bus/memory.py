@@ -1,8 +1,11 @@
-"""An in-memory transport with Pulsar's delivery semantics, for unit tests only.
+"""An in-process transport for tests: processors and clients on one ``MemoryTransport``
+talk as they would over a broker, with no broker (as FastStream's test brokers).
 
-Shared subscriptions compete for messages, Exclusive ones refuse a second consumer;
-persistent topics redeliver nacked and unacknowledged messages with a higher
-``redelivery_count``; non-persistent ones deliver only to current subscribers.
+It keeps the transport contract (``tests/test_transport_contract.py``): shared
+subscriptions compete for messages, exclusive ones refuse a second consumer; persistent
+queues keep their messages (``from_earliest`` replays them) and redeliver nacked and
+unacknowledged ones with a higher ``redelivery_count``; the others deliver only to current
+subscribers. One process only; use a real broker to test across processes.
 """
 
 from __future__ import annotations
@@ -54,8 +57,11 @@ class MemoryConsumer:
         self._bus, self._topic, self._sub = bus, topic, sub
         self._unacked: dict[object, Delivery] = {}
         self.acked: list[Delivery] = []
+        self.closed = False
 
     async def receive(self) -> Delivery:
+        if self.closed or self._bus.closed:
+            raise BusError("consumer is closed")
         delivery = await self._sub.queue.get()
         if self._topic.persistent:
             self._unacked[delivery.handle] = delivery
@@ -76,6 +82,9 @@ class MemoryConsumer:
         )
 
     async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
         self._sub.consumers -= 1
         for delivery in self._unacked.values():
             self._sub.queue.put_nowait(
@@ -90,13 +99,15 @@ class MemoryConsumer:
 
 
 class MemoryTransport:
+    """``nack_delay``: seconds before a nacked message comes back."""
+
     def __init__(self, *, nack_delay: float = 0.01) -> None:
         self.nack_delay = nack_delay
         self.topics: dict[str, _Topic] = {}
         self.closed = False
 
     def topic(self, queue: Queue) -> _Topic:
-        return self.topics.setdefault(queue.pulsar_topic, _Topic(queue.persistent))
+        return self.topics.setdefault(queue.id, _Topic(queue.persistent))
 
     async def connect(self) -> None:
         self.closed = False

@@ -1,0 +1,85 @@
+"""Pulsar as the bus: its settings keys and flags (TrustGraph's), and how a process reaches
+it: the broker at ``pulsar_host``, else the embedded one under the state directory."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from pydantic import AliasChoices, BaseModel, Field
+
+from react_mem.bus.embedded import EmbeddedBroker, running_broker_url
+from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
+from react_mem.bus.transport import BrokerNotRunning, Transport
+
+if TYPE_CHECKING:
+    from react_mem.processor.settings import BusSettings
+
+
+class PulsarSettings(BaseModel):
+    """Pulsar's keys in the bus settings. No ``pulsar_host``: the embedded broker."""
+
+    pulsar_host: str | None = Field(
+        default=None, validation_alias=AliasChoices("pulsar_host", "PULSAR_HOST")
+    )
+    pulsar_api_key: str | None = Field(
+        default=None, validation_alias=AliasChoices("pulsar_api_key", "PULSAR_API_KEY")
+    )
+    pulsar_listener: str | None = Field(
+        default=None, validation_alias=AliasChoices("pulsar_listener", "PULSAR_LISTENER")
+    )
+
+
+def add_args(parser: argparse.ArgumentParser) -> None:
+    """Pulsar's flags; absent ones stay unset so environment and settings file apply."""
+    parser.add_argument(
+        "-p",
+        "--pulsar-host",
+        default=argparse.SUPPRESS,
+        help="Pulsar URL (env PULSAR_HOST); default: the embedded broker",
+    )
+    parser.add_argument(
+        "--pulsar-api-key", default=argparse.SUPPRESS, help="Pulsar token (env PULSAR_API_KEY)"
+    )
+    parser.add_argument("--pulsar-listener", default=argparse.SUPPRESS, help="Pulsar listener name")
+
+
+def describe(settings: BusSettings) -> str:
+    return settings.pulsar_host or f"embedded broker ({settings.state_dir / 'broker'})"
+
+
+@contextlib.asynccontextmanager
+async def connect(settings: BusSettings, *, start_embedded: bool) -> AsyncIterator[Transport]:
+    """Connect to ``pulsar_host``, or to the embedded broker: the one running under the
+    state directory, else (if ``start_embedded``) a new one owned by this process."""
+    broker: EmbeddedBroker | None = None
+    url = settings.pulsar_host
+    if url is None:
+        data_dir = settings.state_dir / "broker"
+        url = running_broker_url(data_dir)
+        if url is None and not start_embedded:
+            raise BrokerNotRunning(
+                f"no broker is running under {settings.state_dir}: start the stack "
+                "with `react-mem up`, or give --pulsar-host"
+            )
+        if url is None:
+            broker = EmbeddedBroker(data_dir)
+            url = await asyncio.to_thread(broker.start)
+    transport = PulsarTransport(
+        PulsarOptions(
+            url=url,
+            api_key=settings.pulsar_api_key,
+            listener=settings.pulsar_listener,
+            connect_timeout=settings.connect_timeout,
+        )
+    )
+    await transport.connect()
+    try:
+        yield transport
+    finally:
+        await transport.close()
+        if broker is not None:
+            await asyncio.to_thread(broker.stop)
