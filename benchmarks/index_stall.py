@@ -51,9 +51,9 @@ async def measure(
     queries: list[list[float]],
     args: argparse.Namespace,
     during: Callable[[], Awaitable[object]] | None,
-) -> tuple[list[float], float, int]:
+) -> tuple[list[float], float, float, int]:
     """Latencies (s) of scheduled searches while ``during`` runs (or for ``--idle`` s), the
-    run's seconds and the points written meanwhile."""
+    longest stall of the loop, the run's seconds and the points written meanwhile."""
     rng, latencies, written = np.random.default_rng(3), [], 0
     started = time.perf_counter()
     period, n, ended = 1 / args.rate, 0, started + args.idle
@@ -66,6 +66,8 @@ async def measure(
         nonlocal ended
         ended = when
 
+    gaps = asyncio.create_task(longest_gap(lambda: due >= ended))
+    due = started
     while (due := started + n * period) < ended:
         await asyncio.sleep(max(0.0, due - time.perf_counter()))
         hits = await store.search(SPEC.name, queries[n % len(queries)], scope=SCOPE, limit=5)
@@ -77,13 +79,24 @@ async def measure(
         n += 1
     if task is not None:
         await task
-    return latencies, time.perf_counter() - started, written
+    return latencies, await gaps, time.perf_counter() - started, written
 
 
-def line(label: str, samples: list[float]) -> str:
+async def longest_gap(stop: Callable[[], bool]) -> float:
+    """The longest the event loop went without running this 5 ms ticker (its stall)."""
+    longest, last = 0.0, time.perf_counter()
+    while not stop():
+        await asyncio.sleep(0.005)
+        now = time.perf_counter()
+        longest, last = max(longest, now - last), now
+    return longest
+
+
+def line(label: str, samples: list[float], stall: float) -> str:
     q = statistics.quantiles(samples, n=100)
     return (f"{label}: search p50 {q[49] * 1000:.1f} ms, p99 {q[98] * 1000:.1f} ms, "
-            f"max {max(samples) * 1000:.0f} ms over {len(samples)} searches")  # fmt: skip
+            f"max {max(samples) * 1000:.0f} ms over {len(samples)} searches; longest loop "
+            f"stall {stall * 1000:.0f} ms")  # fmt: skip
 
 
 async def run(args: argparse.Namespace, tmp: Path) -> None:
@@ -94,14 +107,14 @@ async def run(args: argparse.Namespace, tmp: Path) -> None:
         try:
             queries = await load(store, np.random.default_rng(7), args.points)
             await store.flush()
-            idle, _, _ = await measure(store, queries, args, None)
-            print(f"  {line('idle', idle)}")
+            idle, stall, _, _ = await measure(store, queries, args, None)
+            print(f"  {line('idle', idle, stall)}")
             build: Callable[[], Awaitable[object]] = functools.partial(store.optimize, SPEC.name)
             if way.endswith("(old)"):
                 build = functools.partial(asyncio.to_thread, store._shards[SPEC.name].optimize)
-            busy, seconds, written = await measure(store, queries, args, build)
+            busy, stall, seconds, written = await measure(store, queries, args, build)
             info = store._shards[SPEC.name].info()
-            print(f"  {line(f'indexing, {way}', busy)}; the run took {seconds:.1f} s, "
+            print(f"  {line(f'indexing, {way}', busy, stall)}; the run took {seconds:.1f} s, "
                   f"{written} point(s) written meanwhile; {info.indexed_vectors_count:,} of "
                   f"{info.points_count:,} points indexed after it")  # fmt: skip
         finally:
@@ -111,7 +124,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=40_000)
-    parser.add_argument("--rate", type=float, default=50, help="searches per second")
+    parser.add_argument("--rate", type=float, default=20, help="searches per second")
     parser.add_argument("--writes", type=float, default=5, help="points written per second")
     parser.add_argument("--idle", type=float, default=5, help="seconds measured idle")
     args = parser.parse_args()

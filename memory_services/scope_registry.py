@@ -4,12 +4,16 @@ A store cannot be asked anything without a scope (workspace + collection), so a 
 sweep (age retention, idle conversations) could not find the data written before a
 restart. Each service therefore remembers every pair it writes to in a small collection of
 its own, under one fixed internal scope that no flow can name (reserved workspaces start
-with ``_`` and never run flows), and the sweeps walk that list.
+with ``_`` and never run flows), and the sweeps walk that list. The pairs already written
+are kept in memory, at most ``remembered`` of them, least recently used out first: a caller
+inventing collections cannot grow the process, and a forgotten pair costs one idempotent
+upsert.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -20,15 +24,20 @@ from memory_services.store.base import CollectionSpec, FieldType, Record, Scope,
 REGISTRY_SCOPE = Scope(workspace="__memory__", collection="scopes")
 _NAMESPACE = uuid.UUID("6f1c3a52-4f0e-5b7e-9d8a-2c1e7b3f9a10")
 _VECTOR = [1.0]  # entries are listed, never searched
+#: Pairs known to be written, kept in memory.
+REMEMBERED = 10_000
 
 
 class ScopeRegistry:
     """Remembers pairs idempotently (one record per pair) and lists them."""
 
-    def __init__(self, store: VectorStore, collection: str) -> None:
+    def __init__(
+        self, store: VectorStore, collection: str, *, remembered: int = REMEMBERED
+    ) -> None:
         self._store = store
         self.collection = collection
-        self._known: set[tuple[str, str]] = set()
+        self.remembered = remembered
+        self._known: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     async def ensure(self) -> None:
         spec = CollectionSpec(
@@ -37,12 +46,14 @@ class ScopeRegistry:
             indexes={"workspace": FieldType.KEYWORD, "collection": FieldType.KEYWORD},
         )
         await retrying("vector store", self._store.ensure, spec)
-        self._known.update((s.workspace, s.collection) for s in await self.scopes())
+        for scope in await self.scopes():
+            self._know((scope.workspace, scope.collection))
 
     async def remember(self, scope: Scope) -> None:
         """Record the scope's workspace and collection (a no-op once known)."""
         pair = (scope.workspace, scope.collection)
         if pair in self._known:
+            self._known.move_to_end(pair)
             return
         key = "\x1f".join(pair)
         record = Record(
@@ -52,7 +63,13 @@ class ScopeRegistry:
             vector=_VECTOR,
         )
         await retrying("vector store", self._store.upsert, self.collection, [record])
-        self._known.add(pair)
+        self._know(pair)
+
+    def _know(self, pair: tuple[str, str]) -> None:
+        self._known[pair] = None
+        self._known.move_to_end(pair)
+        while len(self._known) > self.remembered:
+            self._known.popitem(last=False)
 
     async def scopes(self) -> list[Scope]:
         """Every remembered pair as a collection-wide scope."""
