@@ -95,15 +95,28 @@ async def run(args: argparse.Namespace, url: str, tmp: Path) -> None:
     texts = itertools.cycle(corpus(args.facts))
     asked = questions(500)
     data_dir = tmp / "store"
-    service = Service(url, tmp, data_dir)
+    await rounds(Service(url, tmp, data_dir), args, texts, asked, "fresh", args.rounds)
+    await rounds(Service(url, tmp, data_dir), args, texts, asked, "restarted on that state", 1)
+
+
+async def rounds(
+    service: Service,
+    args: argparse.Namespace,
+    texts: itertools.cycle[str],
+    asked: list[str],
+    label: str,
+    count: int,
+) -> None:
+    data_dir = service.data_dir
     async with service as client:
         assert service.proc is not None
         pid = service.proc.pid
         first = memory(pid)
-        print(f"fresh: RSS {first['VmRSS']:.0f} MiB (anon {first['RssAnon']:.0f}, "
-              f"file {first['RssFile']:.0f})", flush=True)  # fmt: skip
+        files = ", ".join(f"{k} {v:.0f}" for k, v in sorted(mapped(pid).items()))
+        print(f"{label}: RSS {first['VmRSS']:.0f} MiB (anon {first['RssAnon']:.0f}, "
+              f"file {first['RssFile']:.0f}: {files})", flush=True)  # fmt: skip
         previous = first
-        for n in range(1, args.rounds + 1):
+        for n in range(1, count + 1):
             stores, retrievals = await load_round(client, args, texts, asked)
             now = memory(pid)
             print(
