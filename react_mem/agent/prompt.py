@@ -2,12 +2,15 @@
 
 The memory section is rendered once per invocation (it travels in ``MemoryState.context``;
 playbook bullets injected after the context in ``MemoryState.post_context``) and fenced as
-data: the system prompt says so, and text inside cannot close the fence.
+data: the system prompt says so, and text inside cannot open or close a fence: every angle
+bracket in memory text is escaped, after NFKC folding (full-width and other compatibility
+forms) and with invisible format characters (zero-width joiners, bidi overrides) removed.
 """
 
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -75,10 +78,29 @@ class Context:
     used: list[MemoryRef] = field(default_factory=list)
 
 
+#: Escapes for everything that is, or reads as, an angle bracket once NFKC-folded: ``<`` and
+#: ``>``, the two characters whose decomposition holds one (not-less/greater-than), and
+#: lookalikes NFKC leaves alone. Escaping every bracket, not tag spellings, means no case,
+#: spacing or hidden character can turn memory text into a fence.
+_INERT = str.maketrans(
+    {"<": "&lt;", ">": "&gt;", "\u226e": "&lt;\u0338", "\u226f": "&gt;\u0338"}
+    | dict.fromkeys("\u2039\u3008\u27e8\u276c\u276e\u2770\u29fc\u02c2", "&lt;")
+    | dict.fromkeys("\u203a\u3009\u27e9\u276d\u276f\u2771\u29fd\u02c3", "&gt;")
+)
+
+
 def _clean(text: str) -> str:
-    """Memory text on one fenced line each: no fence markers, no line breaks."""
-    text = " ".join(text.split())
-    return text.replace(MEMORY_OPEN, "&lt;memory&gt;").replace(MEMORY_CLOSE, "&lt;/memory&gt;")
+    """Memory text as one inert fenced line: NFKC-folded, format characters dropped, control
+    characters and line breaks made single spaces, angle brackets escaped."""
+    text = unicodedata.normalize("NFKC", text)
+    if not text.isprintable():
+        text = "".join(_visible(c) for c in text)
+    return " ".join(text.translate(_INERT).split())
+
+
+def _visible(char: str) -> str:
+    kind = unicodedata.category(char)
+    return "" if kind == "Cf" else " " if kind[0] in "CZ" else char
 
 
 def bullet_line(bullet: Bullet) -> str:
