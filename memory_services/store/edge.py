@@ -26,6 +26,12 @@ count points upserted or given new payloads (a payload change moves a point out 
 indexed segment). Small collections stay unindexed: the engine only indexes segments past its
 own threshold (≈6.5k 384-d vectors), and below that a scope's payload index makes a scan
 cheap. Figures: ``benchmarks/fact_memory.py``, ``benchmarks/index_stall.py``.
+
+Memory: the engine maps its shard files, and what it writes or reads of them stays resident.
+After a shard opens and at every maintenance tick the store pages out its write-ahead logs
+and payload-index files, and the vectors and payloads too once more than ``resident_mib`` of
+them are resident (:mod:`memory_services.store.residency`), so RSS stays near the store's
+fresh size however much it holds. Figures: ``benchmarks/memory_growth.py``.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from typing import Any, TypeVar
 
 import qdrant_edge as qe
 
-from memory_services.store import checks, edge_build
+from memory_services.store import checks, edge_build, residency
 from memory_services.store.base import (
     SCOPE_KEYS,
     CollectionSpec,
@@ -75,9 +81,13 @@ class EdgeStore:
         index_after: int = 20_000,
         index_when_idle: float = 1.0,
         on_indexed: Callable[[str, float], None] | None = None,
+        resident_mib: float | None = 32.0,
     ) -> None:
         self.path = path
         self.flush_interval = flush_interval
+        #: MiB of vectors and payloads (what searches read) left resident before a
+        #: maintenance tick pages them out; None: the store pages out nothing.
+        self.resident_mib = resident_mib
         #: Points written to a collection before it is indexed again; 0: never automatically.
         self.index_after = index_after
         self.index_when_idle = index_when_idle
@@ -129,6 +139,16 @@ class EdgeStore:
             shard = self._shards[name]
             index = functools.partial(edge_build.index_fields, shard, self._wanted[name])
             await asyncio.to_thread(self._run, index)
+        await self.trim()  # opening read the shard's log and index files whole
+
+    async def trim(self) -> dict[str, int]:
+        """Page out the shards' write-ahead logs and payload-index files, and their vectors
+        and payloads if more than ``resident_mib`` of them are resident; the resident bytes
+        by kind found before (see :mod:`~memory_services.store.residency`)."""
+        if self.resident_mib is None:
+            return {}
+        budget = int(self.resident_mib * 2**20)
+        return await asyncio.to_thread(residency.trim, self.path, budget)
 
     async def _load(self, name: str, size: int) -> qe.EdgeShard:
         path = await asyncio.to_thread(edge_build.live_path, self.path, name)
@@ -430,7 +450,8 @@ class EdgeStore:
         return done
 
     async def _flush_periodically(self, stopping: asyncio.Event) -> None:
-        """The maintenance task: flush, then index what is due."""
+        """The maintenance task: flush, index what is due, then page out what needs no
+        residency."""
         while not stopping.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), self.flush_interval)
@@ -438,6 +459,7 @@ class EdgeStore:
                 await self.flush()
                 if not stopping.is_set():
                     await self.index_due()
+                    await self.trim()
             except TransientError:
                 logger.exception("maintenance of %s failed; will retry", self.path)
 
