@@ -27,9 +27,10 @@ import random
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from fact_memory import Client, Service, corpus, questions
 
 from memory_services.facts.schema import FactInput, FactRequest
@@ -84,6 +85,8 @@ class Variant:
     service: Service | None = None
     client: Client | None = None
     previous: float | None = None  # RSS at the last row of this run of the service
+    #: Seconds of each retrieval this round (the query's embedding included).
+    waited: list[float] = field(default_factory=list)
 
     @property
     def store(self) -> Path:
@@ -96,9 +99,14 @@ class Variant:
         now, files = memory(pid), mapped(pid, self.store)
         grew = "" if self.previous is None else f"{now['VmRSS'] - self.previous:+.0f}"
         self.previous = now["VmRSS"]
+        waited = ""
+        if self.waited:
+            p50, p99 = (1e3 * float(np.quantile(self.waited, q)) for q in (0.5, 0.99))
+            waited, self.waited = f"; retrieve p50 {p50:3.0f} p99 {p99:4.0f} ms", []
         return (
             f"RSS {now['VmRSS']:4.0f} ({grew:>4}) anon {now['RssAnon']:3.0f}, shard files "
             f"log {files['log']:3.0f} data {files['data']:3.0f} index {files['index']:3.0f}"
+            f"{waited}"
         )
 
 
@@ -133,12 +141,20 @@ async def stop(variants: list[Variant]) -> None:
 
 
 async def load_round(
-    clients: list[Client], args: argparse.Namespace, texts: Iterator[str], asked: list[str]
+    variants: list[Variant], args: argparse.Namespace, texts: Iterator[str], asked: list[str]
 ) -> tuple[int, int]:
     """``args.seconds`` of load from ``args.callers`` callers, each request sent to every
-    client; (stores, retrievals) done."""
+    variant's service; (stores, retrievals) done."""
     rng, deadline = random.Random(), time.monotonic() + args.seconds
     done = [0, 0]
+
+    async def send(variant: Variant, request: FactRequest) -> None:
+        assert variant.client is not None
+        started = time.perf_counter()
+        reply = await variant.client.request(request)
+        assert reply.error is None, reply.error
+        if request.operation == "retrieve":
+            variant.waited.append(time.perf_counter() - started)
 
     async def caller() -> None:
         while time.monotonic() < deadline:
@@ -154,8 +170,7 @@ async def load_round(
                     operation="retrieve", collection=collection, user=user,
                     query=rng.choice(asked), top_k=5,
                 )  # fmt: skip
-            for reply in await asyncio.gather(*(c.request(request) for c in clients)):
-                assert reply.error is None, reply.error
+            await asyncio.gather(*(send(v, request) for v in variants))
             done[request.operation == "retrieve"] += 1
 
     await asyncio.gather(*(caller() for _ in range(args.callers)))
@@ -163,7 +178,9 @@ async def load_round(
 
 
 def row(label: str, variants: list[Variant]) -> None:
-    print(f"{label:<28}" + " | ".join(v.cell() for v in variants), flush=True)
+    print(label, flush=True)
+    for variant in variants:
+        print(f"  {variant.name:<7}{variant.cell()}", flush=True)
 
 
 async def rounds(
@@ -173,12 +190,11 @@ async def rounds(
     await start(variants)
     try:
         row(label, variants)
-        clients = [v.client for v in variants if v.client is not None]
         for n in range(1, count + 1):
-            stores, retrievals = await load_round(clients, args, texts, asked)
-            row(f"round {n}: {stores} st, {retrievals} rt", variants)
+            stores, retrievals = await load_round(variants, args, texts, asked)
+            row(f"round {n}: {stores} stores, {retrievals} retrievals", variants)
         disk = ", ".join(f"{v.name} {disk_mib(v.store):.0f}" for v in variants)
-        print(f"{'':<28}store on disk (MiB): {disk}", flush=True)
+        print(f"store on disk (MiB): {disk}", flush=True)
     finally:
         await stop(variants)
 
@@ -186,7 +202,7 @@ async def rounds(
 async def run(args: argparse.Namespace, variants: list[Variant]) -> None:
     texts = itertools.cycle(corpus(args.facts))
     asked = questions(500)
-    print(f"{'MiB':<28}" + " | ".join(f"{v.name:<59}" for v in variants), flush=True)
+    print("MiB; retrieval times through the bus, the query's embedding included", flush=True)
     await rounds(variants, args, texts, asked, "fresh", args.rounds)
     await rounds(variants, args, texts, asked, "restarted on that state", 1)
 
