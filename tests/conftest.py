@@ -28,6 +28,15 @@ async def transport(broker: EmbeddedBroker) -> AsyncIterator[PulsarTransport]:
     await bus.close()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def memory_state_key_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Agents started by tests keep their generated sealing key here, not in the home dir."""
+    path = tmp_path_factory.mktemp("agent") / "memory-state.key"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("REACT_MEM_MEMORY_STATE_KEY_FILE", str(path))
+        yield path
+
+
 @pytest.fixture
 def registry() -> CollectorRegistry:
     return CollectorRegistry()

@@ -3,7 +3,8 @@
 One ReAct iteration per message. The first iteration recalls memory and renders the
 memory section of the prompt; it and the invocation's counters travel on in
 ``AgentRequest.memory``, with ``conversation_id`` and ``session_id``, through the ``next``
-queue (the request queue), so any replica continues any invocation. The answer is sent
+queue (the request queue), so any replica continues any invocation. The agent seals that
+state (``seal``) and refuses one it did not seal for this invocation. The answer is sent
 first; then the turn is appended to conversation memory and the trajectory published for
 the memory learner.
 
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from prometheus_client import CollectorRegistry
-from pydantic import Field
+from pydantic import Field, SecretStr
 
 from memory_services.conversations.schema import ConversationRequest, ConversationResponse
 from memory_services.embedding.base import DEFAULT_BACKEND, Backend, Embedder
@@ -48,6 +49,7 @@ from react_mem.agent.memory_tools import memory_tools
 from react_mem.agent.metrics import agent_metrics
 from react_mem.agent.parse import Action, Final, ParseError
 from react_mem.agent.respond import Responder, error_response
+from react_mem.agent.seal import StateSealer, invocation, load_key
 from react_mem.agent.tools import TOOL_CONFIG_TYPE, Tool, ToolCall, tools_from_config
 from react_mem.bus.transport import Transport
 from react_mem.errors import BadRequest, ConfigurationError
@@ -93,6 +95,11 @@ class AgentSettings(ProcessorSettings):
     #: Seconds one iteration may wait for the LLM, every retry included, before the caller
     #: is answered with an ``llm-error`` (a workspace's ``llm-timeout`` overrides it).
     llm_deadline: float = Field(default=60.0, gt=0, le=3600)
+    #: The key sealing ``AgentRequest.memory`` (env REACT_MEM_MEMORY_STATE_KEY): every
+    #: replica of the agent must have the same one. Unset: generated once and kept in
+    #: ``memory_state_key_file`` (default ``state_dir/agent/memory-state.key``).
+    memory_state_key: SecretStr | None = None
+    memory_state_key_file: Path | None = None
 
 
 def _clients() -> list[RequestResponseSpec]:
@@ -150,6 +157,7 @@ class AgentProcessor(Processor):
         self.metrics = agent_metrics(registry)
         self.embedder = embedder
         self.counter: TokenCounter | None = None
+        self.sealer: StateSealer | None = None
         self.workspaces: dict[str, Workspace] = {}
         self.register_specification(
             ConsumerSpec(
@@ -174,6 +182,9 @@ class AgentProcessor(Processor):
     async def start(self) -> None:
         s = self.agent_settings
         self.counter = await asyncio.to_thread(HFTokenCounter.from_file, s.tokenizer)
+        given = s.memory_state_key.get_secret_value() if s.memory_state_key else None
+        key_file = s.memory_state_key_file or s.state_dir / "agent" / "memory-state.key"
+        self.sealer = StateSealer(await asyncio.to_thread(load_key, given, key_file))
         if self.embedder is None:
             from memory_services.runtime import shared_embedder
 
@@ -227,9 +238,13 @@ class AgentProcessor(Processor):
         request = request.model_copy(update={"session_id": request.session_id or str(uuid.uuid4())})
         memory_on = cfg.memory_for(request.enable_memory)
         scope = Scope(request.collection or "default", request.user, request.conversation_id)
+        bound_to = invocation(request, flow.workspace, flow.name)
+        assert self.sealer is not None
         state = request.memory
         if state is None:
             state = await self.begin(request, flow, cfg, scope, memory_on)
+        else:  # only the agent's own state, for this invocation, reaches the prompt
+            state = self.sealer.open(state, bound_to)
         state = state.model_copy(update={"iteration": state.iteration + 1})
         respond = Responder(ctx, request.session_id, state.iteration, request.streaming)
 
@@ -300,7 +315,11 @@ class AgentProcessor(Processor):
         await flow.send(
             "next",
             request.model_copy(
-                update={"history": [*history, step], "state": next_state, "memory": state}
+                update={
+                    "history": [*history, step],
+                    "state": next_state,
+                    "memory": self.sealer.seal(state, bound_to),
+                }
             ),
             id=ctx.id,
         )

@@ -46,7 +46,9 @@ class MemoryRef(WireModel):
 
 class MemoryState(WireModel):
     """Carried in ``AgentRequest.memory`` from one iteration to the next, so any replica
-    continues an invocation without assembling its memory context again."""
+    continues an invocation without assembling its memory context again. Only the agent
+    produces it: ``seal`` binds it to its invocation, and a state that does not verify is
+    refused (``react_mem.agent.seal``)."""
 
     #: The rendered memory section of the prompt (already within its token budget).
     context: str = ""
@@ -68,6 +70,8 @@ class MemoryState(WireModel):
     compressions: int = 0
     #: Every step taken, compressed or not, for the trajectory record.
     steps: list[AgentStep] = Field(default_factory=list)
+    #: ``v1:`` and the HMAC-SHA256 of the fields above and the invocation, by the agent.
+    seal: str = ""
 
 
 class AgentRequest(WireModel):
@@ -89,7 +93,8 @@ class AgentRequest(WireModel):
     # react-mem extensions (optional; TrustGraph peers ignore them).
     enable_memory: bool | None = None
     user: str | None = None
-    #: Set by the agent on its ``next`` requests (see :class:`MemoryState`).
+    #: Set by the agent on its ``next`` requests, sealed (see :class:`MemoryState`);
+    #: clients leave it unset.
     memory: MemoryState | None = None
 
 

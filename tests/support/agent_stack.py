@@ -173,13 +173,15 @@ async def agent_stack(
     trajectories: bool = False,
     learner_settings: dict[str, Any] | None = None,
     registry: CollectorRegistry | None = None,
+    next_queue: str | None = None,
 ) -> AsyncIterator[Stack]:
     """The agent, its flow naming ``services``; of those, ``running`` (default all) run.
     With ``playbook`` (the real playbook-memory processor class or a test double) the
     agent's and learner's flows name playbook-memory too; it runs unless ``running`` is
     given without ``"playbook-memory"``. With ``trajectories`` the agent publishes them
     (on ``trajectory_queue``) without a learner. ``learner_settings`` override the
-    learner's; ``registry`` collects every processor's metrics (default: a fresh one)."""
+    learner's; ``registry`` collects every processor's metrics (default: a fresh one);
+    ``next_queue`` sends the agent's ``next`` requests elsewhere (to another replica)."""
     registry = registry or CollectorRegistry()
     topics = queues(unique)
     started: list[Processor] = []
@@ -284,6 +286,8 @@ async def agent_stack(
             },
             "tool": {k: json.dumps(v) for k, v in (tools or {}).items()},
         }
+        if next_queue is not None:
+            config[f"processor:{pid}"]["f1"]["topics"]["next"] = next_queue
         values: dict[str, Any] = {"id": pid, "concurrency": 4, **(agent_settings or {})}
         if config_service:  # flow, settings and tools come from the running config service
             await put_config("default", config, transport)
