@@ -13,8 +13,11 @@ asks/s and p50/p99 latency, the learner's trajectories/s over the same window, t
 second half (flat: it did not grow), and how long the learner then took to drain it. At one
 caller it also prints the agent's own overhead per ask: the ask's latency less the time the
 agent waited for the LLM (``tg_agent_llm_duration_seconds``, bus round trip included).
+``--no-learner`` leaves the learner out (the agent as it runs beside a learner in another
+process); ``--breakdown`` prints the mean memory recall and each service's handler time.
 
     OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py
+    OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py --callers 1 --no-learner --breakdown
     OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py --seconds 10 --callers 64
     OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py --profile learner.prof
 """
@@ -96,15 +99,16 @@ class Probe:
     Straight from the metric children: ``registry.get_sample_value`` collects the whole
     registry, which at hundreds of calls a second would be most of what is measured."""
 
-    def __init__(self, stack: Stack, registry: CollectorRegistry) -> None:
+    def __init__(self, stack: Stack, registry: CollectorRegistry, *, learner: bool) -> None:
         families = registry._names_to_collectors
         llm = families["tg_agent_llm_duration_seconds"]
         self._llm = llm.labels(processor=stack.agent.id)  # type: ignore[attr-defined]
         processed = families["tg_consumer_processing"]
-        queue, learner = trajectory_queue(stack.unique), stack.others[0].id
+        queue = trajectory_queue(stack.unique)
         self._learned = [
-            processed.labels(processor=learner, consumer=queue, status=s)  # type: ignore[attr-defined]
+            processed.labels(processor=stack.others[0].id, consumer=queue, status=s)  # type: ignore[attr-defined]
             for s in ("ok", "error")
+            if learner
         ]
 
     def llm_seconds(self) -> float:
@@ -156,7 +160,7 @@ async def run_level(
     level.seconds = time.perf_counter() - began
     level.samples.append((level.seconds, answered, probe.learned() - learned0))
     drain_began = time.perf_counter()
-    while probe.learned() - learned0 < answered:
+    while args.learner and probe.learned() - learned0 < answered:
         if time.perf_counter() - drain_began > args.drain_limit:
             break
         await asyncio.sleep(0.05)
@@ -181,20 +185,23 @@ def q(values: list[float], pct: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * pct / 100))] * 1000
 
 
-def report(level: Level) -> bool:
+def report(level: Level, *, learner: bool) -> bool:
     asks = len(level.latencies)
     rate = asks / level.seconds
     _, answered, learned = level.samples[-1]
     slope = backlog_slope(level.samples)
-    flat = slope <= max(0.2, 0.05 * rate)
-    print(
+    flat = slope <= max(0.2, 0.05 * rate) or not learner
+    line = (
         f"{level.callers:>3} callers: {rate:6.1f} asks/s, p50 {q(level.latencies, 50):6.1f} ms, "
-        f"p99 {q(level.latencies, 99):6.1f} ms ({asks} asks) | learner "
-        f"{learned / level.seconds:6.1f} trajectories/s, backlog at end {answered - learned}, "
-        f"slope {slope:+.2f}/s ({'flat' if flat else 'GROWING'}), drained in "
-        f"{level.drain:.1f} s",
-        flush=True,
+        f"p99 {q(level.latencies, 99):6.1f} ms ({asks} asks)"
     )
+    if learner:
+        line += (
+            f" | learner {learned / level.seconds:6.1f} trajectories/s, backlog at end "
+            f"{answered - learned}, slope {slope:+.2f}/s ({'flat' if flat else 'GROWING'}), "
+            f"drained in {level.drain:.1f} s"
+        )
+    print(line, flush=True)
     if level.overheads:
         p50 = statistics.median(level.overheads) * 1000
         verdict = "ok" if p50 <= TARGET_OVERHEAD_P50_MS else "over target"
@@ -205,6 +212,46 @@ def report(level: Level) -> bool:
             flush=True,
         )
     return flat
+
+
+#: Histograms the breakdown reads: (metric, label naming the part).
+BREAKDOWN = (
+    ("tg_agent_memory_recall_seconds", "processor"),
+    ("tg_consumer_request_duration_seconds", "processor"),
+    ("tg_downstream_call_duration_seconds", "target_service"),
+)
+
+
+def means(registry: CollectorRegistry) -> dict[tuple[str, str], tuple[float, float]]:
+    """(metric, part) -> (sum, count) of the breakdown's histograms, now."""
+    found: dict[tuple[str, str], tuple[float, float]] = {}
+    for family in registry.collect():
+        for metric, label in BREAKDOWN:
+            if family.name != metric.removesuffix("_seconds") and family.name != metric:
+                continue
+            for sample in family.samples:
+                kind = sample.name.rsplit("_", 1)[-1]
+                if kind not in ("sum", "count"):
+                    continue
+                key = (metric, sample.labels.get(label, "?"))
+                total, count = found.get(key, (0.0, 0.0))
+                if kind == "sum":
+                    found[key] = (total + sample.value, count)
+                else:
+                    found[key] = (total, count + sample.value)
+    return found
+
+
+def breakdown(
+    before: dict[tuple[str, str], tuple[float, float]],
+    after: dict[tuple[str, str], tuple[float, float]],
+) -> None:
+    """Mean per call over the level, of each part that ran during it."""
+    for (metric, part), (total, count) in sorted(after.items()):
+        total0, count0 = before.get((metric, part), (0.0, 0.0))
+        if count > count0:
+            mean = (total - total0) / (count - count0) * 1000
+            print(f"    {metric} {part}: mean {mean:.2f} ms ({count - count0:.0f})", flush=True)
 
 
 async def bench(url: str, root: Path, args: argparse.Namespace) -> bool:
@@ -221,17 +268,20 @@ async def bench(url: str, root: Path, args: argparse.Namespace) -> bool:
             root,
             uuid.uuid4().hex[:10],
             script=script,
-            learner=True,
+            learner=args.learner,
             agent_settings={"concurrency": args.agent_concurrency},
             learner_settings=learner,
             registry=registry,
             playbook=PlaybookMemoryProcessor if args.playbook else None,
         ) as stack:
-            probe = Probe(stack, registry)
+            probe = Probe(stack, registry, learner=args.learner)
             await run_level(stack, probe, 4, args.warmup, 0, args)  # embedder, stores, queues
             for n, callers in enumerate(args.callers, 1):
+                before = means(registry) if args.breakdown else {}
                 level = await run_level(stack, probe, callers, args.seconds, n, args)
-                all_flat = report(level) and all_flat
+                all_flat = report(level, learner=args.learner) and all_flat
+                if args.breakdown:
+                    breakdown(before, means(registry))
     finally:
         await transport.close()
     return all_flat
@@ -256,6 +306,15 @@ def main() -> None:
         default=True,
         help="run playbook-memory, so the learner reflects and curates (as the stack does)",
     )
+    parser.add_argument(
+        "--learner",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the memory learner in this process too",
+    )
+    parser.add_argument(
+        "--breakdown", action="store_true", help="print mean recall and per-service times"
+    )
     parser.add_argument("--profile", type=Path, default=None, help="write cProfile stats here")
     args = parser.parse_args()
     print(
@@ -271,7 +330,8 @@ def main() -> None:
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(args.profile)
-    print(f"learner kept up at every level: {'yes' if flat else 'no'}")
+    if args.learner:
+        print(f"learner kept up at every level: {'yes' if flat else 'no'}")
 
 
 if __name__ == "__main__":
