@@ -32,7 +32,7 @@ def no_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     async def sleep(seconds: float) -> None:
         waits.append(seconds)
 
-X
+    monkeypatch.setattr(asyncio, "sleep", sleep)  # tenacity's waits too
     return waits
 
 
