@@ -5,6 +5,7 @@ settings read from the rendered environment, their specs from the rendered flow 
 
 from __future__ import annotations
 
+import base64
 import copy
 import os
 import re
@@ -27,6 +28,7 @@ from prometheus_client import CollectorRegistry
 
 from memory_services.runtime import MemorySettings
 from react_mem.agent.config import AgentMemConfig
+from react_mem.agent.seal import StateSealer
 from react_mem.agent.tools import tools_from_config
 from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.processor.config_source import read_config_file
@@ -266,12 +268,17 @@ def secret_env(docs: list[dict[str, Any]]) -> dict[str, set[str]]:
     return found
 
 
-def test_no_credentials_by_default(
+def test_no_credentials_by_default_and_one_memory_state_key_for_every_agent(
     installation: tuple[dict[str, Any], list[dict[str, Any]]],
 ) -> None:
+    """The only Secret is the chart's random key sealing the agent's memory state, which
+    every agent-mem replica reads (issue 13)."""
     _, docs = installation
-    assert of_kind(docs, "Secret") == []
-    assert secret_env(docs) == {}
+    (secret,) = of_kind(docs, "Secret")
+    name = secret["metadata"]["name"]
+    assert name.endswith("-memory-state-key")
+    StateSealer(base64.b64decode(secret["data"]["memory-state-key"]).decode())
+    assert secret_env(docs) == {"REACT_MEM_MEMORY_STATE_KEY": {name}}
 
 
 def test_credentials_come_from_existing_secrets() -> None:
@@ -280,6 +287,7 @@ def test_credentials_come_from_existing_secrets() -> None:
             "pulsar": {"apiKeySecret": {"name": "pulsar-token", "key": "token"}},
             "qdrant": {"apiKeySecret": {"name": "qdrant", "key": "api-key"}},
             "llm": {"apiKeySecret": {"name": "openai", "key": "key"}},
+            "memoryStateKeySecret": {"name": "agent", "key": "sealing-key"},
         }
     )
     assert of_kind(docs, "Secret") == []
@@ -287,6 +295,7 @@ def test_credentials_come_from_existing_secrets() -> None:
         "PULSAR_API_KEY": {"pulsar-token"},
         "QDRANT_API_KEY": {"qdrant"},
         "OPENAI_API_KEY": {"openai"},
+        "REACT_MEM_MEMORY_STATE_KEY": {"agent"},
     }
     deployed = workloads(docs)
     for name, workload in deployed.items():
@@ -297,13 +306,17 @@ def test_credentials_come_from_existing_secrets() -> None:
             name in {"fact-memory", "episode-memory", "conversation-memory", "playbook-memory"}
         )
         assert ("OPENAI_API_KEY" in names) == (name == "text-completion")
+        assert ("REACT_MEM_MEMORY_STATE_KEY" in names) == (name == "agent-mem")
 
 
 def test_chart_secret_only_when_explicitly_asked() -> None:
     docs = render({"createSecret": {"enabled": True, "openaiApiKey": "sk-test"}})
-    (secret,) = of_kind(docs, "Secret")
+    sealing, secret = sorted(of_kind(docs, "Secret"), key=lambda d: "credentials" in str(d))
     assert set(secret["data"]) == {"openaiApiKey"}
-    assert secret_env(docs) == {"OPENAI_API_KEY": {secret["metadata"]["name"]}}
+    assert secret_env(docs) == {
+        "OPENAI_API_KEY": {secret["metadata"]["name"]},
+        "REACT_MEM_MEMORY_STATE_KEY": {sealing["metadata"]["name"]},
+    }
 
 
 @pytest.mark.parametrize(

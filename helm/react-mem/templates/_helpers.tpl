@@ -35,6 +35,11 @@ app.kubernetes.io/component: {{ .name }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
+{{/* The Secret holding the agent's memory-state key: the named one, else the chart's. */}}
+{{- define "react-mem.memoryStateKeySecret" -}}
+{{- .Values.memoryStateKeySecret.name | default (printf "%s-memory-state-key" (include "react-mem.fullname" .)) -}}
+{{- end -}}
+
 {{- define "react-mem.secretName" -}}
 {{- printf "%s-credentials" (include "react-mem.fullname" .) -}}
 {{- end -}}
