@@ -125,7 +125,8 @@ class MemoryProcessor(Processor):
         conversation: str | None = None,
     ) -> Scope:
         """The request's scope: the flow's workspace + the request's collection, user and
-        conversation ("" counts as absent, as TrustGraph peers send it)."""
+        conversation (normalised by :class:`Scope`: "" is absent, as TrustGraph peers send it).
+        A request only ever gets its own owner's scope, never :class:`AllOwners`."""
         parts = (ctx.flow.workspace, collection, user or "", conversation or "")
         if any(len(p) > MAX_SCOPE_ID_CHARS for p in parts):
             raise BadRequest(
@@ -133,7 +134,7 @@ class MemoryProcessor(Processor):
                 "characters",
                 type="too-large",
             )
-        return Scope(ctx.flow.workspace, collection, user or None, conversation or None)
+        return Scope(ctx.flow.workspace, collection, user, conversation)
 
 
 def unknown_operation(operation: str, known: tuple[str, ...]) -> BadRequest:

@@ -18,7 +18,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from memory_services.retry import retrying
-from memory_services.store.base import CollectionSpec, FieldType, Record, Scope, VectorStore
+from memory_services.store.base import (
+    AllOwners,
+    CollectionSpec,
+    FieldType,
+    Record,
+    Scope,
+    VectorStore,
+)
 
 #: The scope every registry entry lives in (never returned to a request).
 REGISTRY_SCOPE = Scope(workspace="__memory__", collection="scopes")
@@ -71,9 +78,9 @@ class ScopeRegistry:
         while len(self._known) > self.remembered:
             self._known.popitem(last=False)
 
-    async def scopes(self) -> list[Scope]:
-        """Every remembered pair as a collection-wide scope."""
-        found: list[Scope] = []
+    async def scopes(self) -> list[AllOwners]:
+        """Every remembered pair, for a maintenance pass over all of its owners."""
+        found: list[AllOwners] = []
         offset: str | None = None
         while True:
             page, offset = await retrying(
@@ -89,9 +96,9 @@ class ScopeRegistry:
                 return found
 
 
-def _scopes(payloads: Iterable[Mapping[str, Any]]) -> list[Scope]:
+def _scopes(payloads: Iterable[Mapping[str, Any]]) -> list[AllOwners]:
     return [
-        Scope(str(p["workspace"]), str(p["collection"]))
+        AllOwners(str(p["workspace"]), str(p["collection"]))
         for p in payloads
         if p.get("workspace") and p.get("collection")
     ]

@@ -281,11 +281,15 @@ async def test_consolidation_never_crosses_workspaces_collections_or_users(
         elsewhere = [await facts.add(text, 0.3, workspace="ws-b") for text in CAT[:2]]
 
         assert (await facts.report("consolidate", user="bob")).merged == 0
-        report = await facts.report("consolidate", consolidation_id="x")
-        assert report.candidates == 4  # ws-a, collection default
+        # Without a user, a pass reads the shared facts alone, never a user's.
+        nobody = await facts.report("consolidate", consolidation_id="x")
+        assert (nobody.candidates, nobody.merged) == (1, 0)
+        report = await facts.report("consolidate", consolidation_id="x", user="alice")
+        assert report.candidates == 2
         # Only Alice's two facts merge: the user-less and Bob's are no one else's.
         assert [sorted([c.into, *c.absorbed]) for c in report.clusters] == [sorted(alice)]
-        assert await facts.live() == {shared, bob, report.clusters[0].into}
+        assert await facts.live() == {shared}
+        assert await facts.live(user="bob") == {bob}
         assert await facts.live(user="alice") == {report.clusters[0].into}
         assert await facts.live(collection="c2") == set(other)
         assert await facts.live(workspace="ws-b") == set(elsewhere)
@@ -298,7 +302,11 @@ async def test_consolidation_never_crosses_workspaces_collections_or_users(
         )
         ws_b = await facts.report("consolidate", consolidation_id="x", workspace="ws-b")
         assert ws_b.merged == 1
-        assert (await facts.report("unconsolidate", consolidation_id="x")).restored == 1
+        # Alice's pass is hers: undoing "x" without a user finds the empty shared pass.
+        assert (await facts.report("unconsolidate", consolidation_id="x")).restored == 0
+        assert await facts.live(user="alice") == {report.clusters[0].into}
+        undone = await facts.report("unconsolidate", consolidation_id="x", user="alice")
+        assert undone.restored == 1
         assert await facts.live(user="alice") == set(alice)
         assert len(await facts.live(workspace="ws-b")) == 1
 
@@ -410,8 +418,9 @@ async def episode_report(service: EpisodeService, request: EpisodeRequest) -> Co
     return report
 
 
-async def episodes_by_id(service: EpisodeService, ids: list[str]) -> list[Episode]:
-    return (await episode_ok(service, EpisodeRequest(operation="get", ids=ids))).episodes
+async def episodes_by_id(service: EpisodeService, ids: list[str], **fields: Any) -> list[Episode]:
+    request = EpisodeRequest(operation="get", ids=ids, **fields)
+    return (await episode_ok(service, request)).episodes
 
 
 async def live_episodes(service: EpisodeService, **fields: Any) -> set[str]:
@@ -452,13 +461,14 @@ async def test_episodes_merge_by_outcome_keep_lessons_and_unconsolidate_restores
         anns = await episode(
             service, clock, "convert 100 euros to dollars", "failure", 0.0, [timed_out], user="ann"
         )
-        ids = [best, cached, short, partial, success, anns]
+        ids = [best, cached, short, partial, success]  # the shared episodes; anns is ann's
         before = await episodes_by_id(service, ids)
+        anns_before = await episodes_by_id(service, [anns], user="ann")
 
         request = EpisodeRequest(operation="consolidate", consolidation_id="e-1")
         report = await episode_report(service, request)
         assert report.state == "applied"
-        assert (report.candidates, report.preserved, report.merged) == (5, 1, 2)
+        assert (report.candidates, report.preserved, report.merged) == (4, 1, 2)
         assert [(c.into, c.absorbed) for c in report.clusters] == [(best, [cached, short])]
         merged, *_ = await episodes_by_id(service, [best])
         # Lessons unioned (a repeat in other spacing or case is one lesson); goal and steps kept.
@@ -470,18 +480,15 @@ async def test_episodes_merge_by_outcome_keep_lessons_and_unconsolidate_restores
         saved -= len(',"use a cached rate"')  # the lesson the survivor gained, as JSON
         assert report.bytes_saved == saved
 
-        assert await live_episodes(service) == {best, partial, success, anns}
+        assert await live_episodes(service) == {best, partial, success}
         found = await episode_ok(
             service, EpisodeRequest(operation="retrieve", goal="convert euros to dollars", top_k=10)
         )
-        assert {e.id for e in found.episodes} == {best, partial, success, anns}
+        assert {e.id for e in found.episodes} == {best, partial, success}
         absorbed = await episodes_by_id(service, [cached, short])
         assert [(e.consolidated_into, e.consolidation_id) for e in absorbed] == [(best, "e-1")] * 2
-        assert (await episodes_by_id(service, [success, partial, anns])) == [
-            old[success],
-            old[partial],
-            old[anns],
-        ]
+        assert (await episodes_by_id(service, [success, partial])) == [old[success], old[partial]]
+        assert await episodes_by_id(service, [anns], user="ann") == anns_before  # not hers
         again = await episode_ok(service, request)  # a repeated request: the same report
         assert again.consolidation == report
         counted = {"processor": service.processor.id, "kind": "episode"}

@@ -352,12 +352,15 @@ async def test_delete_and_purge(
         )
         assert deleted.count == 3  # the header and two turns
         assert (await get(service, "c1", user="ann")).conversation is None
-        listed = await ok(service, ConversationRequest(operation="list"))
-        assert sorted(c.conversation_id for c in listed.conversations) == ["c2", "c3"]
+        listed = await ok(service, ConversationRequest(operation="list", user="ann"))
+        assert [c.conversation_id for c in listed.conversations] == ["c2"]
+        # Without a user: the collection's user-less conversations only, here none.
+        assert (await ok(service, ConversationRequest(operation="list"))).conversations == []
+        assert (await ok(service, ConversationRequest(operation="purge"))).count == 0
         assert (await ok(service, ConversationRequest(operation="purge", user="ann"))).count == 2
         assert (await get(service, "c2", user="ann")).conversation is None
         assert (await get(service, "c3", user="ben")).conversation is not None
-        assert (await ok(service, ConversationRequest(operation="purge"))).count == 2
+        assert (await ok(service, ConversationRequest(operation="purge", user="ben"))).count == 2
         assert (await get(service, "c3", user="ben")).conversation is None
         assert (await get(service, "c4", collection="other")).conversation is not None
 

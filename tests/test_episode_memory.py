@@ -178,8 +178,7 @@ async def test_count_retention_evicts_the_oldest_per_scope(
             clock.advance(10)
             evicted.append((await ok(service, store(f"task number {n}"))).evicted)
         assert evicted == [0, 0, 0, 1, 1]
-        assert await listed(service) == [
-            "alice's only task",
+        assert await listed(service) == [  # no user: the shared episodes, never alice's
             "task number 2",
             "task number 3",
             "task number 4",
@@ -272,8 +271,9 @@ async def test_scopes_never_leak_across_workspaces_collections_or_users(
         got = lambda r: sorted(e.goal[-7:-1] for e in r.episodes)  # noqa: E731
         assert got(await ok(service, retrieve(collection="c1"), "ws-b")) == ["copy 2"]
         assert got(await ok(service, retrieve(collection="c2"), "ws-a")) == ["copy 1"]
-        # A collection-wide query sees its users' episodes; a user's query sees only theirs.
-        assert got(await ok(service, retrieve(collection="c1"), "ws-a")) == ["copy 0", "copy 3"]
+        # A user's query sees only theirs; one without a user only the user-less ones.
+        assert got(await ok(service, retrieve(collection="c1"), "ws-a")) == ["copy 0"]
+        assert got(await ok(service, retrieve(collection="c1", user=""), "ws-a")) == ["copy 0"]
         assert got(await ok(service, retrieve(collection="c1", user="bob"), "ws-a")) == ["copy 3"]
         assert got(await ok(service, retrieve(collection="c1", user="eve"), "ws-a")) == []
         # Ids from elsewhere are neither readable nor deletable.
@@ -293,13 +293,18 @@ async def test_purge_by_conversation_by_user_and_by_collection(
         await ok(service, store("ben's task", user="ben"))
         await ok(service, store("other collection task", collection="other"))
 
-        purge = await ok(service, EpisodeRequest(operation="purge", conversation_id="conv-1"))
-        assert purge.count == 1
-        assert await listed(service) == ["ben's task", "task in conversation two"]
+        await ok(service, store("shared task"))
+        # Without a user, a purge takes the shared episodes only, never a user's.
+        nobody = EpisodeRequest(operation="purge", conversation_id="conv-1")
+        assert (await ok(service, nobody)).count == 0
+        purge = EpisodeRequest(operation="purge", conversation_id="conv-1", user="ann")
+        assert (await ok(service, purge)).count == 1
+        assert await listed(service, user="ann") == ["task in conversation two"]
         assert (await ok(service, EpisodeRequest(operation="purge", user="ann"))).count == 1
-        assert await listed(service) == ["ben's task"]
+        assert await listed(service, user="ann") == []
         assert (await ok(service, EpisodeRequest(operation="purge"))).count == 1
         assert await listed(service) == []
+        assert await listed(service, user="ben") == ["ben's task"]
         assert await listed(service, collection="other") == ["other collection task"]
 
 

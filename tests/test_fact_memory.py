@@ -200,7 +200,11 @@ async def test_a_restatement_reinforces_and_keeps_its_wording(facts: Service) ->
         [s] = (await facts.ok("store", facts=[FactInput(content=same)])).stored
         assert (s.id, s.status, s.similarity) == (tea, "reinforced", 1.0)
     # Other words than the normalised text, but only filler and a plural: a near-duplicate.
-    for near in ("Alice likes the green tea.", "Alice likes green teas", "alice likes THE green tea"):
+    for near in (
+        "Alice likes the green tea.",
+        "Alice likes green teas",
+        "alice likes THE green tea",
+    ):
         [s] = (await facts.ok("store", facts=[FactInput(content=near)])).stored
         assert (s.id, s.status) == (tea, "reinforced")
         assert s.similarity is not None and 0.92 <= s.similarity < 1.0
@@ -234,7 +238,7 @@ async def test_scopes_never_leak_between_workspaces_collections_and_users(
         # Another collection of the same workspace.
         assert (await facts.ok("retrieve", query=query, collection="c2")).facts == []
         assert await facts.listed(collection="c2") == []
-        # Another user of the same collection; the owner and a collection-wide read see it.
+        # Another user of the same collection, or none: only the owner sees it.
         key_query = "Where is the spare key?"
         assert (
             await facts.ok("retrieve", query=key_query, collection="c1", user="bob")
@@ -243,15 +247,21 @@ async def test_scopes_never_leak_between_workspaces_collections_and_users(
             alices
         ]
         assert (await facts.ok("delete", ids=[alices], collection="c1", user="bob")).deleted == 0
-        for user in ("alice", None):
-            found = (await facts.ok("retrieve", query=key_query, collection="c1", user=user)).facts
-            assert [f.id for f in found] == [alices]
+        for user in (None, ""):  # no user: the collection's shared facts, never a user's
+            nobody = {"collection": "c1", "user": user}
+            assert (await facts.ok("retrieve", query=key_query, **nobody)).facts == []
+            assert (await facts.ok("get", ids=[alices], **nobody)).missing == [alices]
+            assert await facts.listed(**nobody) == []
+            assert (await facts.ok("delete", ids=[alices], **nobody)).deleted == 0
+            assert (await facts.ok("purge", **nobody)).deleted == 0
+        found = (await facts.ok("retrieve", query=key_query, collection="c1", user="alice")).facts
+        assert [f.id for f in found] == [alices]
         # The same words stored collection-wide are not taken for Alice's fact.
         [shared] = (
             await facts.ok("store", facts=[FactInput(content=alice_key)], collection="c1")
         ).stored
         assert shared.status == "added" and shared.id != alices
-        assert (await facts.one(alices, collection="c1")).access_count == 2  # the 2 retrievals
+        assert (await facts.one(alices, collection="c1", user="alice")).access_count == 1
         assert [f.id for f in (await facts.ok("retrieve", query=query)).facts] == [in_a]
 
 
@@ -375,10 +385,11 @@ async def test_purge_by_conversation_by_user_and_by_collection(facts: Service) -
     [elsewhere] = await facts.store("The office closes at 6pm.", collection="other")
 
     assert (await facts.ok("purge", conversation_id="c1")).deleted == 2
-    assert sorted(f.id for f in await facts.listed()) == sorted([c2, olivia, shared])
-    assert (await facts.ok("purge", user="olivia")).deleted == 1
     assert sorted(f.id for f in await facts.listed()) == sorted([c2, shared])
-    assert (await facts.ok("purge")).deleted == 2  # the whole collection
+    assert (await facts.ok("purge", user="olivia", conversation_id="c2")).deleted == 0
+    assert (await facts.ok("purge", user="olivia")).deleted == 1
+    assert await facts.listed(user="olivia") == []
+    assert (await facts.ok("purge")).deleted == 2  # the collection's shared facts
     assert await facts.listed() == []
     assert [f.id for f in await facts.listed(collection="other")] == [elsewhere]
 

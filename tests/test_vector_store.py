@@ -18,6 +18,7 @@ import pytest
 
 from memory_services.runtime import MemorySettings, make_store
 from memory_services.store import (
+    AllOwners,
     CollectionSpec,
     Condition,
     EdgeStore,
@@ -189,21 +190,24 @@ SCOPES = {
     "user-1": Scope("ws-a", "default", user="u1"),
     "user-2": Scope("ws-a", "default", user="u2"),
     "conversation": Scope("ws-a", "default", user="u1", conversation="c1"),
+    "shared-conversation": Scope("ws-a", "default", conversation="c1"),
 }
 
 
 async def test_scopes_never_see_each_others_records(store: VectorStore) -> None:
     written = {name: record(scope, [1, 0, 0, 0], owner=name) for name, scope in SCOPES.items()}
     await store.upsert(C, list(written.values()))
-    # A scope sees what was written in it and in scopes it contains (a narrower user or
-    # conversation); never a sibling workspace, collection, user or conversation.
+    # A scope sees its owner's records (all its conversations when it names none); a scope
+    # without a user sees only the records written without one, never a user's; never a
+    # sibling workspace, collection, user or conversation.
     visible = {
-        "home": {"home", "user-1", "user-2", "conversation"},
+        "home": {"home", "shared-conversation"},
         "other-workspace": {"other-workspace"},
         "other-collection": {"other-collection"},
         "user-1": {"user-1", "conversation"},
         "user-2": {"user-2"},
         "conversation": {"conversation"},
+        "shared-conversation": {"shared-conversation"},
     }
     every_id = [r.id for r in written.values()]
     for name, scope in SCOPES.items():
@@ -214,6 +218,33 @@ async def test_scopes_never_see_each_others_records(store: VectorStore) -> None:
         got = await store.get(C, every_id, scope=scope)
         assert {r.payload["owner"] for r in got} == visible[name], name
         assert await store.count(C, scope=scope) == len(visible[name]), name
+    # Maintenance spans the owners of one collection, nothing more.
+    everyone = AllOwners("ws-a", "default")
+    page, _ = await store.scroll(C, scope=everyone)
+    assert {r.payload["owner"] for r in page} == set(SCOPES) - {
+        "other-workspace",
+        "other-collection",
+    }
+    assert await store.count(C, scope=everyone) == len(page)
+
+
+def test_no_user_is_one_value() -> None:
+    # "" and None are the same owner (no user); any other id is compared exactly.
+    assert Scope("ws-a", "default", user="") == Scope("ws-a", "default", user=None) == HOME
+    assert Scope("ws-a", "default", user="", conversation="").payload() == HOME.payload()
+    assert Scope("ws-a", "default", user=" ") != HOME
+    assert Scope("ws-a", "default", user="Alice") != Scope("ws-a", "default", user="alice")
+
+
+async def test_a_user_less_write_and_delete_leave_users_records_alone(store: VectorStore) -> None:
+    alice = record(SCOPES["user-1"], [1, 0, 0, 0], kind="alice")
+    await store.upsert(C, [alice])
+    assert await store.get(C, [alice.id], scope=HOME) == []  # looks exactly like "not found"
+    await store.set_payload(C, [alice.id], {"kind": "stolen"}, scope=HOME)
+    assert await store.delete(C, scope=HOME, ids=[alice.id]) == 0
+    assert await store.delete(C, scope=HOME) == 0
+    (got,) = await store.get(C, [alice.id], scope=SCOPES["user-1"])
+    assert got.payload["kind"] == "alice"
 
 
 async def test_writes_through_another_scope_touch_nothing(store: VectorStore) -> None:

@@ -22,7 +22,7 @@ from memory_services.consolidation.cluster import star_clusters
 from memory_services.consolidation.ledger import Entry, Ledger
 from memory_services.consolidation.schema import ConsolidationCluster, ConsolidationReport
 from memory_services.retry import retrying
-from memory_services.store.base import Condition, Record, Scope, VectorStore
+from memory_services.store.base import AllOwners, Condition, Record, Scope, VectorStore
 from react_mem.errors import BadRequest
 
 STORE = "vector store"
@@ -235,6 +235,29 @@ class Engine:
         }
         return step, saved
 
+    async def owners(self, everyone: AllOwners, options: Options, now: float) -> list[Scope]:
+        """The owners in a collection that hold candidates of a pass (a scheduled pass then
+        runs once per owner, so its ledger entries and writes stay inside each owner)."""
+        where = [
+            *self.kind.live(now),
+            Condition(self.kind.importance_key, lt=options.importance_threshold),
+        ]
+        found: dict[Scope, None] = {}
+        offset: str | None = None
+        while True:
+            page, offset = await retrying(
+                STORE,
+                self.store.scroll,
+                self.collection,
+                scope=everyone,
+                where=where,
+                limit=_PAGE,
+                offset=offset,
+            )
+            found.update((Scope.of_payload(r.payload).owner(), None) for r in page)
+            if offset is None:
+                return list(found)
+
     async def _candidates(
         self, scope: Scope, live: list[Condition], options: Options
     ) -> tuple[list[Record], bool]:
@@ -331,7 +354,7 @@ class Engine:
 def _owner(scope: Scope) -> Scope:
     """Where a pass's ledger entry lives, and the scope its writes are confined to: the
     request's workspace, collection and user (a conversation only narrows what is read)."""
-    return Scope(scope.workspace, scope.collection, scope.user)
+    return scope.owner()
 
 
 def _ids(plan: list[dict[str, Any]]) -> list[str]:

@@ -28,6 +28,7 @@ from memory_services.store.base import (
     FieldType,
     Record,
     Scope,
+    StoreScope,
     VectorStore,
 )
 from react_mem.errors import BadRequest
@@ -80,7 +81,7 @@ class ConversationMemory:
         await retrying(STORE, self._store.upsert, self.collection, [record])
 
     async def headers(
-        self, scope: Scope, where: Sequence[Condition], *, limit: int, offset: str | None
+        self, scope: StoreScope, where: Sequence[Condition], *, limit: int, offset: str | None
     ) -> tuple[list[Payload], str | None]:
         page, next_offset = await retrying(
             STORE,
@@ -93,7 +94,7 @@ class ConversationMemory:
         )
         return [dict(r.payload) for r in page], next_offset
 
-    async def all_headers(self, scope: Scope, where: Sequence[Condition]) -> list[Payload]:
+    async def all_headers(self, scope: StoreScope, where: Sequence[Condition]) -> list[Payload]:
         found: list[Payload] = []
         offset: str | None = None
         while True:
@@ -190,5 +191,5 @@ class ConversationMemory:
         """Every record (headers and turns) inside ``scope``."""
         return await retrying(STORE, self._store.delete, self.collection, scope=scope)
 
-    async def count(self, scope: Scope, kind: Condition) -> int:
+    async def count(self, scope: StoreScope, kind: Condition) -> int:
         return await retrying(STORE, self._store.count, self.collection, scope=scope, where=[kind])

@@ -138,12 +138,8 @@ def new_header(scope: Scope, *, now: float, flow: str) -> dict[str, Any]:
 
 
 def header_scope(payload: Mapping[str, Any]) -> Scope:
-    return Scope(
-        payload["scope_workspace"],
-        payload["scope_collection"],
-        payload.get("scope_user"),
-        payload.get("scope_conversation"),
-    )
+    """The conversation (of its owner) a stored header belongs to."""
+    return Scope.of_payload(payload)
 
 
 def to_turn(payload: Mapping[str, Any], similarity: float | None = None) -> ConversationTurn:

@@ -2,7 +2,8 @@
 
 One request shape for every operation (``operation`` says which). A conversation is
 identified by collection + user + conversation_id in the flow's workspace: give the same
-``user`` on every call for one conversation.
+``user`` on every call for one conversation. A conversation id is not a credential: with
+another user (or none) the same id names another, separate conversation.
 
 - ``append``: query, answer, summary (this turn's), result, time, and ``turn_id`` or
   ``session_id`` (else the message's correlation id) naming the turn, so a redelivered
@@ -12,7 +13,8 @@ identified by collection + user + conversation_id in the flow's workspace: give 
 - ``update-summary``: ``summary`` becomes the rolling summary -> ``conversation``.
 - ``end``: end it now and publish one :class:`ConversationEnded` -> ``conversation``.
 - ``search``: turns whose query and answer resemble ``query`` (top_k, min_score), in the
-  request's scope (a conversation, a user, or the collection) -> ``turns``.
+  request's scope (a conversation, or every conversation of the request's owner: the user,
+  or without one the collection's user-less conversations) -> ``turns``.
 - ``list``: conversations (without turns), paged by ``limit``/``offset`` -> ``conversations``.
 - ``delete``: one conversation, ``purge``: the request's scope -> ``count`` of records removed.
 """

@@ -198,15 +198,18 @@ class EpisodeMemory:
             return await self._consolidation.unconsolidate(scope, pass_id, self._clock())
 
     async def consolidate_all(self, consolidation_id: str) -> list[ConsolidationReport]:
-        """A scheduled pass over every known collection with the default thresholds."""
+        """A scheduled pass over every owner of every known collection with the default
+        thresholds."""
         options = dataclasses.replace(self._consolidation_defaults, record_empty=False)
         reports = []
-        for scope in await self._registry.scopes():
-            async with self._writing:
-                report, _ = await self._consolidation.consolidate(
-                    scope, consolidation_id, options, self._clock()
-                )
-            reports.append(report)
+        engine = self._consolidation
+        for everyone in await self._registry.scopes():
+            for owner in await engine.owners(everyone, options, self._clock()):
+                async with self._writing:
+                    report, _ = await engine.consolidate(
+                        owner, consolidation_id, options, self._clock()
+                    )
+                reports.append(report)
         return reports
 
     # -- retention ---------------------------------------------------------------
@@ -223,12 +226,9 @@ class EpisodeMemory:
         return removed, held
 
     async def _enforce_count(self, scope: Scope) -> int:
-        bucket = Scope(scope.workspace, scope.collection, scope.user)
-        where = [] if scope.user else [Condition("scope_user", missing=True)]
+        bucket = scope.owner()
         async with self._evicting:
-            held = await retrying(
-                STORE, self._store.count, self.collection, scope=bucket, where=where
-            )
+            held = await retrying(STORE, self._store.count, self.collection, scope=bucket)
             if held <= self._max_per_scope:
                 return 0
             ages: list[tuple[float, str]] = []
@@ -239,7 +239,6 @@ class EpisodeMemory:
                     self._store.scroll,
                     self.collection,
                     scope=bucket,
-                    where=where,
                     limit=512,
                     offset=offset,
                 )

@@ -2,9 +2,10 @@
 
 One request shape for every operation (``operation`` says which), as TrustGraph's services
 have it; fields an operation does not use are ignored. The scope is the flow's workspace +
-``collection``, narrowed by ``user`` and ``conversation_id`` when they are given: a store
-records them on the episode; a retrieve or list without ``conversation_id`` looks across
-every conversation (of the user, or of the whole collection without ``user``).
+``collection`` + ``user`` (the owner: without a user, the collection's shared episodes,
+never a user's; see :mod:`react_mem.schema.scope`), narrowed by ``conversation_id`` when it
+is given: a store records them on the episode; a retrieve or list without
+``conversation_id`` looks across every conversation of that owner.
 
 - ``store``: goal, steps, outcome, score, lessons, tokens, duration_seconds, session_id
   (and the scope's ``conversation_id``) -> ``id``, ``created``, ``evicted``.

@@ -12,7 +12,7 @@ from memory_services.embedding.base import Embedder
 from memory_services.facts.records import FactPolicy
 from memory_services.retry import retrying
 from memory_services.scope_registry import ScopeRegistry
-from memory_services.store.base import Condition, Hit, Record, Scope, VectorStore
+from memory_services.store.base import Condition, Hit, Record, Scope, StoreScope, VectorStore
 from react_mem.errors import BadRequest
 
 Clock = Callable[[], float]
@@ -36,7 +36,7 @@ class FactContext:
     async def get(self, ids: Sequence[str], scope: Scope) -> list[Record]:
         return await retrying("vector store", self.store.get, self.collection, ids, scope=scope)
 
-    async def count(self, scope: Scope, where: Sequence[Condition]) -> int:
+    async def count(self, scope: StoreScope, where: Sequence[Condition]) -> int:
         return await retrying(
             "vector store", self.store.count, self.collection, scope=scope, where=where
         )
@@ -90,7 +90,11 @@ class FactContext:
         )
 
     async def delete(
-        self, scope: Scope, *, ids: Sequence[str] | None = None, where: Sequence[Condition] = ()
+        self,
+        scope: StoreScope,
+        *,
+        ids: Sequence[str] | None = None,
+        where: Sequence[Condition] = (),
     ) -> int:
         return await retrying(
             "vector store", self.store.delete, self.collection, scope=scope, ids=ids, where=where

@@ -199,13 +199,12 @@ async def _stored_near_duplicates(
     ctx: FactContext, owner: Scope, vectors: dict[str, list[float]], now: float
 ) -> dict[str, list[Hit]]:
     """Each text's most similar stored live facts at or above the threshold, in one batch."""
-    where = [*rec.exact_user(owner), *rec.live(now)]
     found = await ctx.search_many(
         owner,
         list(vectors.values()),
         limit=CANDIDATES,
         min_score=ctx.policy.near_duplicate_threshold,
-        where=where,
+        where=rec.live(now),
     )
     return dict(zip(vectors, found, strict=True))
 

@@ -16,7 +16,13 @@ from memory_services.facts.context import Clock, FactContext, fact_ids, query_ve
 from memory_services.facts.schema import Fact, FactInput, StoredFact
 from memory_services.retry import retrying
 from memory_services.scope_registry import ScopeRegistry
-from memory_services.store.base import CollectionSpec, Condition, Scope, VectorStore
+from memory_services.store.base import (
+    CollectionSpec,
+    Condition,
+    Scope,
+    StoreScope,
+    VectorStore,
+)
 from react_mem.errors import BadRequest
 
 
@@ -108,7 +114,11 @@ class FactMemory:
         return removed, held
 
     async def _delete(
-        self, scope: Scope, *, ids: Sequence[str] | None = None, where: Sequence[Condition] = ()
+        self,
+        scope: StoreScope,
+        *,
+        ids: Sequence[str] | None = None,
+        where: Sequence[Condition] = (),
     ) -> int:
         async with self._write_lock:
             removed = await self.ctx.delete(scope, ids=ids, where=where)
@@ -154,8 +164,8 @@ class FactMemory:
             return await self._consolidation.unconsolidate(scope, pass_id, self.ctx.clock())
 
     async def consolidate_all(self, consolidation_id: str) -> list[ConsolidationReport]:
-        """A scheduled pass over every collection that holds facts, with the default
-        thresholds; collections with nothing to merge leave no ledger entry."""
+        """A scheduled pass over every owner of every collection that holds facts, with the
+        default thresholds; owners with nothing to merge leave no ledger entry."""
         policy, reports = self.ctx.policy, []
         options = Options(
             similarity_threshold=policy.consolidation_similarity,
@@ -163,12 +173,14 @@ class FactMemory:
             max_candidates=policy.consolidation_max_candidates,
             record_empty=False,
         )
-        for scope in await self.ctx.scopes.scopes():
-            async with self._write_lock:
-                report, _ = await self._consolidation.consolidate(
-                    scope, consolidation_id, options, self.ctx.clock()
-                )
-            reports.append(report)
+        engine = self._consolidation
+        for everyone in await self.ctx.scopes.scopes():
+            for owner in await engine.owners(everyone, options, self.ctx.clock()):
+                async with self._write_lock:
+                    report, _ = await engine.consolidate(
+                        owner, consolidation_id, options, self.ctx.clock()
+                    )
+                reports.append(report)
         return reports
 
     # -- reads -------------------------------------------------------------------

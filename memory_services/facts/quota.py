@@ -18,7 +18,7 @@ from typing import Any
 
 from memory_services.facts import records as rec
 from memory_services.facts.context import FactContext
-from memory_services.store.base import Condition, Scope
+from memory_services.store.base import AllOwners, Condition, Scope
 from react_mem.errors import BadRequest
 
 #: Records read per page while looking for what to evict.
@@ -47,8 +47,7 @@ async def check_quota(
     holds; else, or without enough such records, raise ``quota-exceeded``."""
     if adding == 0:
         return []
-    where = [*rec.exact_user(owner), *rec.unexpired(now)]
-    held = await ctx.count(owner, where)
+    held = await ctx.count(owner, rec.unexpired(now))
     limit = ctx.policy.max_facts_per_scope
     evicted: list[str] = []
     if held + adding > limit:
@@ -65,7 +64,7 @@ async def check_quota(
             )
     cap = ctx.policy.max_facts_per_collection
     if cap is not None:
-        everyone = Scope(owner.workspace, owner.collection)
+        everyone = AllOwners(owner.workspace, owner.collection)  # counted, never read
         total = await ctx.count(everyone, rec.unexpired(now))
         if total - len(evicted) + adding > cap:
             raise QuotaExceeded(
@@ -87,11 +86,7 @@ async def _victims(
 ) -> list[str]:
     """The ``need`` records of ``owner`` that the retention rule gives up first (fewer
     when there are not that many it may evict). One pass over the candidates."""
-    where = [
-        *rec.exact_user(owner),
-        *rec.unexpired(now),
-        Condition(key="importance", lte=up_to),
-    ]
+    where = [*rec.unexpired(now), Condition(key="importance", lte=up_to)]
     chosen: list[tuple[Any, ...]] = []  # a max-heap of the ``need`` lowest keys, negated
     cursor: str | None = None
     while True:

@@ -67,17 +67,12 @@ def content_hash(normalised: str) -> str:
 
 def identity(scope: Scope) -> Scope:
     """The scope that owns a fact: the request's, without the conversation."""
-    return Scope(scope.workspace, scope.collection, scope.user)
+    return scope.owner()
 
 
 def fact_id(scope: Scope, normalised: str) -> str:
     key = "\x1f".join((scope.workspace, scope.collection, scope.user or "", normalised))
     return str(uuid.uuid5(FACT_NAMESPACE, key))
-
-
-def exact_user(scope: Scope) -> list[Condition]:
-    """Conditions that keep a user-less scope from matching users' records."""
-    return [] if scope.user else [Condition(key="scope_user", missing=True)]
 
 
 def live(now: float) -> list[Condition]:
@@ -107,7 +102,7 @@ def new_payload(
     request_id: str | None,
     supersedes: str | None = None,
 ) -> dict[str, Any]:
-    owner = Scope(scope.workspace, scope.collection, scope.user, source_conversation)
+    owner = scope.with_conversation(source_conversation)
     return owner.payload() | {
         "content": content,
         "content_hash": content_hash(normalised),

@@ -36,7 +36,7 @@ async def update(
     now = ctx.clock()
     old = await live_record(ctx, scope, id, now)
     p = old.payload
-    owner = Scope(p["scope_workspace"], p["scope_collection"], p.get("scope_user"))
+    owner = Scope.of_payload(p).owner()
     new_id = rec.fact_id(owner, normalised)
     if new_id == id:
         raise BadRequest(f"update of fact {id} does not change its content", type="unchanged")
@@ -112,7 +112,7 @@ async def history(ctx: FactContext, scope: Scope, id: str) -> list[Fact]:
     now = ctx.clock()
     start = await live_record(ctx, scope, id, now)
     p = start.payload
-    owner = Scope(p["scope_workspace"], p["scope_collection"], p.get("scope_user"))
+    owner = Scope.of_payload(p).owner()
     seen = {start.id}
     older = await _walk(ctx, owner, start, "supersedes", seen, now)
     newer = await _walk(ctx, owner, start, "superseded_by", seen, now)

@@ -9,7 +9,7 @@ from memory_services.playbook.playbook import Vector, as_vector
 from memory_services.playbook.records import BULLET_INDEXES, ScopeKey, from_payload, to_payload
 from memory_services.playbook.schema import Bullet, MemoryType
 from memory_services.retry import retrying
-from memory_services.store.base import CollectionSpec, Condition, Record, Scope, VectorStore
+from memory_services.store.base import CollectionSpec, Condition, Record, StoreScope, VectorStore
 
 PAGE = 1000
 
@@ -80,7 +80,7 @@ class BulletStore:
                 scope=key.store_scope,
             )
 
-    async def expired_contexts(self, scope: Scope, now: float) -> set[str]:
+    async def expired_contexts(self, scope: StoreScope, now: float) -> set[str]:
         """The context scopes of ``scope`` (workspace + collection) holding expired bullets."""
         found: set[str] = set()
         offset: str | None = None
@@ -99,5 +99,5 @@ class BulletStore:
             if offset is None:
                 return found
 
-    async def count(self, scope: Scope) -> int:
+    async def count(self, scope: StoreScope) -> int:
         return await retrying("vector store", self._store.count, self.collection, scope=scope)

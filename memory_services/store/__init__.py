@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from memory_services.store.base import (
     SCOPE_KEYS,
+    AllOwners,
     CollectionSpec,
     Condition,
     FieldType,
@@ -18,6 +19,7 @@ from memory_services.store.base import (
     Record,
     Scope,
     ScopeRequired,
+    StoreScope,
     VectorStore,
     require_scope,
 )
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SCOPE_KEYS",
+    "AllOwners",
     "CollectionSpec",
     "Condition",
     "EdgeStore",
@@ -37,6 +40,7 @@ __all__ = [
     "Record",
     "Scope",
     "ScopeRequired",
+    "StoreScope",
     "VectorStore",
     "require_scope",
 ]

@@ -1,8 +1,9 @@
 """The vector-store seam: scoped records with payloads, searched by cosine similarity.
 
-Every read and write that can touch more than named ids takes a :class:`Scope`, and every
-query a backend sends carries the scope's payload filter: asking without one is a
-programming error and fails loudly (:class:`ScopeRequired`).
+Every read and write that can touch more than named ids takes a scope, and every query a
+backend sends carries the scope's payload filter: asking without one is a programming error
+and fails loudly (:class:`ScopeRequired`). A request's scope is a :class:`Scope` (one
+owner, see :mod:`react_mem.schema.scope`); only maintenance passes use :class:`AllOwners`.
 """
 
 from __future__ import annotations
@@ -12,50 +13,60 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from react_mem.errors import BadRequest
+from react_mem.schema.scope import SCOPE_KEYS, Scope, ScopeRequired
 
-#: Payload keys that hold the scope; backends create keyword indexes on them.
-SCOPE_KEYS = ("scope_workspace", "scope_collection", "scope_user", "scope_conversation")
-
-
-class ScopeRequired(BadRequest):
-    def __init__(self, message: str) -> None:
-        super().__init__(message, type="missing-scope")
+__all__ = [
+    "SCOPE_KEYS",
+    "AllOwners",
+    "CollectionSpec",
+    "Condition",
+    "FieldType",
+    "Hit",
+    "Record",
+    "Scope",
+    "ScopeRequired",
+    "StoreScope",
+    "VectorStore",
+    "require_scope",
+    "scope_matches",
+]
 
 
 @dataclass(frozen=True, slots=True)
-class Scope:
-    """Workspace (from the flow) + collection (from the request) + optional user/conversation.
+class AllOwners:
+    """Every owner's records of one collection: for maintenance only (retention sweeps,
+    idle conversations, a collection's quota, scheduled consolidation), never a request.
 
-    A query matches records whose scope keys equal every part given here; a record written
-    with a user is therefore invisible to another user's query, and a query without a user
-    sees the whole collection.
+    A distinct type, not a :class:`Scope` with a wildcard, so no request path can reach it:
+    request handlers take a :class:`Scope`, and the modules that may name this type are
+    listed in the tests.
     """
 
     workspace: str
     collection: str
-    user: str | None = None
-    conversation: str | None = None
 
     def __post_init__(self) -> None:
         if not self.workspace or not self.collection:
             raise ScopeRequired("a scope needs a workspace and a collection")
 
-    def payload(self) -> dict[str, str]:
-        """The scope keys stored on a record (only the parts that are set)."""
-        values = (self.workspace, self.collection, self.user, self.conversation)
-        return {k: v for k, v in zip(SCOPE_KEYS, values, strict=True) if v}
 
-    def narrowed(self, *, user: str | None = None, conversation: str | None = None) -> Scope:
-        return Scope(
-            self.workspace, self.collection, user or self.user, conversation or self.conversation
-        )
+#: What a store query is confined to: one owner (a request), or a maintenance pass.
+StoreScope = Scope | AllOwners
 
 
-def require_scope(scope: object) -> Scope:
-    if not isinstance(scope, Scope):
+def require_scope(scope: object) -> StoreScope:
+    if not isinstance(scope, Scope | AllOwners):
         raise ScopeRequired(f"store query without a scope (got {scope!r})")
     return scope
+
+
+def scope_matches(scope: StoreScope) -> tuple[dict[str, str], bool]:
+    """The scope keys a record must hold, and whether it must hold no ``scope_user``
+    (a user-less request sees only the collection's shared records)."""
+    scope = require_scope(scope)
+    if isinstance(scope, AllOwners):
+        return {SCOPE_KEYS[0]: scope.workspace, SCOPE_KEYS[1]: scope.collection}, False
+    return scope.payload(), scope.user is None
 
 
 class FieldType(StrEnum):
@@ -117,7 +128,7 @@ class VectorStore(Protocol):
         collection: str,
         vector: Sequence[float],
         *,
-        scope: Scope,
+        scope: StoreScope,
         limit: int,
         min_score: float | None = None,
         where: Sequence[Condition] = (),
@@ -128,21 +139,21 @@ class VectorStore(Protocol):
         collection: str,
         vectors: Sequence[Sequence[float]],
         *,
-        scope: Scope,
+        scope: StoreScope,
         limit: int,
         min_score: float | None = None,
         where: Sequence[Condition] = (),
     ) -> list[list[Hit]]:
         """:meth:`search` for each vector, as one batch (one pass over unindexed points)."""
 
-    async def get(self, collection: str, ids: Sequence[str], *, scope: Scope) -> list[Record]:
+    async def get(self, collection: str, ids: Sequence[str], *, scope: StoreScope) -> list[Record]:
         """Records by id, only those inside ``scope``; vectors included."""
 
     async def scroll(
         self,
         collection: str,
         *,
-        scope: Scope,
+        scope: StoreScope,
         where: Sequence[Condition] = (),
         limit: int = 100,
         offset: str | None = None,
@@ -150,11 +161,11 @@ class VectorStore(Protocol):
         """A page of records in id order and the offset of the next page (None at the end)."""
 
     async def count(
-        self, collection: str, *, scope: Scope, where: Sequence[Condition] = ()
+        self, collection: str, *, scope: StoreScope, where: Sequence[Condition] = ()
     ) -> int: ...
 
     async def set_payload(
-        self, collection: str, ids: Sequence[str], payload: Mapping[str, Any], *, scope: Scope
+        self, collection: str, ids: Sequence[str], payload: Mapping[str, Any], *, scope: StoreScope
     ) -> None:
         """Merge ``payload`` into the records ``ids`` that lie inside ``scope``."""
 
@@ -162,7 +173,7 @@ class VectorStore(Protocol):
         self,
         collection: str,
         *,
-        scope: Scope,
+        scope: StoreScope,
         ids: Sequence[str] | None = None,
         where: Sequence[Condition] = (),
     ) -> int:

@@ -55,7 +55,7 @@ from memory_services.store.base import (
     Condition,
     Hit,
     Record,
-    Scope,
+    StoreScope,
     require_scope,
 )
 from memory_services.store.edge_filter import scope_filter
@@ -202,7 +202,7 @@ class EdgeStore:
         collection: str,
         vector: Sequence[float],
         *,
-        scope: Scope,
+        scope: StoreScope,
         limit: int,
         min_score: float | None = None,
         where: Sequence[Condition] = (),
@@ -217,7 +217,7 @@ class EdgeStore:
         collection: str,
         vectors: Sequence[Sequence[float]],
         *,
-        scope: Scope,
+        scope: StoreScope,
         limit: int,
         min_score: float | None = None,
         where: Sequence[Condition] = (),
@@ -243,7 +243,7 @@ class EdgeStore:
             found = self._call(lambda: shard.query_batch(qe.QueryBatchRequest(requests)))
         return [[Hit(str(p.id), p.score, p.payload or {}) for p in points] for points in found]
 
-    async def get(self, collection: str, ids: Sequence[str], *, scope: Scope) -> list[Record]:
+    async def get(self, collection: str, ids: Sequence[str], *, scope: StoreScope) -> list[Record]:
         shard, wanted = self._shard(collection), checks.record_ids(ids)
         if not wanted:
             require_scope(scope)
@@ -262,7 +262,7 @@ class EdgeStore:
         self,
         collection: str,
         *,
-        scope: Scope,
+        scope: StoreScope,
         where: Sequence[Condition] = (),
         limit: int = 100,
         offset: str | None = None,
@@ -278,13 +278,15 @@ class EdgeStore:
         page, following = self._call(lambda: shard.scroll(request))
         return [_record(r) for r in page], None if following is None else str(following)
 
-    async def count(self, collection: str, *, scope: Scope, where: Sequence[Condition] = ()) -> int:
+    async def count(
+        self, collection: str, *, scope: StoreScope, where: Sequence[Condition] = ()
+    ) -> int:
         shard = self._shard(collection)
         request = qe.CountRequest(exact=True, filter=scope_filter(scope, where))
         return self._call(lambda: shard.count(request))
 
     async def set_payload(
-        self, collection: str, ids: Sequence[str], payload: Mapping[str, Any], *, scope: Scope
+        self, collection: str, ids: Sequence[str], payload: Mapping[str, Any], *, scope: StoreScope
     ) -> None:
         shard, wanted = self._shard(collection), checks.record_ids(ids)
         update, selected = checks.payload_update(payload), scope_filter(scope, ids=wanted)
@@ -297,7 +299,7 @@ class EdgeStore:
         self,
         collection: str,
         *,
-        scope: Scope,
+        scope: StoreScope,
         ids: Sequence[str] | None = None,
         where: Sequence[Condition] = (),
     ) -> int:

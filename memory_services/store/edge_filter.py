@@ -1,4 +1,8 @@
-"""Scope filters for Qdrant Edge: the scope's keys, then the conditions, all of which must hold."""
+"""Scope filters for Qdrant Edge: the scope's keys, then the conditions, all of which must hold.
+
+A scope without a user matches only records without ``scope_user`` (is-empty), never
+another user's: see :mod:`react_mem.schema.scope` for the ownership rule.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,9 @@ import numpy as np
 import qdrant_edge as qe
 
 from memory_services.store import checks
-from memory_services.store.base import Condition, Scope, require_scope
+from memory_services.store.base import SCOPE_KEYS, Condition, StoreScope, scope_matches
+
+SCOPE_USER = SCOPE_KEYS[2]
 
 
 def _match_value(value: str | int | bool) -> qe.MatchValue:
@@ -33,13 +39,14 @@ def _condition(cond: Condition) -> tuple[list[Any], list[Any]]:
 
 
 def scope_filter(
-    scope: Scope, where: Sequence[Condition] = (), ids: Sequence[str] | None = None
+    scope: StoreScope, where: Sequence[Condition] = (), ids: Sequence[str] | None = None
 ) -> qe.Filter:
-    """The scope's keys, then ``where``, then (optionally) an id set: all must hold."""
-    must: list[Any] = [
-        qe.FieldCondition(key, match=qe.MatchValue(value))
-        for key, value in require_scope(scope).payload().items()
-    ]
+    """The scope's keys (a user-less scope: no ``scope_user``), then ``where``, then
+    (optionally) an id set: all must hold."""
+    keys, no_user = scope_matches(scope)
+    must: list[Any] = [qe.FieldCondition(k, match=qe.MatchValue(v)) for k, v in keys.items()]
+    if no_user:
+        must.append(qe.IsEmptyCondition(SCOPE_USER))
     must_not: list[Any] = []
     for cond in where:
         yes, no = _condition(cond)

@@ -22,7 +22,7 @@ from memory_services.store.base import (
     FieldType,
     Hit,
     Record,
-    Scope,
+    StoreScope,
 )
 from memory_services.store.server_filter import scope_filter
 from react_mem.errors import ConfigurationError, ReactMemError, TransientError
@@ -141,7 +141,7 @@ class QdrantServerStore:
         collection: str,
         vector: Sequence[float],
         *,
-        scope: Scope,
+        scope: StoreScope,
         limit: int,
         min_score: float | None = None,
         where: Sequence[Condition] = (),
@@ -156,7 +156,7 @@ class QdrantServerStore:
         collection: str,
         vectors: Sequence[Sequence[float]],
         *,
-        scope: Scope,
+        scope: StoreScope,
         limit: int,
         min_score: float | None = None,
         where: Sequence[Condition] = (),
@@ -178,7 +178,7 @@ class QdrantServerStore:
         found = await self._call(self.client.query_batch_points(collection, requests))
         return [[Hit(str(p.id), p.score, p.payload or {}) for p in r.points] for r in found]
 
-    async def get(self, collection: str, ids: Sequence[str], *, scope: Scope) -> list[Record]:
+    async def get(self, collection: str, ids: Sequence[str], *, scope: StoreScope) -> list[Record]:
         self._size(collection)
         wanted = checks.record_ids(ids)
         selected = scope_filter(scope, ids=wanted)
@@ -197,7 +197,7 @@ class QdrantServerStore:
         self,
         collection: str,
         *,
-        scope: Scope,
+        scope: StoreScope,
         where: Sequence[Condition] = (),
         limit: int = 100,
         offset: str | None = None,
@@ -215,7 +215,9 @@ class QdrantServerStore:
         )
         return [_record(r) for r in page], None if following is None else str(following)
 
-    async def count(self, collection: str, *, scope: Scope, where: Sequence[Condition] = ()) -> int:
+    async def count(
+        self, collection: str, *, scope: StoreScope, where: Sequence[Condition] = ()
+    ) -> int:
         self._size(collection)
         result = await self._call(
             self.client.count(collection, scope_filter(scope, where), exact=True)
@@ -223,7 +225,7 @@ class QdrantServerStore:
         return result.count
 
     async def set_payload(
-        self, collection: str, ids: Sequence[str], payload: Mapping[str, Any], *, scope: Scope
+        self, collection: str, ids: Sequence[str], payload: Mapping[str, Any], *, scope: StoreScope
     ) -> None:
         self._size(collection)
         wanted = checks.record_ids(ids)
@@ -235,7 +237,7 @@ class QdrantServerStore:
         self,
         collection: str,
         *,
-        scope: Scope,
+        scope: StoreScope,
         ids: Sequence[str] | None = None,
         where: Sequence[Condition] = (),
     ) -> int:

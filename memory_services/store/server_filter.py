@@ -1,4 +1,8 @@
-"""Scope filters for the Qdrant server: the scope's keys, then the conditions, all must hold."""
+"""Scope filters for the Qdrant server: the scope's keys, then the conditions, all must hold.
+
+A scope without a user matches only records without ``scope_user`` (is-empty), never
+another user's: see :mod:`react_mem.schema.scope` for the ownership rule.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,9 @@ from collections.abc import Sequence
 from qdrant_client import models
 
 from memory_services.store import checks
-from memory_services.store.base import Condition, Scope, require_scope
+from memory_services.store.base import SCOPE_KEYS, Condition, StoreScope, scope_matches
+
+SCOPE_USER = SCOPE_KEYS[2]
 
 
 def _condition(cond: Condition) -> tuple[list[models.Condition], list[models.Condition]]:
@@ -27,13 +33,16 @@ def _condition(cond: Condition) -> tuple[list[models.Condition], list[models.Con
 
 
 def scope_filter(
-    scope: Scope, where: Sequence[Condition] = (), ids: Sequence[str] | None = None
+    scope: StoreScope, where: Sequence[Condition] = (), ids: Sequence[str] | None = None
 ) -> models.Filter:
-    """The scope's keys, then ``where``, then (optionally) an id set: all must hold."""
+    """The scope's keys (a user-less scope: no ``scope_user``), then ``where``, then
+    (optionally) an id set: all must hold."""
+    keys, no_user = scope_matches(scope)
     must: list[models.Condition] = [
-        models.FieldCondition(key=key, match=models.MatchValue(value=value))
-        for key, value in require_scope(scope).payload().items()
+        models.FieldCondition(key=k, match=models.MatchValue(value=v)) for k, v in keys.items()
     ]
+    if no_user:
+        must.append(models.IsEmptyCondition(is_empty=models.PayloadField(key=SCOPE_USER)))
     must_not: list[models.Condition] = []
     for cond in where:
         yes, no = _condition(cond)

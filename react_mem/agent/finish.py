@@ -7,10 +7,11 @@ import time
 
 from memory_services.conversations.schema import ConversationRequest, ConversationResponse
 from react_mem.agent.config import AgentMemConfig
-from react_mem.agent.memory import CONVERSATIONS, Scope
+from react_mem.agent.memory import CONVERSATIONS
 from react_mem.processor.flow import Flow
 from react_mem.schema import AgentRequest, AgentStep
 from react_mem.schema.agent import MemoryState
+from react_mem.schema.scope import Scope
 from react_mem.schema.trajectory import Outcome, Trajectory
 
 logger = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ def trajectory(
         trajectory_id=request.session_id,
         collection=scope.collection,
         user=scope.user,
-        conversation_id=scope.conversation_id,
+        conversation_id=scope.conversation or "",
         session_id=request.session_id,
         question=request.question,
         answer=answer,
@@ -85,7 +86,7 @@ async def append_turn(
                 operation="append",
                 collection=scope.collection,
                 user=scope.user,
-                conversation_id=scope.conversation_id,
+                conversation_id=scope.conversation or "",
                 turn_id=request.session_id,
                 session_id=request.session_id,
                 query=request.question,

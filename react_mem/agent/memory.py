@@ -26,6 +26,7 @@ from memory_services.facts.schema import Fact, FactRequest, FactResponse
 from memory_services.playbook.schema import Bullet, PlaybookRequest, PlaybookResponse
 from react_mem.agent.config import AgentMemConfig
 from react_mem.processor.flow import Flow
+from react_mem.schema.scope import Scope
 
 logger = logging.getLogger(__name__)
 
@@ -36,13 +37,6 @@ WORKING = "working-memory-request"
 PLAYBOOK = "playbook-memory-request"
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Scope:
-    collection: str
-    user: str | None
-    conversation_id: str
 
 
 @dataclass
@@ -69,7 +63,7 @@ class MemoryRecall:
         wants_bullets = cfg.playbook_top_k > 0 and flow.has_client(PLAYBOOK)
         by_vector = wants_bullets and cfg.playbook_relevance == "embedding"
         conversation = None
-        if scope.conversation_id and flow.has_client(CONVERSATIONS):
+        if scope.conversation and flow.has_client(CONVERSATIONS):
             # Needs no vector: asked at once, while the question is embedded.
             conversation = asyncio.ensure_future(
                 self._timed(recall, "conversation", self._conversation(scope))
@@ -174,7 +168,7 @@ class MemoryRecall:
             operation="get",
             collection=scope.collection,
             user=scope.user,
-            conversation_id=scope.conversation_id,
+            conversation_id=scope.conversation or "",
             limit=max(self.config.conversation_turns, 1),
         )
         response: ConversationResponse = await self.flow.client(CONVERSATIONS).request(request)

@@ -28,8 +28,8 @@ def retrieve_facts(top_k: int) -> Invoke:
         query = _required(call, "RetrieveFacts", "query")
         request = FactRequest(
             operation="retrieve",
-            collection=call.collection,
-            user=call.user,
+            collection=call.scope.collection,
+            user=call.scope.user,
             query=query,
             top_k=max(top_k, 1),
         )
@@ -49,8 +49,8 @@ def recall_episodes(top_k: int) -> Invoke:
         query = _required(call, "RecallEpisodes", "query")
         request = EpisodeRequest(
             operation="retrieve",
-            collection=call.collection,
-            user=call.user,
+            collection=call.scope.collection,
+            user=call.scope.user,
             goal=query,
             top_k=max(top_k, 1),
         )
@@ -73,9 +73,9 @@ async def _store_fact(call: ToolCall) -> str:
     content = _required(call, "StoreFact", "fact_content")
     request = FactRequest(
         operation="store",
-        collection=call.collection,
-        user=call.user,
-        conversation_id=call.conversation_id or None,
+        collection=call.scope.collection,
+        user=call.scope.user,
+        conversation_id=call.scope.conversation,
         facts=[FactInput(content=content)],
     )
     response: FactResponse = await call.flow.client(FACTS).request(request, timeout=call.timeout)

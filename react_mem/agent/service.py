@@ -44,7 +44,7 @@ from react_mem.agent.finish import (
     trajectory,
 )
 from react_mem.agent.llm import Deadline, LLMError, ReplyFormat, Usage, decide
-from react_mem.agent.memory import CONVERSATIONS, WORKING, MemoryRecall, Scope
+from react_mem.agent.memory import CONVERSATIONS, WORKING, MemoryRecall
 from react_mem.agent.memory_tools import memory_tools
 from react_mem.agent.metrics import agent_metrics
 from react_mem.agent.parse import Action, Final, ParseError
@@ -66,6 +66,7 @@ from react_mem.schema import (
     TextCompletionResponse,
 )
 from react_mem.schema.agent import MemoryState
+from react_mem.schema.scope import Scope
 from react_mem.schema.services import (
     GraphRagQuery,
     GraphRagResponse,
@@ -237,7 +238,11 @@ class AgentProcessor(Processor):
             raise BadRequest("the request has no question", type="invalid")
         request = request.model_copy(update={"session_id": request.session_id or str(uuid.uuid4())})
         memory_on = cfg.memory_for(request.enable_memory)
-        scope = Scope(request.collection or "default", request.user, request.conversation_id)
+        # The request's owner: its user sees only its own memories, no user only the
+        # collection's shared ones (see react_mem.schema.scope).
+        scope = Scope(
+            flow.workspace, request.collection or "default", request.user, request.conversation_id
+        )
         bound_to = invocation(request, flow.workspace, flow.name)
         assert self.sealer is not None
         state = request.memory
@@ -394,7 +399,7 @@ class AgentProcessor(Processor):
                     operation="compress",
                     collection=scope.collection,
                     user=scope.user,
-                    conversation_id=scope.conversation_id or None,
+                    conversation_id=scope.conversation,
                     steps=history,
                     threshold=cfg.working_memory_threshold,
                     keep_recent=cfg.working_memory_keep_recent,
@@ -438,9 +443,7 @@ class AgentProcessor(Processor):
             started = time.perf_counter()
             call = ToolCall(
                 flow=flow,
-                collection=scope.collection,
-                user=scope.user,
-                conversation_id=scope.conversation_id,
+                scope=scope,
                 arguments=decision.arguments,
                 timeout=cfg.tool_timeout,
             )
@@ -477,7 +480,7 @@ class AgentProcessor(Processor):
         """After the reply: the conversation turn (synchronous, cheap), then the trajectory."""
         if not cfg.memory_for(request.enable_memory):
             return
-        if scope.conversation_id and flow.has_client(CONVERSATIONS):
+        if scope.conversation and flow.has_client(CONVERSATIONS):
             await self.append_turn(request, flow, scope, state, answer, outcome)
         if flow.has_producer("trajectory"):
             record = trajectory(request, state, scope, cfg, answer, outcome, error)

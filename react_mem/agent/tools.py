@@ -16,6 +16,7 @@ from typing import Any
 
 from react_mem.errors import ConfigurationError
 from react_mem.processor.flow import Flow
+from react_mem.schema.scope import Scope
 from react_mem.schema.services import (
     GraphRagQuery,
     GraphRagResponse,
@@ -46,9 +47,7 @@ class ToolCall:
     """What a tool implementation gets: the flow, the request's scope, its arguments."""
 
     flow: Flow
-    collection: str
-    user: str | None
-    conversation_id: str
+    scope: Scope
     arguments: dict[str, str]
     timeout: float
 
@@ -97,7 +96,7 @@ def _reply_text(text: str, obj: str) -> str:
 def knowledge_query(collection: str | None) -> Invoke:
     async def invoke(call: ToolCall) -> str:
         query = GraphRagQuery(
-            query=call.arguments.get("question", ""), collection=collection or call.collection
+            query=call.arguments.get("question", ""), collection=collection or call.scope.collection
         )
         parts: list[str] = []
         client = call.flow.client("graph-rag-request")

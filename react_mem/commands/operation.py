@@ -32,7 +32,9 @@ def leaf(
     """A subcommand parser with the scope, output and bus options every operation takes."""
     parser = sub.add_parser(name, help=help, description=help)
     parser.add_argument("--collection", default="default", help="collection (default: default)")
-    parser.add_argument("-u", "--user", help="only this user's memories (default: all)")
+    parser.add_argument(
+        "-u", "--user", help="whose memories (default: no user, the collection's shared memories)"
+    )
     flow_args(parser)
     parser.add_argument("--json", action="store_true", help="print the service's JSON response")
     parser.add_argument(

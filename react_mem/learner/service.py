@@ -46,7 +46,6 @@ from react_mem.learner.writer import (
     EPISODE_MEMORY,
     FACT_MEMORY,
     MemoryRefused,
-    Target,
     Writer,
 )
 from react_mem.processor.base import Processor
@@ -56,6 +55,7 @@ from react_mem.processor.flow import Flow
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.processor.specs import ConsumerSpec, RequestResponseSpec
 from react_mem.schema import TextCompletionRequest, TextCompletionResponse, WireModel
+from react_mem.schema.scope import Scope
 from react_mem.schema.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ TEXT_COMPLETION = "text-completion-request"
 AGENT_MEM = "agent-mem"
 MAX_ID_CHARS = 256
 
-Write = Callable[[Target, Plan], Awaitable[bool]]
+Write = Callable[[Scope, Plan], Awaitable[bool]]
 #: The metric kind of what each step writes.
 STEP_KINDS = {"summary": "summary", "facts": "fact", "episode": "episode", "playbook": "delta"}
 
@@ -233,7 +233,7 @@ class MemoryLearnerProcessor(Processor):
             self.lag.end(token)
 
     async def _trajectory(self, t: Trajectory, record_id: str, ctx: MessageContext) -> None:
-        to = Target(t.collection, t.user or None, t.conversation_id or None)
+        to = Scope(ctx.flow.workspace, t.collection, t.user, t.conversation_id)
         writer = Writer(ctx.flow, self.metrics)
         key = f"trajectory:{record_id}"
         ace = self._ace_in(ctx.flow)
@@ -256,7 +256,7 @@ class MemoryLearnerProcessor(Processor):
             await self._reflected(workspace, t, key, made)
             return made
 
-        async def summary(to: Target, plan: Plan) -> bool:
+        async def summary(to: Scope, plan: Plan) -> bool:
             return await writer.summary(to, plan, fresh=read[-1] if read else None)
 
         steps: list[tuple[str, Write]] = [
@@ -274,7 +274,9 @@ class MemoryLearnerProcessor(Processor):
             raise BadRequest("conversation-ended: event_id is too long", type="too-large")
         facts, episodes = self._agent_mem.get(ctx.flow.workspace, (True, True))
         s = self.learner_settings
-        to = Target(event.collection or "default", event.user or None, event.conversation_id)
+        to = Scope(
+            ctx.flow.workspace, event.collection or "default", event.user, event.conversation_id
+        )
 
         async def plan(planner: Planner) -> Plan:
             return await planner.for_conversation(
@@ -324,7 +326,7 @@ class MemoryLearnerProcessor(Processor):
             )
             raise BadRequest(f"feedback: unknown session {feedback.session_id!r}", type="not-found")
         known = t
-        to = Target(known.collection, known.user or None, known.conversation_id or None)
+        to = Scope(workspace, known.collection, known.user, known.conversation_id)
 
         async def plan(planner: Planner) -> Plan:
             window = await self._window(workspace, known, key)
@@ -360,7 +362,7 @@ class MemoryLearnerProcessor(Processor):
         self,
         ctx: MessageContext,
         key: str,
-        to: Target,
+        to: Scope,
         steps: Sequence[tuple[str, Write]],
         make_plan: Callable[[Planner], Awaitable[Plan]],
         kind: str,

@@ -11,7 +11,6 @@ Each write returns whether it sent anything."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from memory_services.conversations.schema import ConversationRequest, ConversationResponse
@@ -24,6 +23,7 @@ from react_mem.learner.metrics import LearnerMetrics
 from react_mem.learner.planner import Plan
 from react_mem.processor.flow import Flow
 from react_mem.schema import Error, WireModel
+from react_mem.schema.scope import Scope
 
 logger = logging.getLogger(__name__)
 
@@ -63,20 +63,11 @@ def raise_for(service: str, error: Error | None) -> None:
     raise MemoryRefused(service, error)
 
 
-@dataclass(frozen=True)
-class Target:
-    """Where a record's memories go (the flow's workspace is implied)."""
-
-    collection: str
-    user: str | None
-    conversation: str | None
-
-
 class Writer:
     def __init__(self, flow: Flow, metrics: LearnerMetrics) -> None:
         self._flow, self._metrics = flow, metrics
 
-    async def current_summary(self, to: Target) -> str | None:
+    async def current_summary(self, to: Scope) -> str | None:
         """The conversation's rolling summary; None without a (known) conversation."""
         if not to.conversation:
             return None
@@ -85,7 +76,7 @@ class Writer:
         )
         return None if response.conversation is None else response.conversation.summary
 
-    async def summary(self, to: Target, plan: Plan, *, fresh: str | None = None) -> bool:
+    async def summary(self, to: Scope, plan: Plan, *, fresh: str | None = None) -> bool:
         """``fresh``: the summary the plan was just made from (under the conversation's
         lock), so it need not be read again; a redelivered plan reads it again."""
         if plan.summary is None:
@@ -104,7 +95,7 @@ class Writer:
             self._metrics.learned("summary")
         return True
 
-    async def facts(self, to: Target, plan: Plan) -> bool:
+    async def facts(self, to: Scope, plan: Plan) -> bool:
         """At the user's quota, a batch holding a fact the user asked to be remembered
         evicts by the service's retention rule (see ``FactRequest.evict``); others are
         refused there."""
@@ -127,7 +118,7 @@ class Writer:
             )
         return True
 
-    async def episode(self, to: Target, plan: Plan) -> bool:
+    async def episode(self, to: Scope, plan: Plan) -> bool:
         if plan.episode is None:
             return False
         request = plan.episode.model_copy(update=_scope(to))
@@ -138,7 +129,7 @@ class Writer:
             self._metrics.duplicate("episode")
         return True
 
-    async def playbook(self, to: Target, plan: Plan) -> bool:
+    async def playbook(self, to: Scope, plan: Plan) -> bool:
         """Apply the plan's delta in its playbook scope (the trajectory's, not ``to``'s)."""
         ace = plan.ace
         if ace is None or not ace.delta.operations:
@@ -176,5 +167,5 @@ class Writer:
         return response
 
 
-def _scope(to: Target) -> dict[str, Any]:
+def _scope(to: Scope) -> dict[str, Any]:
     return {"collection": to.collection, "user": to.user, "conversation_id": to.conversation}
