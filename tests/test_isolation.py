@@ -11,7 +11,9 @@ and every other owner's memory must read back unchanged after each owner's turn.
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import json
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -29,9 +31,11 @@ from memory_services.episodes.service import EpisodeMemoryProcessor
 from memory_services.facts.schema import FactInput, FactRequest, FactResponse
 from memory_services.facts.service import FactMemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
-from react_mem.schema import AgentStep, WireModel
+from react_mem.bus.rpc import RequestResponseClient
+from react_mem.schema import AgentStep, TextCompletionRequest, WireModel
 from react_mem.schema.scope import Scope
-from tests.support.memory_services import MovableClock, Running, serving, topics
+from tests.support.agent_stack import Stack, agent_stack
+from tests.support.memory_services import MovableClock, serving, topics
 from tests.test_fuzz_queues import drawn_from
 
 WORKSPACES = ("ws-a", "ws-b")
@@ -111,13 +115,13 @@ def owner_set(count: int) -> list[Owner]:
 
 
 class Services:
-    """Fact, episode and conversation memory, each with a flow in both workspaces."""
+    """Clients of fact, episode and conversation memory, by service and workspace."""
 
-    def __init__(self, running: dict[str, Running[Any, Any, Any]]) -> None:
-        self.running = running
+    def __init__(self, clients: dict[str, dict[str, RequestResponseClient[Any, Any]]]) -> None:
+        self.clients = clients
 
     async def ask(self, service: str, workspace: str, request: WireModel) -> Any:
-        return await self.running[service].ask(request, workspace)
+        return await self.clients[service][workspace].request(request, timeout=30)
 
     async def ok(self, service: str, workspace: str, request: WireModel) -> Any:
         reply = await self.ask(service, workspace, request)
@@ -151,7 +155,7 @@ async def services(
                     clock=clock,
                 )
             )
-        yield Services(running)
+        yield Services({name: r.clients for name, r in running.items()})
 
 
 @dataclass
@@ -370,3 +374,100 @@ async def test_no_owner_reads_or_changes_another_owners_memory(
             for other in owners:
                 if other.key not in gone:
                     assert await snapshot(svc, other, canaries[other.key]) == before[other.key]
+
+
+# -- through the agent: its memory recall and its memory tools ---------------------------
+
+TOOLS = (
+    ("RetrieveFacts", {"query": FACT_QUERY}),
+    ("RecallEpisodes", {"query": EPISODE_GOAL}),
+    ("StoreFact", {"fact_content": "The attacker was here."}),
+)
+
+
+def tool_user(request: TextCompletionRequest) -> str:
+    """Agent prompts: each memory tool once, in order, then an answer."""
+    for name, args in TOOLS:
+        if f"Action: {name}" not in request.prompt:
+            return f"Thought: ask memory\nAction: {name}\nArgs: {json.dumps(args)}"
+    return "Thought: done\nFinal Answer: I checked."
+
+
+@contextlib.asynccontextmanager
+async def clients_of(stack: Stack) -> AsyncIterator[Services]:
+    kinds = {
+        "fact-memory": FactResponse,
+        "episode-memory": EpisodeResponse,
+        "conversation-memory": ConversationResponse,
+    }
+    found: dict[str, dict[str, RequestResponseClient[Any, Any]]] = {}
+    try:
+        for name, response in kinds.items():
+            t = stack.topics[name]
+            client: RequestResponseClient[Any, Any] = RequestResponseClient(
+                stack.transport, t["request"], t["response"], response
+            )
+            await client.start()
+            found[name] = {"default": client}
+        yield Services(found)
+    finally:
+        for by_ws in found.values():
+            for client in by_ws.values():
+                await client.close()
+
+
+async def test_the_agent_never_puts_another_owners_memory_in_a_prompt(
+    transport: PulsarTransport, tmp_path: Path, unique: str, request: pytest.FixtureRequest
+) -> None:
+    drawn = owner_set(max(1, request.config.getoption("--fuzz-examples") // 5))
+    owners = [o for o in drawn if o.workspace == "ws-a"]  # the stack's one workspace
+    owners = [Owner("default", o.collection, o.user, o.conversation, o.token) for o in owners]
+    async with (
+        agent_stack(transport, tmp_path, unique, script=tool_user) as stack,
+        clients_of(stack) as svc,
+    ):
+        canaries = {o.key: await write_canaries(svc, o) for o in owners}
+        tokens = {o.key: o.token for o in owners}
+        conversations = sorted({o.conversation for o in owners})
+        for n, asker in enumerate(owners):
+            foreign = [t for key, t in tokens.items() if key != asker.key]
+            for conversation in [asker.conversation, *conversations]:
+                seen = len(stack.llm.requests)
+                reply = await stack.ask(FACT_QUERY, conversation_id=conversation, **asker.fields(n))
+                assert reply[-1].error is None and reply[-1].content == "I checked."
+                prompts = [r.prompt for r in stack.llm.requests[seen:]]
+                assert len(prompts) == len(TOOLS) + 1
+                text = "\n".join(prompts)
+                assert not [t for t in foreign if t in text], (asker, conversation)
+                # Recall and tools found the asker's own memory: the queries match.
+                assert asker.token in prompts[0] and asker.token in prompts[1]
+        # Every owner's memory is as written, and the tools' stores stayed with the asker.
+        for owner in owners:
+            mine = await svc.ok(
+                "fact-memory", "default", FactRequest(operation="list", limit=100, **owner.fields())
+            )
+            assert sorted(f.content for f in mine.facts) == sorted(
+                [owner.fact, "The attacker was here."]
+            )
+            assert canaries[owner.key].fact in {f.id for f in mine.facts}
+
+
+# -- no request path reaches the all-owners scope ------------------------------------------
+
+#: The only modules that may build an AllOwners: maintenance, never a request handler.
+BUILDS_ALL_OWNERS = {"memory_services/scope_registry.py", "memory_services/facts/quota.py"}
+
+
+def test_only_maintenance_modules_build_an_all_owners_scope() -> None:
+    root = Path(__file__).resolve().parent.parent
+    builders = set()
+    for package in ("react_mem", "memory_services"):
+        for path in sorted((root / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Call):
+                    func = node.func
+                    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+                    if name == "AllOwners":
+                        builders.add(path.relative_to(root).as_posix())
+    assert builders == BUILDS_ALL_OWNERS
