@@ -19,6 +19,8 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 from memory_services.embedding.base import Embedder
 from memory_services.metrics import index_duration, memory_items
+from memory_services.pii.guard import CONFIG_TYPE as PII_CONFIG_TYPE
+from memory_services.pii.guard import PiiGuard
 from memory_services.runtime import MemorySettings, make_store, shared_embedder
 from memory_services.store.base import Scope, VectorStore
 from react_mem.bus.transport import Transport
@@ -55,6 +57,9 @@ class MemoryProcessor(Processor):
         self._store: VectorStore | None = None
         self._embedder: Embedder | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        #: Screens what the service is asked to store for PII and secrets.
+        self.pii = PiiGuard(self.id, self.memory_settings.pii(), registry)
+        self.register_config_handler([PII_CONFIG_TYPE], self.pii.on_config)
 
     # -- subclass hooks ------------------------------------------------------------
     @property
@@ -81,7 +86,7 @@ class MemoryProcessor(Processor):
         self._store = store
         try:
             embedder = shared_embedder(self.memory_settings)
-            await embedder.start()
+            await asyncio.gather(embedder.start(), self.pii.start())
             self._embedder = embedder
             await self.open_memory(store, embedder)
             await super().start()

@@ -21,6 +21,8 @@ from typing import Literal, Protocol, Self
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 
 from memory_services.embedding.base import DEFAULT_BACKEND, Backend, Embedder
+from memory_services.pii.policy import DEFAULT_THRESHOLD, PiiPolicy
+from memory_services.pii.policy import Action as PiiAction
 from memory_services.store.base import VectorStore
 from react_mem.processor.settings import ProcessorSettings
 
@@ -60,6 +62,17 @@ class MemorySettings(ProcessorSettings):
     #: Inference threads (torch or ONNX Runtime). One by default: two OpenMP threads
     #: collapse when cores are shared with the broker and other services.
     torch_threads: int = Field(default=1, ge=1, le=64)
+    #: PII and secrets in what is stored (:mod:`memory_services.pii`): ``redact`` each one
+    #: to ``<ENTITY_TYPE>``, ``drop`` the record, or ``allow`` it; a workspace's agent-mem
+    #: ``pii-policy`` overrides this. Entity types screened (none: all the detector knows),
+    #: and the score below which a finding is ignored.
+    pii_policy: PiiAction = "redact"
+    pii_entities: list[str] | None = None
+    pii_score_threshold: float = Field(default=DEFAULT_THRESHOLD, ge=0.0, le=1.0)
+
+    def pii(self) -> PiiPolicy:
+        """The default PII policy (raises :class:`ConfigurationError` naming a bad entity)."""
+        return PiiPolicy.build(self.pii_policy, self.pii_entities, self.pii_score_threshold)
 
     @model_validator(mode="after")
     def _server_needs_url(self) -> Self:

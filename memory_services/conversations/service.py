@@ -146,4 +146,5 @@ class ConversationMemoryProcessor(MemoryProcessor):
         if op in NEEDS_CONVERSATION and not request.conversation_id:
             raise BadRequest(f"{op}: conversation_id is required", type="missing-scope")
         scope = self.scope(ctx, request.collection, request.user, request.conversation_id)
+        request = await self.pii.screen(ctx.flow.workspace, request)
         await ctx.reply(await self.operations.table[op](scope, request, ctx))

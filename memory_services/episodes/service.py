@@ -127,6 +127,7 @@ class EpisodeMemoryProcessor(MemoryProcessor):
         if request.operation not in OPERATIONS:
             raise unknown_operation(request.operation, OPERATIONS)
         scope = self.scope(ctx, request.collection, request.user, request.conversation_id)
+        request = await self.pii.screen(ctx.flow.workspace, request)
         if request.operation == "consolidate":
             pass_id = request.consolidation_id or ctx.id or str(uuid.uuid4())
             report, changed = await self.memory.consolidate(scope, request, pass_id)

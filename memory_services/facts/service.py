@@ -133,6 +133,7 @@ class FactMemoryProcessor(MemoryProcessor):
         if request.operation not in FACT_OPERATIONS:
             raise unknown_operation(request.operation, FACT_OPERATIONS)
         scope = self.scope(ctx, request.collection, request.user, request.conversation_id)
+        request = await self.pii.screen(ctx.flow.workspace, request)
         try:
             response = await self._execute(scope, request, ctx.id)
         except QuotaExceeded as exc:

@@ -147,7 +147,9 @@ class PlaybookMemoryProcessor(MemoryProcessor):
             raise unknown_operation(request.operation, OPERATIONS)
         delta = request.operation == "apply-delta"
         try:
-            response = await self._execute(self.key(ctx, request), request, ctx.id)
+            key = self.key(ctx, request)
+            request = await self.pii.screen(ctx.flow.workspace, request)
+            response = await self._execute(key, request, ctx.id)
         except BadRequest:
             if delta:
                 self.metrics.delta("rejected")

@@ -1,0 +1,149 @@
+"""Presidio's analyzer and anonymizer, offline, with no model.
+
+Presidio's default NLP engine is spaCy with ``en_core_web_lg``, a model that is not on PyPI
+and would be downloaded at run time. Here the NLP engine is a blank English spaCy pipeline
+(tokens only, shipped with spaCy), which is all Presidio's pattern and checksum recognizers
+need: their context words ("card", "ssn", "phone") are matched against lower-cased tokens.
+What a blank pipeline cannot do is NER, so names, places and organisations (``PERSON``,
+``LOCATION``, ``NRP``) are not detected.
+
+Recognizers (entity types): credit cards with the Luhn check (``CREDIT_CARD``), US SSNs
+(``US_SSN``) and ITINs (``US_ITIN``), IBANs with the mod-97 check (``IBAN_CODE``), e-mail
+addresses (``EMAIL_ADDRESS``, the domain checked against the public suffix list bundled
+with tldextract, never fetched), phone numbers parsed and validated by phonenumbers
+(``PHONE_NUMBER``), IPv4/IPv6 addresses (``IP_ADDRESS``), Bitcoin addresses with their
+checksum (``CRYPTO``), and this package's credentials (``API_KEY``, ``JWT``,
+``PRIVATE_KEY``, ``SECRET``; see :mod:`.secrets`). Importing this module imports Presidio
+(≈2 s, ≈120 MiB; see :mod:`.imports`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from memory_services.pii.imports import presidio_modules
+
+presidio_modules()
+
+# Presidio is imported above, without torch.
+import spacy  # noqa: E402
+import tldextract  # noqa: E402
+from presidio_analyzer import AnalyzerEngine, RecognizerRegistry  # noqa: E402
+from presidio_analyzer.nlp_engine import NlpArtifacts, SlimSpacyNlpEngine  # noqa: E402
+from presidio_analyzer.predefined_recognizers import (  # noqa: E402
+    CreditCardRecognizer,
+    CryptoRecognizer,
+    EmailRecognizer,
+    IbanRecognizer,
+    IpRecognizer,
+    PhoneRecognizer,
+    UsItinRecognizer,
+    UsSsnRecognizer,
+)
+from presidio_anonymizer import AnonymizerEngine  # noqa: E402
+from presidio_anonymizer.entities import (  # noqa: E402
+    ConflictResolutionStrategy,
+    OperatorConfig,
+    RecognizerResult,
+)
+
+from memory_services.pii.secrets import secret_recognizers  # noqa: E402
+
+#: The public suffix list shipped inside tldextract: no fetch, no cache directory.
+_OFFLINE_TLDS = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
+
+
+class BlankEnglish(SlimSpacyNlpEngine):
+    """``spacy.blank("en")``: tokens and stop words, no model, no download. Lemmas are the
+    lower-cased tokens, so context words still raise a nearby match's score."""
+
+    def __init__(self) -> None:
+        super().__init__(models=[{"lang_code": "en", "model_name": "blank:en"}])
+
+    def load(self) -> None:
+        self.nlp = {"en": spacy.blank("en")}  # type: ignore[assignment]  # None before load
+
+    def _doc_to_nlp_artifact(self, doc: Any, language: str) -> NlpArtifacts:
+        return NlpArtifacts(
+            entities=[],
+            tokens=doc,
+            tokens_indices=[token.idx for token in doc],
+            lemmas=[token.lower_ for token in doc],
+            nlp_engine=self,
+            language=language,
+            scores=[],
+        )
+
+
+class OfflineEmailRecognizer(EmailRecognizer):
+    """Presidio's e-mail recognizer, its domain check on the bundled suffix list (the
+    stock one fetches the list from the internet at first use)."""
+
+    def validate_result(self, pattern_text: str) -> bool:
+        return _OFFLINE_TLDS(pattern_text).fqdn != ""
+
+
+class SsnRecognizer(UsSsnRecognizer):
+    """Presidio's SSN recognizer, without its exemption of published sample numbers: a
+    user who calls 123-45-6789 their SSN still means it, and redacting it costs nothing."""
+
+    SAMPLES = frozenset({"123456789", "987654320", "078051120"})
+
+    def invalidate_result(self, pattern_text: str) -> bool:
+        if "".join(c for c in pattern_text if c.isdigit()) in self.SAMPLES:
+            return False
+        return bool(super().invalidate_result(pattern_text))
+
+
+@dataclass(frozen=True)
+class Finding:
+    entity: str
+    start: int
+    end: int
+    score: float
+
+
+class Detector:
+    """Finds and replaces PII and secrets in text. Not thread-safe: callers run it on one
+    thread (see :class:`memory_services.pii.guard.PiiGuard`)."""
+
+    def __init__(self) -> None:
+        registry = RecognizerRegistry(supported_languages=["en"])
+        for recognizer in (
+            CreditCardRecognizer(),
+            SsnRecognizer(),
+            UsItinRecognizer(),
+            IbanRecognizer(),
+            OfflineEmailRecognizer(),
+            PhoneRecognizer(),
+            IpRecognizer(),
+            CryptoRecognizer(),
+            *secret_recognizers(),
+        ):
+            registry.add_recognizer(recognizer)
+        self._analyzer = AnalyzerEngine(registry=registry, nlp_engine=_loaded(BlankEnglish()))
+        self._anonymizer = AnonymizerEngine()  # type: ignore[no-untyped-call]
+
+    def find(self, text: str, entities: frozenset[str], threshold: float) -> list[Finding]:
+        results = self._analyzer.analyze(
+            text, language="en", entities=sorted(entities), score_threshold=threshold
+        )
+        return [Finding(r.entity_type, r.start, r.end, r.score) for r in results]
+
+    def redact(self, text: str, findings: list[Finding]) -> tuple[str, list[str]]:
+        """The text with each finding replaced by ``<ENTITY_TYPE>``, and the entity types
+        replaced (overlapping findings resolved by Presidio: one span, one type)."""
+        results = [RecognizerResult(f.entity, f.start, f.end, f.score) for f in findings]
+        done = self._anonymizer.anonymize(
+            text,
+            results,
+            operators={"DEFAULT": OperatorConfig("replace")},
+            conflict_resolution=ConflictResolutionStrategy.REMOVE_INTERSECTIONS,
+        )
+        return done.text, [item.entity_type for item in done.items]
+
+
+def _loaded(engine: BlankEnglish) -> BlankEnglish:
+    engine.load()
+    return engine
