@@ -338,8 +338,9 @@ async def test_memory_facts_list_search_delete_and_purge(
         code, out, err = await run_memory(transport, "facts", "list", *where)
         assert code == 0, err
         assert out.splitlines()[0].split() == ["ID", "CONTENT"]
+        # Without --user: the collection's shared facts, never alice's.
         assert sorted(map(tuple, rows(out))) == sorted(
-            [(carol, contents[0]), (report, contents[1]), (alice, "Alice is vegetarian.")]
+            [(carol, contents[0]), (report, contents[1])]
         )
         code, out, _ = await run_memory(transport, "facts", "list", "--user", "alice", *where)
         assert rows(out) == [[alice, "Alice is vegetarian."]]
@@ -353,7 +354,7 @@ async def test_memory_facts_list_search_delete_and_purge(
         assert len(rows(out)) == 2
 
         code, out, _ = await run_memory(transport, "facts", "list", "--json", *where)
-        assert code == 0 and len(json.loads(out)["facts"]) == 3
+        assert code == 0 and len(json.loads(out)["facts"]) == 2
 
         code, out, _ = await run_memory(
             transport, "facts", "delete", carol, str(uuid.uuid4()), *where
