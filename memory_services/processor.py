@@ -73,6 +73,9 @@ class MemoryProcessor(Processor):
     async def sweep(self) -> None:
         """One background pass (retention, idle detection, gauges)."""
 
+    async def close_memory(self) -> None:
+        """Write what the logic objects hold back; called on stop, before the store closes."""
+
     # -- lifecycle -----------------------------------------------------------------
     @property
     def store(self) -> VectorStore:
@@ -102,7 +105,11 @@ class MemoryProcessor(Processor):
                 await self._sweeper
             self._sweeper = None
         await super().stop()
-        await self._close_store()
+        try:
+            if self._store is not None:
+                await self.close_memory()
+        finally:
+            await self._close_store()
 
     def _indexed(self, collection: str, seconds: float) -> None:
         self.index_duration.labels(processor=self.id, collection=collection).observe(seconds)

@@ -11,6 +11,7 @@ from memory_services.consolidation.schema import ConsolidationReport
 from memory_services.embedding.base import Embedder
 from memory_services.facts import ingest, supersede
 from memory_services.facts import records as rec
+from memory_services.facts.access import AccessLog
 from memory_services.facts.consolidate import FactKind
 from memory_services.facts.context import Clock, FactContext, fact_ids, query_vector
 from memory_services.facts.schema import Fact, FactInput, StoredFact
@@ -30,7 +31,9 @@ class FactMemory:
     """Writes are serialised (checks, then writes, never interleaved); reads run freely.
 
     Retrieval bumps ``access_count`` with a read-modify-write per fact, so two retrievals
-    of one fact at the same instant may count once.
+    of one fact at the same instant may count once. The store gets those statistics behind
+    the reply (:mod:`.access`): call :meth:`flush_access` before reading them from it, and
+    :meth:`close` when done.
     """
 
     def __init__(
@@ -41,6 +44,7 @@ class FactMemory:
         policy: rec.FactPolicy,
         clock: Clock,
         on_change: Callable[[int], None] = lambda delta: None,
+        access_delay: float = 1.0,
     ) -> None:
         self.ctx = FactContext(
             store=store,
@@ -52,6 +56,7 @@ class FactMemory:
             on_change=on_change,
         )
         self._write_lock = asyncio.Lock()
+        self._access = AccessLog(self.ctx, delay=access_delay)
         kind = FactKind(
             max_metadata_chars=policy.max_content_chars,
             history_ttl=policy.consolidation_history_ttl,
@@ -65,6 +70,14 @@ class FactMemory:
         await retrying("vector store", self.ctx.store.ensure, spec)
         await self.ctx.scopes.ensure()
         await self._consolidation.ledger.ensure()
+
+    async def flush_access(self) -> None:
+        """Write the access statistics retrievals left pending."""
+        await self._access.flush()
+
+    async def close(self) -> None:
+        """Write what is pending; the store stays open."""
+        await self._access.close()
 
     # -- writes ------------------------------------------------------------------
     async def store(
@@ -209,8 +222,7 @@ class FactMemory:
         hits = await ctx.search(scope, probe, limit=top_k, min_score=min_score, where=rec.live(now))
         facts = []
         for hit in hits:
-            seen = {"last_accessed": now, "access_count": int(hit.payload["access_count"]) + 1}
-            await ctx.set_payload(hit.id, seen, scope)
+            seen = self._access.seen(scope, hit.id, hit.payload, now)
             facts.append(rec.to_fact(hit.id, {**hit.payload, **seen}, hit.score))
         return facts
 

@@ -52,6 +52,10 @@ class FactMemorySettings(MemorySettings):
     max_list_limit: int = Field(default=1000, ge=1, le=10_000)
     #: Seconds between sweeps that delete expired facts (and refresh the size gauge).
     sweep_interval: float = Field(default=60.0, gt=0)
+    #: Seconds a retrieval's access statistics (last_accessed, access_count) may wait
+    #: before they are written, coalesced, behind the reply; any other operation and a
+    #: stop write them first (see :mod:`.access`).
+    access_write_delay: float = Field(default=1.0, ge=0)
     #: Seconds between scheduled consolidation passes over every collection (checked at
     #: each sweep); none: only on request.
     consolidation_interval: float | None = Field(default=None, gt=0)
@@ -115,11 +119,17 @@ class FactMemoryProcessor(MemoryProcessor):
             policy=self.fact_settings.policy(),
             clock=self.clock,
             on_change=self._size.inc,
+            access_delay=self.fact_settings.access_write_delay,
         )
         await memory.ensure()
         self._memory = memory
 
+    async def close_memory(self) -> None:
+        if self._memory is not None:
+            await self._memory.close()
+
     async def sweep(self) -> None:
+        await self.memory.flush_access()
         removed, held = await self.memory.sweep()
         self._size.set(held)
         if removed:
@@ -144,6 +154,8 @@ class FactMemoryProcessor(MemoryProcessor):
 
     async def _execute(self, scope: Scope, r: FactRequest, request_id: str | None) -> FactResponse:
         memory, op = self.memory, r.operation
+        if op != "retrieve":  # what it reads or rewrites includes the latest retrievals
+            await memory.flush_access()
         if op == "store":
             stored, evicted = await memory.store(scope, r.facts, request_id, evict=r.evict)
             if evicted:
