@@ -20,6 +20,7 @@ from memory_services.embedding.base import Backend
 from memory_services.embedding.sentence import SentenceTransformerEmbedder, model_path
 from memory_services.runtime import MemorySettings, shared_embedder
 from react_mem.errors import BadRequest, ConfigurationError, TransientError
+from tests.support.recording import eventually
 
 
 @pytest.fixture(scope="session")
@@ -86,6 +87,24 @@ async def test_batches_hold_at_most_64_texts(embedder: SentenceTransformerEmbedd
     calls = embedder.model_calls
     assert len(await embedder.embed([f"bulk {n}" for n in range(100)])) == 100
     assert embedder.model_calls - calls == 1  # one caller's texts are never split
+
+
+async def test_a_query_does_not_wait_for_a_batch_in_progress(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    """The default (ONNX) backend runs a second model call beside a long one, and a text's
+    vector is the same whether it is embedded alone or beside a batch."""
+    question = "Which city does my sister live in?"
+    [alone] = await embedder.embed([question])
+    calls = embedder.model_calls
+    bulk = asyncio.create_task(
+        embedder.embed([f"a longer sentence to embed, number {n}" for n in range(256)])
+    )
+    await eventually(lambda: embedder.model_calls > calls)  # the batch is in the model
+    [beside] = await embedder.embed([question])
+    assert not bulk.done()  # answered while the batch was still in the model
+    assert beside == alone
+    assert len(await bulk) == 256
 
 
 async def test_the_event_loop_runs_while_the_model_works(

@@ -1,10 +1,13 @@
 """A sentence-transformers model on the CPU, loaded offline, concurrent calls batched together.
 
-Concurrent :meth:`SentenceTransformerEmbedder.embed` calls queue their texts; one drain task
+Concurrent :meth:`SentenceTransformerEmbedder.embed` calls queue their texts; a drain task
 per event loop takes everything queued (up to ``max_batch`` texts, a larger single call goes
 alone) into one call of the model in a worker thread, so the loop stays free while it works
 (torch and ONNX Runtime release the GIL). Nothing waits for a batch to fill: what queued
-while the previous call ran is the next batch.
+while the previous call ran is the next batch. The ONNX backends run up to ``lanes`` (2)
+model calls at once (a session may be run from several threads; each text is still run
+alone, so its vector does not change): a query embedded for a reply then waits for no
+batch of another service's writes in the same process, only for a free core.
 
 The backend runs the model: ``torch`` (sentence-transformers itself), ``onnx`` (the same
 pipeline exported to ONNX Runtime: the same vectors, ≈2.7x faster per query) or
@@ -55,7 +58,7 @@ class _Queue:
     """Texts waiting for the model on one event loop."""
 
     waiting: list[tuple[list[str], asyncio.Future[Vectors]]] = field(default_factory=list)
-    drain: asyncio.Task[None] | None = None
+    drains: set[asyncio.Task[None]] = field(default_factory=set)
 
 
 class SentenceTransformerEmbedder:
@@ -69,6 +72,7 @@ class SentenceTransformerEmbedder:
         backend: Backend = DEFAULT_BACKEND,
         torch_threads: int = 1,
         max_batch: int = 64,
+        lanes: int = 2,
     ) -> None:
         self.model_name = model
         self.backend = backend
@@ -77,13 +81,17 @@ class SentenceTransformerEmbedder:
         #: Inference threads: torch's (process-wide) or the ONNX Runtime session's.
         self.torch_threads = torch_threads
         self.max_batch = max_batch
+        #: Model calls at once (ONNX backends; torch runs one at a time).
+        self.lanes = 1 if backend == "torch" else max(1, lanes)
         #: Model calls and texts embedded so far (for tests and metrics).
         self.model_calls = 0
         self.texts_embedded = 0
         #: The loaded model as a function of texts (None until start()).
         self._run: Callable[[list[str]], Vectors] | None = None
         self._load_lock = threading.Lock()  # start() may race from several loops/threads
-        self._encode_lock = threading.Lock()  # one encode at a time, whichever loop asks
+        # At most ``lanes`` model calls at once, whichever loop asks.
+        self._encode_slots = threading.BoundedSemaphore(self.lanes)
+        self._count_lock = threading.Lock()
         self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Queue] = (
             weakref.WeakKeyDictionary()
         )
@@ -157,8 +165,8 @@ class SentenceTransformerEmbedder:
             queue = self._queues[loop] = _Queue()
         future: asyncio.Future[Vectors] = loop.create_future()
         queue.waiting.append((list(texts), future))
-        if queue.drain is None:
-            queue.drain = loop.create_task(self._drain(queue))
+        if len(queue.drains) < self.lanes:
+            queue.drains.add(loop.create_task(self._drain(queue)))
         return await future
 
     async def _drain(self, queue: _Queue) -> None:
@@ -188,12 +196,15 @@ class SentenceTransformerEmbedder:
                         future.set_result(vectors[start : start + len(item)])
                     start += len(item)
         finally:
-            queue.drain = None
+            task = asyncio.current_task()
+            if task is not None:
+                queue.drains.discard(task)
 
     def _encode(self, texts: list[str]) -> Vectors:
         run = self._run
         assert run is not None
-        with self._encode_lock:
-            self.model_calls += 1
-            self.texts_embedded += len(texts)
+        with self._encode_slots:
+            with self._count_lock:
+                self.model_calls += 1
+                self.texts_embedded += len(texts)
             return run(texts)
