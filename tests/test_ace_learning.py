@@ -305,7 +305,9 @@ async def test_feedback_moves_the_counters_of_the_bullets_in_the_prompt(ace: Ace
     await ace.learn(trajectory("s1", used), 1)
     assert counts((await ace.bullets())[FAMILY]) == (1, 0, 0)
 
-    bad = Feedback(feedback_id="f1", session_id="s1", rating=-1.0, comment="Wrong city.")
+    bad = Feedback(
+        feedback_id="f1", session_id="s1", user="alice", rating=-1.0, comment="Wrong city."
+    )
     await ace.learn(bad, 1)
     found = await ace.bullets()
     assert counts(found[FAMILY]) == (1, 1, 0) and counts(found[BRIEF]) == (1, 1, 0)
@@ -314,7 +316,7 @@ async def test_feedback_moves_the_counters_of_the_bullets_in_the_prompt(ace: Ace
     assert (await ace.history())[0].delta_id == "feedback:f1"
 
     await ace.learn(bad, 2)  # re-sent: applied once
-    good = Feedback(session_id="s1", helpful=True)  # no id: its content identifies it
+    good = Feedback(session_id="s1", user="alice", helpful=True)  # no id: its content identifies it
     await ace.learn(good, 3)
     await ace.learn(good, 4)
     found = await ace.bullets()
@@ -338,6 +340,7 @@ async def test_rubric_results_reach_the_llm_reflector_and_its_lessons_are_kept(
     feedback = Feedback(
         feedback_id="f1",
         session_id="s1",
+        user="alice",
         rubric=[
             RubricResult(name="names the district", passed=False, comment="Alfama missing"),
             RubricResult(name="one sentence", passed=True),
@@ -364,8 +367,20 @@ async def test_feedback_on_an_unknown_session_is_settled_and_counted(ace: Ace) -
 
     # The consumer goes on: feedback on a known session is learned.
     await ace.learn(trajectory("s1", used), 1)
-    await ace.learn(Feedback(feedback_id="f1", session_id="s1", rating=1.0), 1)
+    await ace.learn(Feedback(feedback_id="f1", session_id="s1", user="alice", rating=1.0), 1)
     assert counts((await ace.bullets())[FAMILY]) == (2, 0, 0)
+
+
+async def test_feedback_on_another_owners_session_is_an_unknown_session(ace: Ace) -> None:
+    used = await ace.seed(FAMILY)
+    await ace.start_learner(feedback_wait_redeliveries=0)
+    await ace.learn(trajectory("s1", used), 1)  # alice's session
+    # Without a user, or as anyone else, alice's session id names nothing.
+    for n, user in enumerate((None, "", "bob", "Alice"), start=1):
+        feedback = Feedback(feedback_id=f"f{n}", session_id="s1", user=user, rating=-1.0)
+        await ace.learn(feedback, n, "error")
+    assert ace.sample("tg_memory_learner_feedback_total", result="unknown-session") == 4
+    assert counts((await ace.bullets())[FAMILY]) == (1, 0, 0)
 
 
 # -- the LLM curator and the reflection window -----------------------------------------------

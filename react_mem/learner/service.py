@@ -306,7 +306,9 @@ class MemoryLearnerProcessor(Processor):
         key = feedback_key(feedback)
         body = await self.ledger.trajectory(workspace, feedback.session_id)
         t = None if body is None else Trajectory.model_validate_json(body)
-        if t is None or t.collection != (feedback.collection or "default"):
+        if t is None or _owner(workspace, t) != Scope(
+            workspace, feedback.collection or "default", feedback.user
+        ):  # another owner's session is an unknown one
             entry = await self.ledger.get(workspace, key)
             if entry is not None and entry.done:  # learned, and its trajectory since pruned
                 self.metrics.duplicate("feedback")
@@ -464,6 +466,10 @@ def _checked_trajectory(t: Trajectory) -> str:
     if not all(math.isfinite(n) for n in numbers) or min(t.in_tokens, t.out_tokens) < 0:
         raise BadRequest("trajectory: tokens and times must be finite and not negative")
     return record_id
+
+
+def _owner(workspace: str, t: Trajectory) -> Scope:
+    return Scope(workspace, t.collection or "default", t.user)
 
 
 def _check_feedback(feedback: Feedback) -> None:
