@@ -6,7 +6,7 @@ its size not settable through the binding, read whole again on a restart), the p
 indexes' files (read whole when a shard opens, while the engine keeps the index itself in
 its heap), and the vectors and payloads written or searched, so RSS grows with what was
 stored. :func:`trim` hands pages back with ``madvise(MADV_PAGEOUT)`` (Linux 5.4+): the log
-and index files always (the engine reads them only on a restart), the files searches read
+and index files always (the engine reads them only when a shard opens), the files searches read
 (:data:`DATA`) once more than a budget of them is resident (searches then read what they
 touch from the files again).
 
