@@ -29,7 +29,12 @@ presidio_modules()
 # Presidio is imported above, without torch.
 import spacy  # noqa: E402
 import tldextract  # noqa: E402
-from presidio_analyzer import AnalyzerEngine, RecognizerRegistry  # noqa: E402
+from presidio_analyzer import (  # noqa: E402
+    AnalyzerEngine,
+    Pattern,
+    RecognizerRegistry,
+)
+from presidio_analyzer import RecognizerResult as Found  # noqa: E402
 from presidio_analyzer.nlp_engine import NlpArtifacts, SlimSpacyNlpEngine  # noqa: E402
 from presidio_analyzer.predefined_recognizers import (  # noqa: E402
     CreditCardRecognizer,
@@ -84,6 +89,38 @@ class OfflineEmailRecognizer(EmailRecognizer):
         return _OFFLINE_TLDS(pattern_text).fqdn != ""
 
 
+class CardRecognizer(CreditCardRecognizer):
+    """Presidio's card recognizer (Luhn-checked), with Mastercard's 2221-2720 range, which
+    its pattern predates."""
+
+    PATTERNS = [
+        *CreditCardRecognizer.PATTERNS,
+        Pattern(
+            "Mastercard 2-series (weak)",
+            r"\b(2(?:22[1-9]|2[3-9]\d|[3-6]\d{2}|7[01]\d|720))"
+            r"[- ]?(\d{4})[- ]?(\d{4})[- ]?(\d{4})\b",
+            0.3,
+        ),
+    ]
+
+
+class LongPhoneRecognizer(PhoneRecognizer):
+    """Presidio's phone recognizer (numbers parsed and validated by phonenumbers for its
+    regions) without matches of fewer than 7 digits: German numbering validates "16.4.0"
+    (a version) as the number 1640, and a phone number worth remembering is longer."""
+
+    MIN_DIGITS = 7
+
+    def analyze(
+        self, text: str, entities: list[str], nlp_artifacts: NlpArtifacts | None = None
+    ) -> list[Found]:
+        # Presidio annotates the artifacts as required but defaults them to None.
+        found: list[Found] = super().analyze(text, entities, nlp_artifacts)  # type: ignore[arg-type]
+        return [
+            r for r in found if sum(c.isdigit() for c in text[r.start : r.end]) >= self.MIN_DIGITS
+        ]
+
+
 class SsnRecognizer(UsSsnRecognizer):
     """Presidio's SSN recognizer, without its exemption of published sample numbers: a
     user who calls 123-45-6789 their SSN still means it, and redacting it costs nothing."""
@@ -111,12 +148,12 @@ class Detector:
     def __init__(self) -> None:
         registry = RecognizerRegistry(supported_languages=["en"])
         for recognizer in (
-            CreditCardRecognizer(),
+            CardRecognizer(),
             SsnRecognizer(),
             UsItinRecognizer(),
             IbanRecognizer(),
             OfflineEmailRecognizer(),
-            PhoneRecognizer(),
+            LongPhoneRecognizer(),
             IpRecognizer(),
             CryptoRecognizer(),
             *secret_recognizers(),

@@ -48,8 +48,17 @@ def topics(name: str, unique: str, workspace: str, extra: tuple[str, ...] = ()) 
     return found
 
 
-def flows_file(path: Path, pid: str, by_workspace: dict[str, dict[str, str]]) -> Path:
-    definition = {ws: {f"processor:{pid}": {"f1": {"topics": t}}} for ws, t in by_workspace.items()}
+def flows_file(
+    path: Path,
+    pid: str,
+    by_workspace: dict[str, dict[str, str]],
+    config: dict[str, dict[str, Any]] | None = None,
+) -> Path:
+    """The flow file; ``config`` adds other config types per workspace (e.g. agent-mem)."""
+    definition = {
+        ws: {f"processor:{pid}": {"f1": {"topics": t}}, **(config or {}).get(ws, {})}
+        for ws, t in by_workspace.items()
+    }
     path.write_text(json.dumps(definition))  # JSON is YAML
     return path
 
@@ -74,10 +83,11 @@ async def serving(
     data_dir: Path,
     registry: CollectorRegistry,
     clock: MovableClock,
+    config: dict[str, dict[str, Any]] | None = None,
     **settings: Any,
 ) -> AsyncIterator[Running[P, Any, Resp]]:
     """Start ``cls`` with one flow per workspace in ``queues`` and a client for each."""
-    flows = flows_file(data_dir.parent / f"flows-{pid}.yaml", pid, queues)
+    flows = flows_file(data_dir.parent / f"flows-{pid}.yaml", pid, queues, config)
     loaded = cls.Settings.load(
         {"id": pid, "flows": flows, "data_dir": data_dir, "concurrency": 4, **settings}
     )
