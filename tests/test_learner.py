@@ -639,3 +639,50 @@ async def test_the_lag_gauge_shows_how_old_the_trajectory_being_learned_is(stack
     release.set()
     await stack.settled("trajectory")
     assert stack.sample(age) == 0
+
+
+# -- PII (issue 13, defect 6) -----------------------------------------------------------------
+CARD = "4111 1111 1111 1111"
+EMAIL = "maria.lisbon@example.com"
+
+
+async def test_what_the_learner_writes_is_redacted_by_the_services(stack: Stack) -> None:
+    await stack.start_service("fact-memory")
+    stack.llm.script = answers(
+        facts=[f"Maria, the user's sister, is reachable at {EMAIL}."],
+        summary=f"The user asked for Maria's address; her e-mail is {EMAIL}.",
+    )
+    await stack.start_learner()
+    t = trajectory(question=f"My card is {CARD}; where does Maria ({EMAIL}) live?")
+    await stack.append_turn(t)
+    await stack.publish(t, "trajectory")
+    await stack.settled("trajectory")
+
+    [fact] = await stack.facts()
+    assert fact.content == "Maria, the user's sister, is reachable at <EMAIL_ADDRESS>."
+    [episode] = await stack.episodes()
+    assert CARD not in episode.goal and "<CREDIT_CARD>" in episode.goal
+    conversation = await stack.conversation()
+    assert (
+        conversation.summary == "The user asked for Maria's address; her e-mail is <EMAIL_ADDRESS>."
+    )
+    assert all(CARD not in turn.query and EMAIL not in turn.query for turn in conversation.turns)
+
+
+async def test_under_drop_a_fact_with_pii_is_refused_once_and_recorded(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
+    await stack.start_service("fact-memory", pii_policy="drop")
+    stack.llm.script = answers(facts=[f"The user's card number is {CARD}."])
+    await stack.start_learner(max_redeliveries=5)
+    with caplog.at_level(logging.INFO):
+        await stack.publish(trajectory(question=REMEMBER), "trajectory")
+        await stack.settled("trajectory")
+
+    assert store_attempts(stack) == 1  # a refusal is a final answer: not retried
+    assert await stack.facts() == []
+    assert stack.sample("tg_memory_learner_rejected_total", kind="fact", reason="pii-refused") == 1
+    assert stack.learner is not None
+    entry = await stack.learner.ledger.get("default", "trajectory:s1")
+    assert entry is not None and entry.done and entry.outcome == "facts: pii-refused"
+    assert not any(CARD in r.getMessage() for r in caplog.records)  # never the detected text
