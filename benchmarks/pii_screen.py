@@ -1,0 +1,112 @@
+"""What the PII screen costs: start-up, memory, and time per stored text.
+
+Measures, in this process: importing Presidio and building the detector (seconds, RSS
+growth), then the median time of one text through ``Detector.find`` + ``redact`` (what a
+service does per stored field) for short and long texts with and without PII, and of
+``PiiGuard.screen`` on a ``store`` request of 10 facts (the thread hop included). Texts come
+from the tests' generators (fixed seed).
+
+    OMP_NUM_THREADS=1 python benchmarks/pii_screen.py [--rounds 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.support.pii_values import ordinary, sentence
+
+KINDS = ("card", "ssn", "iban", "email", "phone", "api_key")
+
+
+def rss_mib() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+
+def median_us(work: Callable[[], object], rounds: int) -> float:
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=200)
+    args = parser.parse_args()
+    rng = random.Random(13)
+
+    before, began = rss_mib(), time.perf_counter()
+    from memory_services.pii.engine import Detector
+
+    imported = time.perf_counter()
+    detector = Detector()
+    built = time.perf_counter()
+    print(
+        f"import Presidio: {imported - began:.2f} s; build detector: {built - imported:.2f} s; "
+        f"RSS +{rss_mib() - before:.0f} MiB; torch imported: {'torch' in sys.modules}"
+    )
+
+    from memory_services.facts.schema import FactInput, FactRequest
+    from memory_services.pii.guard import PiiGuard
+    from memory_services.pii.policy import PiiPolicy
+
+    policy = PiiPolicy()
+    clean_short = [ordinary(rng) for _ in range(50)]
+    pii_short = [sentence(rng, rng.choice(KINDS))[0] for _ in range(50)]
+    clean_long = [" ".join(ordinary(rng) for _ in range(16)) for _ in range(20)]
+    pii_long = [
+        " ".join(ordinary(rng) for _ in range(14))
+        + " "
+        + sentence(rng, "email")[0]
+        + " "
+        + sentence(rng, "card")[0]
+        for _ in range(20)
+    ]
+    print(f"{'texts':<34}{'chars':>7}{'median µs':>11}")
+    for name, texts in (
+        ("short, no PII", clean_short),
+        ("short, one value", pii_short),
+        ("~1 KB, no PII", clean_long),
+        ("~1 KB, two values", pii_long),
+    ):
+        cycle = iter(texts * (args.rounds // len(texts) + 1))
+
+        def one(cycle: Iterator[str] = cycle) -> object:
+            text = next(cycle)
+            return detector.redact(text, detector.find(text, policy.entities, policy.threshold))
+
+        chars = statistics.median(len(t) for t in texts)
+        print(f"{name:<34}{chars:>7.0f}{median_us(one, args.rounds):>11.0f}")
+
+    guard = PiiGuard("bench", policy)
+    request = FactRequest(
+        operation="store", facts=[FactInput(content=t) for t in clean_short[:5] + pii_short[:5]]
+    )
+
+    async def screens() -> list[float]:
+        await guard.start()
+        times = []
+        for _ in range(max(args.rounds // 10, 10)):
+            start = time.perf_counter()
+            await guard.screen("ws", request)
+            times.append(time.perf_counter() - start)
+        return times
+
+    times = asyncio.run(screens())
+    print(f"{'PiiGuard.screen, 10 facts':<34}{'':>7}{statistics.median(times) * 1e6:>11.0f}")
+
+
+if __name__ == "__main__":
+    main()
