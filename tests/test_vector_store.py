@@ -286,6 +286,10 @@ async def test_calls_without_a_scope_fail_loudly(store: VectorStore) -> None:
         await store.upsert(
             C, [Record(str(uuid.uuid4()), {"scope_workspace": "ws-a"}, [1, 0, 0, 0])]
         )
+    with pytest.raises(ScopeRequired):  # "no user" is an absent key, never ""
+        await store.upsert(
+            C, [Record(str(uuid.uuid4()), {**HOME.payload(), "scope_user": ""}, [1, 0, 0, 0])]
+        )
     with pytest.raises(ScopeRequired):  # and cannot be moved to another scope
         await store.set_payload(C, [a.id], {"scope_workspace": "ws-b"}, scope=HOME)
     assert await store.count(C, scope=HOME) == 1

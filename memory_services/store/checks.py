@@ -60,9 +60,9 @@ def record(rec: Record, size: int) -> tuple[str, list[float], dict[str, Any]]:
     for key in SCOPE_KEYS[:2]:
         if not isinstance(payload.get(key), str) or not payload[key]:
             raise ScopeRequired(f"record {rec.id} has no {key} in its payload")
-    for key in SCOPE_KEYS[2:]:
-        if payload.get(key) is not None and not isinstance(payload[key], str):
-            raise ScopeRequired(f"record {rec.id}: {key} must be a string")
+    for key in SCOPE_KEYS[2:]:  # absent for no user / no conversation, never "" (see Scope)
+        if payload.get(key) is not None and (not isinstance(payload[key], str) or not payload[key]):
+            raise ScopeRequired(f"record {rec.id}: {key} must be a non-empty string or absent")
     return record_id(rec.id), vector(rec.vector, size), payload
 
 
