@@ -30,6 +30,13 @@ from memory_services.episodes.schema import EpisodeRequest, EpisodeResponse
 from memory_services.episodes.service import EpisodeMemoryProcessor
 from memory_services.facts.schema import FactInput, FactRequest, FactResponse
 from memory_services.facts.service import FactMemoryProcessor
+from memory_services.playbook.schema import (
+    Delta,
+    DeltaOperation,
+    PlaybookRequest,
+    PlaybookResponse,
+)
+from memory_services.playbook.service import PlaybookMemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.schema import AgentStep, TextCompletionRequest, WireModel
@@ -138,6 +145,7 @@ async def services(
         ("fact-memory", FactMemoryProcessor, FactResponse, ()),
         ("episode-memory", EpisodeMemoryProcessor, EpisodeResponse, ()),
         ("conversation-memory", ConversationMemoryProcessor, ConversationResponse, ("ended",)),
+        ("playbook-memory", PlaybookMemoryProcessor, PlaybookResponse, ()),
     )
     async with contextlib.AsyncExitStack() as stack:
         running = {}
@@ -374,6 +382,66 @@ async def test_no_owner_reads_or_changes_another_owners_memory(
             for other in owners:
                 if other.key not in gone:
                     assert await snapshot(svc, other, canaries[other.key]) == before[other.key]
+
+
+# -- the playbook: shared by the collection, never beyond it -----------------------------
+
+
+async def test_no_collection_or_workspace_reads_or_changes_another_playbook(
+    transport: PulsarTransport,
+    registry: CollectorRegistry,
+    tmp_path: Path,
+    unique: str,
+    request: pytest.FixtureRequest,
+) -> None:
+    """Bullets are the collection's shared lessons (no user owns one): a playbook is one
+    workspace + collection, and every playbook operation stays inside it."""
+    owners = owner_set(max(1, request.config.getoption("--fuzz-examples") // 5))
+    books = {(o.workspace, o.collection): o for o in owners}
+    async with services(transport, tmp_path, unique, registry) as svc:
+        ids: dict[tuple[str, str], str] = {}
+        for key, o in books.items():
+            delta = Delta(
+                delta_id=f"canary-{o.token}",
+                operations=[DeltaOperation(type="ADD", content=f"Check code word {o.token}.")],
+            )
+            done = await svc.ok(
+                "playbook-memory",
+                o.workspace,
+                PlaybookRequest(operation="apply-delta", delta=delta, **o.fields()),
+            )
+            ids[key] = done.changes[0].bullet_id
+
+        async def state(o: Owner) -> str:
+            listed = PlaybookRequest(operation="list", limit=1000, **o.fields())
+            found: PlaybookResponse = await svc.ok("playbook-memory", o.workspace, listed)
+            return found.encode().decode()
+
+        before = {key: await state(o) for key, o in books.items()}
+        for n, (key, attacker) in enumerate(books.items()):
+            fields = attacker.fields(n)
+            foreign = [s for k, o in books.items() if k != key for s in (o.token, ids[k])]
+            sent = [
+                PlaybookRequest(operation="retrieve", query="code word", top_k=200, **fields),
+                PlaybookRequest(operation="list", limit=1000, **fields),
+                PlaybookRequest(
+                    operation="get", ids=[i for k, i in ids.items() if k != key], **fields
+                ),
+                PlaybookRequest(operation="history", limit=1000, **fields),
+                PlaybookRequest(operation="show", version=1, **fields),
+                PlaybookRequest(operation="stats", **fields),
+                PlaybookRequest(operation="rollback", version=0, **fields),
+            ]
+            for r in sent:
+                reply = await svc.ask("playbook-memory", attacker.workspace, r)
+                text, asked = reply.encode().decode(), r.encode().decode()
+                assert not [s for s in foreign if s in text and s not in asked], (attacker, r)
+                if r.operation == "retrieve":  # the query does find the attacker's own
+                    assert attacker.token in text
+            for k, o in books.items():
+                if k != key:
+                    assert await state(o) == before[k], (attacker, o)
+            before[key] = await state(attacker)
 
 
 # -- through the agent: its memory recall and its memory tools ---------------------------
