@@ -387,6 +387,7 @@ async def test_purge_by_conversation_by_user_and_by_collection(facts: Service) -
     assert (await facts.ok("purge", conversation_id="c1")).deleted == 2
     assert sorted(f.id for f in await facts.listed()) == sorted([c2, shared])
     assert (await facts.ok("purge", user="olivia", conversation_id="c2")).deleted == 0
+    assert [f.id for f in await facts.listed(user="olivia")] == [olivia]
     assert (await facts.ok("purge", user="olivia")).deleted == 1
     assert await facts.listed(user="olivia") == []
     assert (await facts.ok("purge")).deleted == 2  # the collection's shared facts
