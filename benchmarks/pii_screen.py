@@ -90,6 +90,21 @@ def main() -> None:
         chars = statistics.median(len(t) for t in texts)
         print(f"{name:<34}{chars:>7.0f}{median_us(one, args.rounds):>11.0f}")
 
+    for size in (64_000, 500_000):  # a long answer; an episode near its byte limit
+        parts: list[str] = []
+        while sum(len(p) + 1 for p in parts) < size:
+            kind = rng.choice(("card", "email", "phone"))
+            parts.append(ordinary(rng) if rng.random() < 0.9 else sentence(rng, kind)[0])
+        text = " ".join(parts)
+
+        def long_one(text: str = text) -> object:
+            return detector.redact(text, detector.find(text, policy.entities, policy.threshold))
+
+        print(
+            f"{f'{size // 1000} KB, 1 in 10 sentences a value':<34}{len(text):>7}"
+            f"{median_us(long_one, 3):>11.0f}"
+        )
+
     guard = PiiGuard("bench", policy)
     request = FactRequest(
         operation="store", facts=[FactInput(content=t) for t in clean_short[:5] + pii_short[:5]]

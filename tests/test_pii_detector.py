@@ -14,7 +14,12 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from memory_services.facts.schema import FactInput, FactRequest
-from memory_services.pii.engine import Detector
+from memory_services.pii.engine import (
+    BlankEnglish,
+    Detector,
+    IndexedContextEnhancer,
+    LemmaContextAwareEnhancer,  # Presidio's, imported there without torch
+)
 from memory_services.pii.guard import PiiGuard, PiiRefused
 from memory_services.pii.policy import ENTITIES, PiiPolicy
 from react_mem.errors import ConfigurationError
@@ -122,6 +127,36 @@ def test_entity_types_narrow_the_screen(detector: Detector) -> None:
         "Write to <EMAIL_ADDRESS> or call (212) 736-5000.",
         ["EMAIL_ADDRESS"],
     )
+
+
+def test_context_words_raise_a_score(detector: Detector) -> None:
+    """The blank pipeline's lower-cased tokens stand in for lemmas: "phone" near a number
+    lifts it over a threshold a bare number stays under."""
+    strict = PiiPolicy.build("redact", threshold=0.5)
+    assert redact(detector, "See 212 736 5000 tomorrow.", strict)[1] == []
+    assert redact(detector, "My phone number: 212 736 5000.", strict)[1] == ["PHONE_NUMBER"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(words=st.lists(st.text("ab1 -.", min_size=1, max_size=6), min_size=1, max_size=40))
+def test_the_indexed_context_enhancer_finds_presidios_token(words: list[str]) -> None:
+    nlp = BlankEnglish()
+    nlp.load()
+    artifacts = nlp.process_text(" ".join(words), "en")
+    tokens, indices = artifacts.tokens, artifacts.tokens_indices
+    for start in range(len(artifacts.tokens.text)):
+        try:
+            expected = LemmaContextAwareEnhancer._find_index_of_match_token(
+                "w", start, tokens, indices
+            )
+        except ValueError:
+            with pytest.raises(ValueError, match="no token"):
+                IndexedContextEnhancer._find_index_of_match_token("w", start, tokens, indices)
+        else:
+            assert (
+                IndexedContextEnhancer._find_index_of_match_token("w", start, tokens, indices)
+                == expected
+            )
 
 
 def test_the_detector_knows_every_policy_entity(detector: Detector) -> None:

@@ -19,6 +19,7 @@ checksum (``CRYPTO``), and this package's credentials (``API_KEY``, ``JWT``,
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,7 @@ from presidio_analyzer import (  # noqa: E402
     RecognizerRegistry,
 )
 from presidio_analyzer import RecognizerResult as Found  # noqa: E402
+from presidio_analyzer.context_aware_enhancers import LemmaContextAwareEnhancer  # noqa: E402
 from presidio_analyzer.nlp_engine import NlpArtifacts, SlimSpacyNlpEngine  # noqa: E402
 from presidio_analyzer.predefined_recognizers import (  # noqa: E402
     CreditCardRecognizer,
@@ -71,7 +73,7 @@ class BlankEnglish(SlimSpacyNlpEngine):
         self.nlp = {"en": spacy.blank("en")}  # type: ignore[assignment]  # None before load
 
     def _doc_to_nlp_artifact(self, doc: Any, language: str) -> NlpArtifacts:
-        return NlpArtifacts(
+        artifacts = NlpArtifacts(
             entities=[],
             tokens=doc,
             tokens_indices=[token.idx for token in doc],
@@ -80,6 +82,10 @@ class BlankEnglish(SlimSpacyNlpEngine):
             language=language,
             scores=[],
         )
+        # Presidio only tests words for membership in its keyword list, once per word
+        # around each match: a set keeps that from growing with the text.
+        artifacts.keywords = set(artifacts.keywords)  # type: ignore[assignment]
+        return artifacts
 
 
 class OfflineEmailRecognizer(EmailRecognizer):
@@ -150,6 +156,24 @@ class SsnRecognizer(UsSsnRecognizer):
         return bool(super().invalidate_result(pattern_text))
 
 
+class IndexedContextEnhancer(LemmaContextAwareEnhancer):
+    """Presidio's context enhancer, finding a match's token by binary search: its own scan
+    from the first token for every match makes a long text's cost quadratic (≈17 s for
+    500 KB with 1,250 findings)."""
+
+    @staticmethod
+    def _find_index_of_match_token(
+        word: str, start: int, tokens: Any, tokens_indices: list[int]
+    ) -> int:
+        # The first token ending after ``start``: token ends only grow.
+        i = bisect.bisect_right(
+            range(len(tokens_indices)), start, key=lambda i: tokens_indices[i] + len(tokens[i])
+        )
+        if i == len(tokens_indices):
+            raise ValueError(f"no token at {start}, although a match starts there")
+        return i
+
+
 @dataclass(frozen=True)
 class Finding:
     entity: str
@@ -176,7 +200,11 @@ class Detector:
             *secret_recognizers(),
         ):
             registry.add_recognizer(recognizer)
-        self._analyzer = AnalyzerEngine(registry=registry, nlp_engine=_loaded(BlankEnglish()))
+        self._analyzer = AnalyzerEngine(
+            registry=registry,
+            nlp_engine=_loaded(BlankEnglish()),
+            context_aware_enhancer=IndexedContextEnhancer(),
+        )
         self._anonymizer = AnonymizerEngine()  # type: ignore[no-untyped-call]
 
     def find(self, text: str, entities: frozenset[str], threshold: float) -> list[Finding]:
