@@ -22,7 +22,7 @@ from memory_services.pii.engine import (
 )
 from memory_services.pii.guard import PiiGuard, PiiRefused
 from memory_services.pii.policy import ENTITIES, PiiPolicy
-from react_mem.errors import ConfigurationError
+from react_mem.errors import BadRequest, ConfigurationError
 from tests.support import pii_values
 from tests.support.pii_values import KINDS, iban_valid, luhn_check_digit, ordinary, sentence
 
@@ -269,6 +269,11 @@ async def test_guard_applies_each_workspace_policy(
         )
 
     assert count("EMAIL_ADDRESS") == count("CREDIT_CARD") == 3.0  # ws-a, ws-bad, ws-drop
+
+    # Longer than any service stores, and than spaCy takes: refused before detection.
+    with pytest.raises(BadRequest, match="over 1000000") as too_long:
+        await screen.screen("ws-a", facts("x" * 1_000_001))
+    assert too_long.value.type == "too-large"
 
     # The workspace's key removed: back to the service's default.
     await screen.on_config("ws-drop", {"agent-mem": {}}, 2)

@@ -38,6 +38,9 @@ CONFIG_KEY = "pii-policy"
 
 R = TypeVar("R", bound=WireModel)
 
+#: spaCy's own limit, above every service's limit on one stored text (≈2 s to screen).
+MAX_SCREEN_CHARS = 1_000_000
+
 
 class PiiRefused(BadRequest):
     """The workspace's policy is ``drop`` and the record holds PII or a secret."""
@@ -120,6 +123,11 @@ class PiiGuard:
         """Runs on the PII thread."""
         if not text.strip():
             return text
+        if len(text) > MAX_SCREEN_CHARS:
+            raise BadRequest(
+                f"{kind}: a text of {len(text)} characters is over {MAX_SCREEN_CHARS}",
+                type="too-large",
+            )
         detector = _shared_detector()
         findings = detector.find(text, policy.entities, policy.threshold)
         if not findings:
