@@ -14,7 +14,10 @@ second half (flat: it did not grow), and how long the learner then took to drain
 caller it also prints the agent's own overhead per ask: the ask's latency less the time the
 agent waited for the LLM (``tg_agent_llm_duration_seconds``, bus round trip included).
 ``--no-learner`` leaves the learner out (the agent as it runs beside a learner in another
-process); ``--breakdown`` prints the mean memory recall and each service's handler time.
+process); ``--breakdown`` prints the mean memory recall and each service's handler time;
+``--pause`` makes each caller wait that long after an answer before asking again (a person
+reading it), so the work an answer leaves behind (the conversation turn's append) is done
+before the next ask instead of overlapping it.
 
     OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py
     OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py --callers 1 --no-learner --breakdown
@@ -146,6 +149,8 @@ async def run_level(
                 level.overheads.append(took - (probe.llm_seconds() - llm0))
             answered += 1
             n += 1
+            if args.pause:
+                await asyncio.sleep(args.pause)
 
     async def sampler() -> None:
         while True:
@@ -299,6 +304,9 @@ def main() -> None:
         "--learner-concurrency", type=int, default=None, help="default: the learner's own"
     )
     parser.add_argument("--timeout", type=float, default=120.0, help="caller's wait per ask")
+    parser.add_argument(
+        "--pause", type=float, default=0.0, help="seconds a caller waits between asks"
+    )
     parser.add_argument("--drain-limit", type=float, default=300.0, help="longest drain wait, s")
     parser.add_argument(
         "--playbook",
