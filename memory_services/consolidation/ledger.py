@@ -65,11 +65,12 @@ class Ledger:
         record = Record(_id(scope, entry.consolidation_id), payload, _VECTOR)
         await retrying(STORE, self._store.upsert, self.collection, [record])
 
-    async def purge(self, scope: Scope) -> None:
+    async def purge(self, scope: Scope) -> int:
         """Forget the passes of a purged collection or user (their plans hold field values
-        of the purged memories); a conversation's purge leaves them."""
+        of the purged memories); a conversation's purge leaves them. Returns how many."""
         if scope.conversation is None:
-            await retrying(STORE, self._store.delete, self.collection, scope=scope)
+            return await retrying(STORE, self._store.delete, self.collection, scope=scope)
+        return 0
 
 
 def _id(scope: Scope, consolidation_id: str) -> str:

@@ -20,6 +20,7 @@ from memory_services.conversations.records import (
 )
 from memory_services.conversations.schema import ConversationRequest, ConversationTurn
 from memory_services.embedding.base import Embedder
+from memory_services.forget import forget
 from memory_services.retry import retrying
 from memory_services.scope_registry import ScopeRegistry
 from memory_services.store.base import (
@@ -32,6 +33,7 @@ from memory_services.store.base import (
     VectorStore,
 )
 from react_mem.errors import BadRequest
+from react_mem.schema.forget import Forgotten
 
 STORE, EMBEDDER = "vector store", "embedder"
 Payload = dict[str, Any]
@@ -63,6 +65,7 @@ class ConversationMemory:
                 "ended": FieldType.BOOL,
                 "published": FieldType.BOOL,
                 "last_activity": FieldType.FLOAT,
+                "ended_at": FieldType.FLOAT,
             },
         )
         await retrying(STORE, self._store.ensure, spec)
@@ -190,6 +193,25 @@ class ConversationMemory:
     async def delete(self, scope: Scope) -> int:
         """Every record (headers and turns) inside ``scope``."""
         return await retrying(STORE, self._store.delete, self.collection, scope=scope)
+
+    async def forget(self, workspace: str, collection: str, user: str | None) -> Forgotten:
+        """Every conversation of ``user`` (summaries and turns) in ``collection`` or (``""``)
+        every collection, with no bytes left on disk (see :mod:`memory_services.forget`)."""
+
+        async def purge(scope: Scope) -> dict[str, int]:
+            headers, turns = await self.count(scope, IS_HEADER), await self.count(scope, IS_TURN)
+            await self.delete(scope)
+            return {"conversations": headers, "turns": turns}
+
+        return await forget(
+            self._store,
+            self.registry,
+            workspace=workspace,
+            collection=collection,
+            user=user,
+            purge=purge,
+            collections=[self.collection],
+        )
 
     async def count(self, scope: StoreScope, kind: Condition) -> int:
         return await retrying(STORE, self._store.count, self.collection, scope=scope, where=[kind])

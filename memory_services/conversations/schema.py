@@ -17,6 +17,9 @@ another user (or none) the same id names another, separate conversation.
   or without one the collection's user-less conversations) -> ``turns``.
 - ``list``: conversations (without turns), paged by ``limit``/``offset`` -> ``conversations``.
 - ``delete``: one conversation, ``purge``: the request's scope -> ``count`` of records removed.
+- ``forget``: every conversation of ``user`` (required) with its turns and summary, in
+  ``collection`` or (``""``) every collection; the store's files are rewritten so no deleted
+  byte remains -> ``forgotten``.
 """
 
 from __future__ import annotations
@@ -26,11 +29,22 @@ from typing import Literal
 from pydantic import Field
 
 from react_mem.schema import Error, WireModel
+from react_mem.schema.forget import Forgotten
 
 #: How an invocation went (the agent's own verdict), as episode outcomes are spelled.
 Result = Literal["success", "failure", "partial"]
 EndReason = Literal["explicit", "idle"]
-OPERATIONS = ("append", "get", "update-summary", "end", "search", "list", "delete", "purge")
+OPERATIONS = (
+    "append",
+    "get",
+    "update-summary",
+    "end",
+    "search",
+    "list",
+    "delete",
+    "purge",
+    "forget",
+)
 
 
 class ConversationTurn(WireModel):
@@ -96,6 +110,8 @@ class ConversationResponse(WireModel):
     conversations: list[Conversation] = Field(default_factory=list)
     next_offset: str | None = None
     count: int | None = None
+    #: forget: what was removed, per kind, and the collections compacted.
+    forgotten: Forgotten | None = None
 
 
 class ConversationEnded(WireModel):

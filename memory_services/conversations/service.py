@@ -41,6 +41,10 @@ NEEDS_CONVERSATION = frozenset({"append", "get", "update-summary", "end", "delet
 class ConversationMemorySettings(MemorySettings):
     #: Seconds without a turn after which a conversation ends ("idle"); None: never.
     idle_timeout: float | None = Field(default=1800.0, gt=0)
+    #: Days an ended conversation (turns, summary) is kept after its end was announced, for
+    #: the learner's promotion and for history; a workspace's agent-mem
+    #: ``conversation-retention-days`` overrides it. None: kept until deleted.
+    retention_days: float | None = Field(default=90.0, gt=0)
     #: Seconds between background sweeps (idle detection, pending events, size gauges).
     sweep_interval: float = Field(default=30.0, gt=0)
     max_turns_per_conversation: int = Field(default=10_000, ge=1)
@@ -70,6 +74,9 @@ class ConversationMemoryProcessor(MemoryProcessor):
         self._memory: ConversationMemory | None = None
         self._lifecycle: ConversationLifecycle | None = None
         self._operations: ConversationOperations | None = None
+        self.kept_ended = self.retention(
+            "conversation-retention-days", self.conversation_settings.retention_days
+        )
         self.serve_requests(ConversationRequest, ConversationResponse, self.on_request)
         self.register_specification(ProducerSpec(name=ENDED, schema=ConversationEnded))
 
@@ -113,7 +120,11 @@ class ConversationMemoryProcessor(MemoryProcessor):
         )
         await self._memory.ensure()
         self._lifecycle = ConversationLifecycle(
-            self._memory, publish=self._publish, idle_timeout=s.idle_timeout, clock=self.clock
+            self._memory,
+            publish=self._publish,
+            idle_timeout=s.idle_timeout,
+            clock=self.clock,
+            retention=self.kept_ended,
         )
         self._operations = ConversationOperations(
             self._memory, self._lifecycle, clock=self.clock, default_top_k=s.default_top_k
@@ -125,6 +136,9 @@ class ConversationMemoryProcessor(MemoryProcessor):
         self.items.labels(processor=self.id, kind="turn").set(turns)
         if ended:
             logger.info("%s: ended %d idle conversations", self.id, ended)
+        expired, self.lifecycle.expired = self.lifecycle.expired, 0
+        if expired:
+            logger.info("%s: deleted %d conversations past their retention", self.id, expired)
 
     async def _publish(self, header: Mapping[str, Any], event: ConversationEnded) -> bool:
         """Send on the flow that last carried the conversation, else any flow of its
@@ -143,6 +157,10 @@ class ConversationMemoryProcessor(MemoryProcessor):
         op = request.operation
         if op not in OPERATIONS:
             raise unknown_operation(op, OPERATIONS)
+        if op == "forget":  # the user's every collection: no one scope
+            done = await self.memory.forget(ctx.flow.workspace, request.collection, request.user)
+            await ctx.reply(ConversationResponse(forgotten=done, count=sum(done.records.values())))
+            return
         if op in NEEDS_CONVERSATION and not request.conversation_id:
             raise BadRequest(f"{op}: conversation_id is required", type="missing-scope")
         scope = self.scope(ctx, request.collection, request.user, request.conversation_id)

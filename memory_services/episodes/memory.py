@@ -6,8 +6,10 @@ user is in the collection's user-less bucket): after a store that takes a bucket
 of 5% of it (at most 50). Finding the oldest means reading the bucket (≈80 ms for 1000
 episodes here, against ≈1 ms for a store), so a full bucket pays that once per batch, not
 on every store. Episodes older than ``max_age`` are never returned and are deleted by
-:meth:`EpisodeMemory.sweep`, which a background task runs. Episodes merged into another by
-consolidation (:mod:`.consolidate`) stay in their bucket and count towards its limit.
+:meth:`EpisodeMemory.sweep`, which a background task runs; a workspace's
+``episode-retention-days`` (:mod:`memory_services.retention`) overrides ``max_age``.
+Episodes merged into another by consolidation (:mod:`.consolidate`) stay in their bucket
+and count towards its limit.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from memory_services.episodes.records import (
     validate_store,
 )
 from memory_services.episodes.schema import Episode, EpisodeRequest
+from memory_services.forget import forget
+from memory_services.retention import WorkspaceRetention
 from memory_services.retry import retrying
 from memory_services.scope_registry import ScopeRegistry
 from memory_services.store.base import (
@@ -44,6 +48,7 @@ from memory_services.store.base import (
     VectorStore,
 )
 from react_mem.errors import BadRequest
+from react_mem.schema.forget import Forgotten
 
 STORE, EMBEDDER = "vector store", "embedder"
 #: Consolidation defaults (the service passes its settings).
@@ -66,12 +71,14 @@ class EpisodeMemory:
         default_top_k: int,
         clock: Callable[[], float],
         consolidation: Options = CONSOLIDATION,
+        retention: WorkspaceRetention | None = None,
     ) -> None:
         self._store, self._embedder = store, embedder
         self.collection = collection
         self._registry = registry
         self._limits = limits
         self._max_per_scope, self._max_age = max_per_scope, max_age
+        self._retention = retention
         self._default_top_k = default_top_k
         self._clock = clock
         self._evicting = asyncio.Lock()
@@ -137,14 +144,14 @@ class EpisodeMemory:
             scope=scope,
             limit=top_k,
             min_score=request.min_score,
-            where=[*self._fresh(), *_outcome(request), _UNMERGED],
+            where=[*self._fresh(scope.workspace), *_outcome(request), _UNMERGED],
         )
         return [to_episode(hit.id, hit.payload, hit.score) for hit in hits]
 
     async def get(self, scope: Scope, ids: Sequence[str]) -> list[Episode]:
         ids = self._checked_ids(ids)
         records = await retrying(STORE, self._store.get, self.collection, ids, scope=scope)
-        oldest = self._oldest_kept()
+        oldest = self._oldest_kept(scope.workspace)
         by_id = {r.id: r for r in records if float(r.payload.get("created_at", 0)) >= oldest}
         return [to_episode(i, by_id[i].payload, None) for i in ids if i in by_id]
 
@@ -158,7 +165,7 @@ class EpisodeMemory:
             self._store.scroll,
             self.collection,
             scope=scope,
-            where=[*self._fresh(), *_outcome(request), _UNMERGED],
+            where=[*self._fresh(scope.workspace), *_outcome(request), _UNMERGED],
             limit=request.limit,
             offset=request.offset,
         )
@@ -172,6 +179,27 @@ class EpisodeMemory:
         removed = await retrying(STORE, self._store.delete, self.collection, scope=scope)
         await self._consolidation.ledger.purge(scope)
         return removed
+
+    async def forget(self, workspace: str, collection: str, user: str | None) -> Forgotten:
+        """Every episode and consolidation pass of ``user`` in ``collection`` or (``""``)
+        every collection, with no bytes left on disk (see :mod:`memory_services.forget`)."""
+
+        async def purge(scope: Scope) -> dict[str, int]:
+            episodes = await retrying(STORE, self._store.delete, self.collection, scope=scope)
+            return {
+                "episodes": episodes,
+                "consolidations": await self._consolidation.ledger.purge(scope),
+            }
+
+        return await forget(
+            self._store,
+            self._registry,
+            workspace=workspace,
+            collection=collection,
+            user=user,
+            purge=purge,
+            collections=[self.collection, self._consolidation.ledger.collection],
+        )
 
     # -- consolidation -------------------------------------------------------------
     async def consolidate(
@@ -217,8 +245,9 @@ class EpisodeMemory:
         """Delete episodes past the age limit in every known scope; return (removed, held)."""
         removed = held = 0
         for scope in await self._registry.scopes():
-            if self._max_age is not None:
-                cutoff = [Condition("created_at", lt=self._oldest_kept())]
+            oldest = self._oldest_kept(scope.workspace)
+            if not math.isinf(oldest):
+                cutoff = [Condition("created_at", lt=oldest)]
                 removed += await retrying(
                     STORE, self._store.delete, self.collection, scope=scope, where=cutoff
                 )
@@ -254,13 +283,17 @@ class EpisodeMemory:
             )
 
     # -- helpers -------------------------------------------------------------------
-    def _oldest_kept(self) -> float:
-        return -math.inf if self._max_age is None else self._clock() - self._max_age
+    def _oldest_kept(self, workspace: str | None = None) -> float:
+        """Episodes created before this have expired (in ``workspace``; None: by the
+        service's default, as consolidation, which has no workspace at hand, judges)."""
+        max_age = self._max_age
+        if self._retention is not None and workspace is not None:
+            max_age = self._retention.seconds(workspace)
+        return -math.inf if max_age is None else self._clock() - max_age
 
-    def _fresh(self) -> list[Condition]:
-        if self._max_age is None:
-            return []
-        return [Condition("created_at", gte=self._oldest_kept())]
+    def _fresh(self, workspace: str) -> list[Condition]:
+        oldest = self._oldest_kept(workspace)
+        return [] if math.isinf(oldest) else [Condition("created_at", gte=oldest)]
 
     def _checked_vector(self, vector: list[float]) -> list[float]:
         if len(vector) != self._embedder.dimension or not all(map(math.isfinite, vector)):

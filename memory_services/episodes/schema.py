@@ -37,6 +37,7 @@ from pydantic import Field
 
 from memory_services.consolidation.schema import ConsolidationReport
 from react_mem.schema import AgentStep, Error, WireModel
+from react_mem.schema.forget import Forgotten
 
 Outcome = Literal["success", "failure", "partial"]
 OPERATIONS = (
@@ -48,6 +49,7 @@ OPERATIONS = (
     "purge",
     "consolidate",
     "unconsolidate",
+    "forget",
 )
 
 
@@ -126,3 +128,5 @@ class EpisodeResponse(WireModel):
     evicted: int | None = None
     #: consolidate, unconsolidate.
     consolidation: ConsolidationReport | None = None
+    #: forget: what was removed, per kind, and the collections compacted.
+    forgotten: Forgotten | None = None

@@ -34,8 +34,9 @@ SECONDS_PER_DAY = 86400.0
 class EpisodeMemorySettings(MemorySettings):
     #: Episodes kept per workspace + collection + user; the oldest are evicted past it.
     max_episodes_per_scope: int = Field(default=1000, ge=1)
-    #: Episodes older than this are never returned and are swept; None keeps them.
-    max_age_days: float | None = Field(default=None, gt=0)
+    #: Episodes older than this are never returned and are swept; None keeps them. A
+    #: workspace's agent-mem ``episode-retention-days`` overrides it.
+    max_age_days: float | None = Field(default=180.0, gt=0)
     #: Seconds between background sweeps (age retention, the size gauge).
     sweep_interval: float = Field(default=600.0, gt=0)
     #: ``retrieve`` without ``top_k`` (seed 004: episode-retrieval-top-k).
@@ -77,6 +78,9 @@ class EpisodeMemoryProcessor(MemoryProcessor):
         self.consolidations = Consolidations(
             registry, self.id, "episode", self.episode_settings.consolidation_interval
         )
+        self.episode_retention = self.retention(
+            "episode-retention-days", self.episode_settings.max_age_days
+        )
         self.serve_requests(EpisodeRequest, EpisodeResponse, self.on_request)
 
     @property
@@ -105,6 +109,7 @@ class EpisodeMemoryProcessor(MemoryProcessor):
             max_age=None if s.max_age_days is None else s.max_age_days * SECONDS_PER_DAY,
             default_top_k=s.default_top_k,
             clock=self.clock,
+            retention=self.episode_retention,
             consolidation=Options(
                 similarity_threshold=s.consolidation_similarity,
                 importance_threshold=s.consolidation_importance,
@@ -126,6 +131,10 @@ class EpisodeMemoryProcessor(MemoryProcessor):
     async def on_request(self, request: EpisodeRequest, ctx: MessageContext) -> None:
         if request.operation not in OPERATIONS:
             raise unknown_operation(request.operation, OPERATIONS)
+        if request.operation == "forget":  # the user's every collection: no one scope
+            done = await self.memory.forget(ctx.flow.workspace, request.collection, request.user)
+            await ctx.reply(EpisodeResponse(forgotten=done, count=sum(done.records.values())))
+            return
         scope = self.scope(ctx, request.collection, request.user, request.conversation_id)
         request = await self.pii.screen(ctx.flow.workspace, request)
         if request.operation == "consolidate":

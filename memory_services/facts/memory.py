@@ -15,6 +15,7 @@ from memory_services.facts.access import AccessLog
 from memory_services.facts.consolidate import FactKind
 from memory_services.facts.context import Clock, FactContext, fact_ids, query_vector
 from memory_services.facts.schema import Fact, FactInput, StoredFact
+from memory_services.forget import forget
 from memory_services.retry import retrying
 from memory_services.scope_registry import ScopeRegistry
 from memory_services.store.base import (
@@ -25,6 +26,7 @@ from memory_services.store.base import (
     VectorStore,
 )
 from react_mem.errors import BadRequest
+from react_mem.schema.forget import Forgotten
 
 
 class FactMemory:
@@ -45,6 +47,7 @@ class FactMemory:
         clock: Clock,
         on_change: Callable[[int], None] = lambda delta: None,
         access_delay: float = 1.0,
+        workspace_ttl: Callable[[str], float | None] | None = None,
     ) -> None:
         self.ctx = FactContext(
             store=store,
@@ -54,6 +57,7 @@ class FactMemory:
             clock=clock,
             collection=f"facts-{embedder.dimension}",
             on_change=on_change,
+            workspace_ttl=workspace_ttl,
         )
         self._write_lock = asyncio.Lock()
         self._access = AccessLog(self.ctx, delay=access_delay)
@@ -115,6 +119,24 @@ class FactMemory:
         removed = await self._delete(scope)
         await self._consolidation.ledger.purge(scope)
         return removed
+
+    async def forget(self, workspace: str, collection: str, user: str | None) -> Forgotten:
+        """Every record of ``user`` (facts with their history and consolidation passes) in
+        ``collection`` or (``""``) every collection, with no bytes left on disk."""
+
+        async def purge(scope: Scope) -> dict[str, int]:
+            facts = await self._delete(scope)
+            return {"facts": facts, "consolidations": await self._consolidation.ledger.purge(scope)}
+
+        return await forget(
+            self.ctx.store,
+            self.ctx.scopes,
+            workspace=workspace,
+            collection=collection,
+            user=user,
+            purge=purge,
+            collections=[self.ctx.collection, self._consolidation.ledger.collection],
+        )
 
     async def sweep(self) -> tuple[int, int]:
         """Delete expired facts in every scope that ever held facts; return how many were

@@ -1,7 +1,7 @@
 """Fact-memory wire messages: one request and one response shape for every operation.
 
 Operations: ``store``, ``retrieve``, ``get``, ``history``, ``list``, ``update``, ``delete``,
-``purge``, ``consolidate``, ``unconsolidate``. The scope is the flow's workspace plus
+``purge``, ``consolidate``, ``unconsolidate``, ``forget``. The scope is the flow's workspace plus
 ``collection`` and the optional ``user``; ``conversation_id`` is the conversation a stored
 fact was learned in (its source), and on reads and purges it narrows the scope to facts from
 that conversation. Ownership (:mod:`react_mem.schema.scope`): with ``user``, a request sees
@@ -31,6 +31,11 @@ Absorbed facts count towards the quota until deleted, purged or expired (setting
 passes. ``dry_run`` reports without writing. A pass is named by ``consolidation_id``
 (default: the request's id), so a repeated request answers with the first report and merges
 nothing twice.
+
+``forget`` removes everything ``user`` (required) owns in ``collection``, or with
+``collection`` ``""`` in every collection of the workspace: facts with their history and
+aliases, and the consolidation passes recorded for them; the store's files are then rewritten
+so no deleted byte remains (``forgotten`` reports it).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from pydantic import Field
 from memory_services.consolidation.schema import ConsolidationReport
 from react_mem.schema import Error
 from react_mem.schema.base import WireModel
+from react_mem.schema.forget import Forgotten
 
 FACT_OPERATIONS = (
     "store",
@@ -52,6 +58,7 @@ FACT_OPERATIONS = (
     "purge",
     "consolidate",
     "unconsolidate",
+    "forget",
 )
 
 
@@ -169,3 +176,5 @@ class FactResponse(WireModel):
     consolidation: ConsolidationReport | None = None
     #: store with ``evict``: the facts deleted to make room, in the order given up.
     evicted: list[str] = Field(default_factory=list)
+    #: forget: what was removed, per kind, and the collections compacted.
+    forgotten: Forgotten | None = None

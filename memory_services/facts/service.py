@@ -36,7 +36,8 @@ class FactMemorySettings(MemorySettings):
     reinforce_rate: float = Field(default=0.2, ge=0.0, le=1.0)
     default_importance: float = Field(default=0.5, ge=0.0, le=1.0)
     default_confidence: float = Field(default=0.7, ge=0.0, le=1.0)
-    #: TTL of facts stored without ``ttl_seconds``; none: they never expire.
+    #: TTL of facts stored without ``ttl_seconds``; none: they never expire. A workspace's
+    #: agent-mem ``fact-ttl-days`` overrides it.
     default_ttl_seconds: float | None = Field(default=None, gt=0)
     max_content_chars: int = Field(default=4000, ge=1)
     #: Facts in one ``store`` request.
@@ -99,6 +100,8 @@ class FactMemoryProcessor(MemoryProcessor):
             registry, self.id, "fact", self.fact_settings.consolidation_interval
         )
         self._evictions = quota_evictions(registry).labels(processor=self.id, kind="fact")
+        ttl = self.fact_settings.default_ttl_seconds
+        self.fact_ttl = self.retention("fact-ttl-days", None if ttl is None else ttl / 86400.0)
         self._refusals = quota_refusals(registry)
         self.serve_requests(FactRequest, FactResponse, self.on_request)
 
@@ -120,6 +123,7 @@ class FactMemoryProcessor(MemoryProcessor):
             clock=self.clock,
             on_change=self._size.inc,
             access_delay=self.fact_settings.access_write_delay,
+            workspace_ttl=self.fact_ttl.seconds,
         )
         await memory.ensure()
         self._memory = memory
@@ -142,6 +146,15 @@ class FactMemoryProcessor(MemoryProcessor):
     async def on_request(self, request: FactRequest, ctx: MessageContext) -> None:
         if request.operation not in FACT_OPERATIONS:
             raise unknown_operation(request.operation, FACT_OPERATIONS)
+        if request.operation == "forget":  # the user's every collection: no one scope
+            await self.memory.flush_access()
+            forgotten = await self.memory.forget(
+                ctx.flow.workspace, request.collection, request.user
+            )
+            await ctx.reply(
+                FactResponse(forgotten=forgotten, deleted=sum(forgotten.records.values()))
+            )
+            return
         scope = self.scope(ctx, request.collection, request.user, request.conversation_id)
         request = await self.pii.screen(ctx.flow.workspace, request)
         try:

@@ -179,4 +179,9 @@ class VectorStore(Protocol):
     ) -> int:
         """Delete records inside ``scope`` (restricted to ``ids`` when given); return how many."""
 
+    async def compact(self, collection: str) -> bool:
+        """Rewrite the collection so that deleted records leave no bytes in its files
+        (segments, write-ahead log): what forgetting a user needs. False where the backend
+        cannot do it on request (a Qdrant server vacuums on its own schedule)."""
+
     async def close(self) -> None: ...

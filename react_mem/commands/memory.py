@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
-from react_mem.commands import conversations, episodes, facts
+from react_mem.commands import conversations, episodes, facts, forget
 from react_mem.commands.common import (
     NO_STACK_HINT,
     BusArgs,
@@ -35,14 +35,17 @@ KINDS = {
 def add_parser(sub: Subparsers, bus: BusArgs) -> None:
     parser = sub.add_parser("memory", help="list, search and delete memories")
     kinds = parser.add_subparsers(
-        dest="kind", required=True, metavar="{facts,episodes,conversation}"
+        dest="kind", required=True, metavar="{facts,episodes,conversation,forget}"
     )
     for name, (module, help) in KINDS.items():
         kind = kinds.add_parser(name, help=help, description=help)
         module.add_parsers(kind.add_subparsers(dest="action", required=True), bus)
+    forget.add_parser(kinds, bus)
 
 
 async def command(args: argparse.Namespace) -> int:
+    if args.kind == "forget":
+        return await with_bus(bus_settings(args), lambda t: forget.execute(t, args))
     return await with_bus(bus_settings(args), lambda transport: execute(transport, args))
 
 

@@ -95,6 +95,11 @@ class Ledger:
         columns = {row[1] for row in db.execute("PRAGMA table_info(ledger)")}
         if "outcome" not in columns:  # a ledger from before outcomes were kept
             db.execute("ALTER TABLE ledger ADD COLUMN outcome TEXT")
+        for column in ("collection", "user"):  # the owner, so a user can be forgotten
+            if column not in columns:
+                db.execute(f"ALTER TABLE ledger ADD COLUMN {column} TEXT")
+        # A deleted row's bytes are overwritten, not left in free pages (forgetting).
+        db.execute("PRAGMA secure_delete=ON")
         self._db = db
         self._prune()
 
@@ -113,11 +118,21 @@ class Ledger:
             return None
         return Entry(json.loads(row[0]), json.loads(row[1]), bool(row[2]), row[3])
 
-    async def save_plan(self, workspace: str, key: str, plan: dict[str, Any]) -> None:
+    async def save_plan(
+        self,
+        workspace: str,
+        key: str,
+        plan: dict[str, Any],
+        *,
+        collection: str | None = None,
+        user: str | None = None,
+    ) -> None:
+        """``collection`` and ``user``: the record's owner (see :meth:`forget`)."""
         await self._run(
-            "INSERT OR REPLACE INTO ledger (workspace, key, plan, steps, done, updated_at) "
-            "VALUES (?, ?, ?, '[]', 0, ?)",
-            (workspace, key, json.dumps(plan), self._clock()),
+            "INSERT OR REPLACE INTO ledger "
+            "(workspace, key, plan, steps, done, updated_at, collection, user) "
+            "VALUES (?, ?, ?, '[]', 0, ?, ?, ?)",
+            (workspace, key, json.dumps(plan), self._clock(), collection, user or None),
         )
 
     async def mark_steps(self, workspace: str, key: str, steps: list[str]) -> None:
@@ -174,6 +189,36 @@ class Ledger:
             many=True,
         )
         return [str(row[0]) for row in reversed(rows)]
+
+    # -- forgetting ------------------------------------------------------------------------
+    async def forget(self, workspace: str, collection: str, user: str) -> dict[str, int]:
+        """Delete ``user``'s records, trajectories and reflections in ``collection`` (``""``:
+        every collection), then checkpoint and truncate the write-ahead log so no copy of
+        them stays in a file; counts by kind. Records saved before owners were kept (no
+        ``user`` column value) are not found here: the retention prunes them."""
+        return await asyncio.to_thread(self._forget, workspace, collection, user)
+
+    def _forget(self, workspace: str, collection: str, user: str) -> dict[str, int]:
+        any_collection = "" if collection else "1"
+        wheres = {
+            "ledger": "user = ? AND (collection = ? OR ? = '1')",
+            "trajectories": "json_extract(body, '$.user') = ? "
+            "AND (json_extract(body, '$.collection') = ? OR ? = '1')",
+            "reflections": "json_extract(scope, '$[2]') = ? "
+            "AND (json_extract(scope, '$[0]') = ? OR ? = '1')",
+        }
+        removed: dict[str, int] = {}
+        with self._lock:
+            if self._db is None:
+                raise RuntimeError(f"ledger {self.path} is not open")
+            for table, where in wheres.items():
+                cursor = self._db.execute(
+                    f"DELETE FROM {table} WHERE workspace = ? AND {where}",
+                    (workspace, user, collection, any_collection),
+                )
+                removed[table] = cursor.rowcount
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return removed
 
     async def _run(
         self, sql: str, args: tuple[Any, ...], *, fetch: bool = False, many: bool = False

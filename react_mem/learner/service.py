@@ -53,8 +53,9 @@ from react_mem.processor.config_source import WorkspaceConfig
 from react_mem.processor.context import MessageContext
 from react_mem.processor.flow import Flow
 from react_mem.processor.settings import ProcessorSettings
-from react_mem.processor.specs import ConsumerSpec, RequestResponseSpec
+from react_mem.processor.specs import ConsumerSpec, ProducerSpec, RequestResponseSpec
 from react_mem.schema import TextCompletionRequest, TextCompletionResponse, WireModel
+from react_mem.schema.forget import MEMORY_FORGET, ForgetRequest, ForgetResponse, Forgotten
 from react_mem.schema.scope import Scope
 from react_mem.schema.trajectory import Trajectory
 
@@ -167,6 +168,21 @@ class MemoryLearnerProcessor(Processor):
         )
         self.register_specification(
             ConsumerSpec(name="feedback", schema=Feedback, handler=self.on_feedback, optional=True)
+        )
+        # Forgetting a user: a persistent queue, so a forget sent while the learner is down
+        # is done when it comes back; the reply reports what the ledger held.
+        self.register_specification(
+            ConsumerSpec(
+                name=MEMORY_FORGET,
+                schema=ForgetRequest,
+                handler=self.on_forget,
+                response=f"{MEMORY_FORGET}-response",
+                error_reply=lambda error: ForgetResponse(error=error),
+                optional=True,
+            )
+        )
+        self.register_specification(
+            ProducerSpec(name=f"{MEMORY_FORGET}-response", schema=ForgetResponse, optional=True)
         )
         s = self.learner_settings
         clients: list[tuple[str, type[WireModel], type[WireModel], float]] = [
@@ -340,6 +356,18 @@ class MemoryLearnerProcessor(Processor):
         learned = await self._learn(ctx, key, to, [("playbook", writer.playbook)], plan, "feedback")
         self.metrics.feedback("learned" if learned else "duplicate")
 
+    async def on_forget(self, request: ForgetRequest, ctx: MessageContext) -> None:
+        """Delete the user's ledger records, trajectories and reflections (see
+        :meth:`Ledger.forget`); a record being learned now holds its owner's lock."""
+        if not request.user:
+            raise BadRequest("forget needs 'user'")
+        removed = await self.ledger.forget(ctx.flow.workspace, request.collection, request.user)
+        forgotten = Forgotten(
+            collections=[request.collection] if request.collection else [],
+            records={f"ledger-{table}": n for table, n in removed.items()},
+        )
+        await ctx.reply(ForgetResponse(forgotten=forgotten))
+
     # -- ACE -----------------------------------------------------------------------------
     def _ace_in(self, flow: Flow) -> AceConfig | None:
         """The ACE settings where this flow learns a playbook; None where it does not."""
@@ -389,7 +417,13 @@ class MemoryLearnerProcessor(Processor):
                 if plan.empty():
                     self.metrics.record(kind, "empty")
                     return True
-                await self.ledger.save_plan(workspace, key, plan.model_dump(mode="json"))
+                await self.ledger.save_plan(
+                    workspace,
+                    key,
+                    plan.model_dump(mode="json"),
+                    collection=to.collection,
+                    user=to.user,
+                )
             refused: list[str] = []
             marking = asyncio.Lock()
 

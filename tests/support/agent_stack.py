@@ -26,6 +26,7 @@ from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
+from react_mem.commands.common import ServiceQueues
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
@@ -145,6 +146,12 @@ def trajectory_queue(unique: str) -> str:
     return f"flow:tg:agent-trajectory-{unique}:default:f1"
 
 
+def forget_queues(unique: str) -> ServiceQueues:
+    """The learner's forget queue (persistent) and its replies."""
+    tail = f"memory-forget-{unique}:default:f1"
+    return ServiceQueues(f"flow:tg:{tail}", f"response:tg:{tail}")
+
+
 def feedback_queue(unique: str) -> str:
     """The learner's feedback queue in a stack with a playbook."""
     return f"flow:tg:agent-feedback-{unique}:default:f1"
@@ -245,6 +252,8 @@ async def agent_stack(
                 "topics": {
                     "trajectory": f"flow:tg:agent-trajectory-{unique}:default:f1",
                     "conversation-ended": f"flow:tg:conversation-ended-{unique}:default:f1",
+                    "memory-forget": forget_queues(unique).request,
+                    "memory-forget-response": forget_queues(unique).response,
                 }
             }
             for name in ("text-completion", *services, *([PLAYBOOK] if playbook else [])):

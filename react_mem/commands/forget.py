@@ -1,0 +1,173 @@
+"""``react-mem memory forget --user U [--collection C]``: forget a user everywhere.
+
+Sends ``forget`` to every memory service and the learner at once and prints one line per
+service: what it removed, or why it could not. Dead letters are not reached (see
+:data:`DEAD_LETTERS`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TextIO
+
+from react_mem.bus.rpc import RequestResponseClient
+from react_mem.bus.transport import Transport
+from react_mem.commands.common import BusArgs, ServiceQueues, Subparsers, flow_args
+from react_mem.errors import RequestTimeout
+from react_mem.schema.base import WireModel
+from react_mem.schema.forget import MEMORY_FORGET, Forgotten
+from react_mem.schema.primitives import Error
+
+#: The services that hold a user's memory, in report order.
+SERVICES = ("fact-memory", "episode-memory", "conversation-memory", "playbook-memory")
+LEARNER = "memory-learner"
+#: Dead-letter queues are persistent topics that pulsar-lite can neither list nor trim.
+DEAD_LETTERS = (
+    "not reached: dead-letter queues (flow:tg:dlq--...) keep failed messages, a user's "
+    "included, until an operator consumes them; on Pulsar, set the namespace's retention"
+)
+
+
+class ServiceForget(WireModel):
+    """The request every service's ``forget`` takes (their request shapes share these)."""
+
+    operation: str = "forget"
+    collection: str = ""
+    user: str = ""
+
+
+class ForgetReply(WireModel):
+    """The fields of any service's response that a forget reads (others are ignored)."""
+
+    error: Error | None = None
+    forgotten: Forgotten | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    service: str
+    #: ``forgotten``, ``not supported``, ``no response`` or ``error``.
+    status: str
+    forgotten: Forgotten | None = None
+    detail: str = ""
+
+    def line(self) -> str:
+        if self.forgotten is not None:
+            removed = ", ".join(f"{n} {kind}" for kind, n in self.forgotten.records.items())
+            compacted = ", ".join(self.forgotten.compacted)
+            tail = f"; compacted {compacted}" if compacted else ""
+            return f"{self.service}: forgotten {removed or 'nothing'}{tail}"
+        return f"{self.service}: {self.status}{': ' + self.detail if self.detail else ''}"
+
+
+def targets(workspace: str, flow: str) -> dict[str, ServiceQueues]:
+    """Every forget destination of a flow: the services' request queues and the learner's
+    persistent ``flow:tg:memory-forget`` queue."""
+    found = {s: ServiceQueues.of(s, workspace, flow) for s in SERVICES}
+    tail = f"{MEMORY_FORGET}:{workspace}:{flow}"
+    found[LEARNER] = ServiceQueues(f"flow:tg:{tail}", f"response:tg:{tail}")
+    return found
+
+
+async def forget_user(
+    transport: Transport,
+    to: Mapping[str, ServiceQueues],
+    *,
+    user: str,
+    collection: str = "",
+    timeout: float = 120.0,
+) -> list[Report]:
+    """Send ``forget`` to each of ``to`` at once; one report per service, in order."""
+    request = ServiceForget(user=user, collection=collection)
+    reports = await asyncio.gather(
+        *(_one(transport, name, queues, request, timeout) for name, queues in to.items())
+    )
+    return [*reports, Report("dead-letters", "not reached", detail=DEAD_LETTERS)]
+
+
+async def _one(
+    transport: Transport, name: str, queues: ServiceQueues, request: ServiceForget, timeout: float
+) -> Report:
+    client: RequestResponseClient[ServiceForget, ForgetReply] = RequestResponseClient(
+        transport, queues.request, queues.response, ForgetReply, subscriber="react-mem-forget"
+    )
+    await client.start()
+    try:
+        reply = await client.request(request, timeout=timeout)
+    except RequestTimeout:
+        return Report(name, "no response", detail=f"nothing on {queues.response} in {timeout:g}s")
+    finally:
+        await client.close()
+    if reply.error is not None:
+        if reply.error.type == "bad-operation":
+            return Report(name, "not supported", detail="this version has no forget")
+        return Report(name, "error", detail=f"{reply.error.type}: {reply.error.message}")
+    return Report(name, "forgotten", reply.forgotten or Forgotten())
+
+
+def add_parser(kinds: Subparsers, bus: BusArgs) -> None:
+    help = "forget a user: every service's and the learner's records of them"
+    parser = kinds.add_parser("forget", help=help, description=help)
+    parser.add_argument("-u", "--user", required=True, help="the user to forget")
+    parser.add_argument("--collection", default="", help="only this collection (default: all)")
+    flow_args(parser)
+    parser.add_argument("--json", action="store_true", help="print the reports as JSON")
+    parser.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds to wait for each service (120)"
+    )
+    parser.add_argument("-y", "--yes", action="store_true", help="do not ask to confirm")
+    bus(parser)
+    parser.set_defaults(operation=None, log_level="WARNING")
+
+
+async def execute(
+    transport: Transport,
+    args: argparse.Namespace,
+    *,
+    to: Mapping[str, ServiceQueues] | None = None,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> int:
+    """0: every service forgot (or has nothing to forget with); 1: one did not answer or
+    failed (run it again: a forget is idempotent)."""
+    if not args.user:
+        print("react-mem memory forget: --user must not be empty", file=err)
+        return 2
+    where = f"collection {args.collection}" if args.collection else "every collection"
+    if not args.yes and not _confirmed(f"everything user {args.user} owns in {where}", err):
+        return 1
+    to = to or targets(args.workspace, args.flow)
+    reports = await forget_user(
+        transport, to, user=args.user, collection=args.collection, timeout=args.timeout
+    )
+    if args.json:
+        rows = [
+            {
+                "service": r.service,
+                "status": r.status,
+                "forgotten": r.forgotten.to_wire() if r.forgotten else None,
+                "detail": r.detail,
+            }
+            for r in reports
+        ]
+        print(json.dumps(rows, indent=2), file=out)
+    else:
+        for report in reports:
+            print(report.line(), file=out)
+    failed = [r.service for r in reports if r.status in ("no response", "error")]
+    if failed:
+        print(f"react-mem memory forget: not done by {', '.join(failed)}; run it again", file=err)
+    return 1 if failed else 0
+
+
+def _confirmed(what: str, err: TextIO) -> bool:
+    if not sys.stdin.isatty():
+        print(f"react-mem memory forget: this deletes {what}; add --yes to confirm", file=err)
+        return False
+    print(f"This deletes {what}.", file=err)
+    return input("Continue? [y/N] ").strip().lower() in {"y", "yes"}
