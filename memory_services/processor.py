@@ -21,6 +21,8 @@ from memory_services.embedding.base import Embedder
 from memory_services.metrics import index_duration, memory_items
 from memory_services.pii.guard import CONFIG_TYPE as PII_CONFIG_TYPE
 from memory_services.pii.guard import PiiGuard
+from memory_services.retention import CONFIG_TYPE as RETENTION_CONFIG_TYPE
+from memory_services.retention import WorkspaceRetention
 from memory_services.runtime import MemorySettings, make_store, shared_embedder
 from memory_services.store.base import Scope, VectorStore
 from react_mem.bus.transport import Transport
@@ -60,6 +62,13 @@ class MemoryProcessor(Processor):
         #: Screens what the service is asked to store for PII and secrets.
         self.pii = PiiGuard(self.id, self.memory_settings.pii(), registry)
         self.register_config_handler([PII_CONFIG_TYPE], self.pii.on_config)
+
+    def retention(self, key: str, default_days: float | None) -> WorkspaceRetention:
+        """A retention period with this service's default, which a workspace's agent-mem
+        ``key`` overrides (see :mod:`memory_services.retention`)."""
+        retention = WorkspaceRetention(self.id, key, default_days)
+        self.register_config_handler([RETENTION_CONFIG_TYPE], retention.on_config)
+        return retention
 
     # -- subclass hooks ------------------------------------------------------------
     @property

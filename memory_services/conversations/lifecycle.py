@@ -11,6 +11,10 @@ The end state is an outbox on the header: ``end`` first persists ``ended`` (with
   (the learner) must be idempotent on ``event_id``. Exactly-once would need a transaction
   spanning the store and the broker, which neither Pulsar nor Qdrant offers.
 
+Ended conversations are kept (turns, summary and header) for the workspace's retention
+(:mod:`memory_services.retention`, ``conversation-retention-days``) after their end has been
+announced, then the sweep deletes them; a conversation reopened by a new turn is not ended.
+
 Writes to one conversation are serialised by a per-conversation lock, in this process; a
 deployment runs one replica per store (the embedded store is per process anyway).
 """
@@ -18,6 +22,7 @@ deployment runs one replica per store (the embedded store is per process anyway)
 from __future__ import annotations
 
 import asyncio
+import math
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -25,7 +30,8 @@ from typing import Any
 from memory_services.conversations.memory import ConversationMemory, Payload
 from memory_services.conversations.records import event_id, header_scope
 from memory_services.conversations.schema import ConversationEnded, EndReason
-from memory_services.store.base import Condition, Scope
+from memory_services.retention import WorkspaceRetention
+from memory_services.store.base import AllOwners, Condition, Scope
 
 #: Sends an event for a conversation whose header is given; False when it cannot be sent
 #: now (no running flow of that workspace), so it stays pending.
@@ -44,12 +50,16 @@ class ConversationLifecycle:
         idle_timeout: float | None,
         clock: Callable[[], float],
         max_event_bytes: int = MAX_EVENT_BYTES,
+        retention: WorkspaceRetention | None = None,
     ) -> None:
         self._memory = memory
         self._publish = publish
         self.idle_timeout = idle_timeout
         self._clock = clock
         self._max_event_bytes = max_event_bytes
+        self._retention = retention
+        #: Conversations deleted by the sweeps past their retention, since start.
+        self.expired = 0
         self._locks: weakref.WeakValueDictionary[Scope, asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
@@ -116,9 +126,33 @@ class ConversationLifecycle:
                     current = await self._memory.header(conversation)
                     if current is not None:
                         await self.flush(conversation, current)
+            if self._retention is not None:
+                self.expired += await self._expire(
+                    scope, self._retention.cutoff(scope.workspace, now)
+                )
             conversations += await self._memory.count(scope, _kind("header"))
             turns += await self._memory.count(scope, _kind("turn"))
         return conversations, turns, ended
+
+    async def _expire(self, scope: AllOwners, cutoff: float) -> int:
+        """Delete the conversations in ``scope`` that ended (and were announced) before
+        ``cutoff``; return how many."""
+        if math.isinf(cutoff):
+            return 0
+        expired = [
+            Condition("ended", equals=True),
+            Condition("published", equals=True),
+            Condition("ended_at", lt=cutoff),
+        ]
+        removed = 0
+        for header in await self._memory.all_headers(scope, expired):
+            conversation = header_scope(header)
+            async with self.lock(conversation):
+                current = await self._memory.header(conversation)  # not reopened meanwhile
+                if _expired(current, cutoff):
+                    await self._memory.delete(conversation)
+                    removed += 1
+        return removed
 
     def _is_idle(self, header: Mapping[str, Any], now: float) -> bool:
         timeout = self.idle_timeout
@@ -150,6 +184,12 @@ class ConversationLifecycle:
             size -= sizes[cut]
             cut += 1
         return event.model_copy(update={"turns": event.turns[cut:], "omitted_turns": cut})
+
+
+def _expired(header: Mapping[str, Any] | None, cutoff: float) -> bool:
+    if header is None or not header["ended"] or not header["published"]:
+        return False
+    return float(header["ended_at"]) < cutoff
 
 
 def _kind(kind: str) -> Condition:

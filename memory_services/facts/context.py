@@ -29,6 +29,13 @@ class FactContext:
     collection: str
     #: Told how many records each write added (negative: removed), for the size gauge.
     on_change: Callable[[int], None] = lambda delta: None
+    #: A workspace's TTL for facts stored without one (None: the policy's default).
+    workspace_ttl: Callable[[str], float | None] | None = None
+
+    def default_ttl(self, workspace: str) -> float | None:
+        if self.workspace_ttl is None:
+            return self.policy.default_ttl_seconds
+        return self.workspace_ttl(workspace)
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return await retrying("embedder", self.embedder.embed, texts)

@@ -84,7 +84,7 @@ async def store(
     batch = _Batch(payloads={i: dict(p) for i, p in live.items()})
     results = []
     for item in items:
-        expires_at = rec.expiry(now, item.fact.ttl_seconds or policy.default_ttl_seconds)
+        expires_at = rec.expiry(now, item.fact.ttl_seconds or ctx.default_ttl(owner.workspace))
         if item.id in batch.payloads and not batch.payloads[item.id]["current"]:
             merged_into = await _merged_into(ctx, owner, batch, item.id, now)
             if merged_into is None:
