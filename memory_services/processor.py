@@ -41,6 +41,9 @@ Clock = Callable[[], float]
 
 class MemoryProcessor(Processor):
     Settings: ClassVar[type[ProcessorSettings]] = MemorySettings
+    #: Removals are audited (:mod:`react_mem.processor.audit`); an operation a service does
+    #: not have is never seen.
+    audited_operations: ClassVar[frozenset[str]] = frozenset({"delete", "purge", "forget"})
 
     def __init__(
         self,

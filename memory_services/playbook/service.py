@@ -85,6 +85,10 @@ class PlaybookMemoryProcessor(MemoryProcessor):
 
     Settings: ClassVar[type[ProcessorSettings]] = PlaybookMemorySettings
     default_id: ClassVar[str] = "playbook-memory"
+    #: Removals, exports and sharing are audited.
+    audited_operations: ClassVar[frozenset[str]] = frozenset(
+        {"delete", "purge", "forget", "export", "grant", "revoke", "share"}
+    )
 
     def __init__(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import ClassVar
 
 from prometheus_client import CollectorRegistry
@@ -16,6 +17,7 @@ from react_mem.metrics import (
     ProducerMetrics,
     families,
 )
+from react_mem.processor.audit import AUDIT, audited
 from react_mem.processor.config_source import (
     ConfigHandler,
     ConfigServiceSource,
@@ -26,6 +28,7 @@ from react_mem.processor.consumer import Settlement
 from react_mem.processor.flow import Flow, FlowDefinition
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.processor.specs import ConsumerSpec, Handler, ProducerSpec, Spec
+from react_mem.schema.audit import AuditEvent
 from react_mem.schema.base import WireModel
 
 logger = logging.getLogger(__name__)
@@ -46,6 +49,9 @@ class Processor:
     #: Set by processors that serve fixed queues outside any flow (the config service):
     #: they run one flow, ``_/static``, with these topics and take no flow config.
     static_topics: ClassVar[dict[str, str] | None] = None
+    #: Request operations recorded as audit events when they succeed (see
+    #: :mod:`react_mem.processor.audit`); the flow's optional ``audit`` queue carries them.
+    audited_operations: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(
         self,
@@ -81,7 +87,13 @@ class Processor:
     ) -> None:
         """The usual service shape: ``handler`` consumes ``request`` from the flow's
         ``request`` queue and replies on its ``response`` queue; a message that fails is
-        answered with ``response(error=...)``."""
+        answered with ``response(error=...)``. Operations in :attr:`audited_operations` are
+        audited."""
+        if self.audited_operations:
+            handler = audited(
+                handler, processor=self.id, operations=self.audited_operations, clock=self._now
+            )
+            self.register_specification(ProducerSpec(name=AUDIT, schema=AuditEvent, optional=True))
         self.register_specification(
             ConsumerSpec(
                 name="request",
@@ -92,6 +104,11 @@ class Processor:
             )
         )
         self.register_specification(ProducerSpec(name="response", schema=response))
+
+    def _now(self) -> float:
+        """The processor's clock (a memory service's may be a test's movable one)."""
+        clock = getattr(self, "clock", time.time)
+        return float(clock())
 
     def register_config_handler(self, types: list[str], handler: ConfigHandler) -> None:
         """Call ``handler(workspace, {type: {key: value}}, version)`` when ``types`` change."""

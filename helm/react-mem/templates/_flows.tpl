@@ -22,6 +22,7 @@ naming); the agent's optional clients are wired only to services that run.
 {{- end -}}
 {{- $trajectory := printf "flow:tg:agent-trajectory:%s" $s -}}
 {{- $ended := printf "flow:tg:conversation-ended:%s" $s -}}
+{{- $audit := printf "flow:tg:memory-audit:%s" $s -}}
 {{- $topics := dict -}}
 {{- if hasKey $on "agent-mem" -}}
 {{- $t := dict "request" (printf "request:tg:agent:%s" $s) "next" (printf "request:tg:agent:%s" $s) "response" (printf "response:tg:agent:%s" $s) -}}
@@ -47,6 +48,7 @@ naming); the agent's optional clients are wired only to services that run.
 {{- if hasKey $on $svc -}}
 {{- $t := dict "request" (printf "request:tg:%s:%s" $svc $s) "response" (printf "response:tg:%s:%s" $svc $s) -}}
 {{- if eq $svc "conversation-memory" }}{{ $_ := set $t "ended" $ended }}{{ end -}}
+{{- if has $svc (list "fact-memory" "episode-memory" "conversation-memory" "playbook-memory") }}{{ $_ := set $t "audit" $audit }}{{ end -}}
 {{- if eq $svc "working-memory" }}{{ $t = merge $t (index $client "text-completion") }}{{ end -}}
 {{- $_ := set $topics $svc $t -}}
 {{- end -}}
