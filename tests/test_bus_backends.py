@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from react_mem.bus.backends import BACKENDS, add_bus_args, describe_bus, open_bus
+from react_mem.bus.pulsar import PulsarOptions, tls_args
 from react_mem.bus.transport import BrokerNotRunning
 from react_mem.errors import ConfigurationError
 from react_mem.processor.settings import BusSettings
@@ -124,3 +125,39 @@ def test_only_the_brokers_own_modules_import_a_broker() -> None:
 
 def test_the_registry_names_each_backend_by_its_key() -> None:
     assert all(name == backend.name for name, backend in BACKENDS.items())
+
+
+def test_pulsar_tls_settings_land_in_the_client_arguments(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PULSAR_TLS_TRUST_CERTS_FILE", "/etc/pulsar/ca.pem")
+    settings = parse(
+        "-p",
+        "pulsar+ssl://broker:6651",
+        "--pulsar-tls-cert-file",
+        "client.pem",
+        "--pulsar-tls-key-file",
+        "client.key",
+        "--no-pulsar-tls-validate-hostname",
+    )
+    assert settings.pulsar_tls_trust_certs_file == "/etc/pulsar/ca.pem"
+    assert (settings.pulsar_tls_cert_file, settings.pulsar_tls_key_file) == (
+        "client.pem",
+        "client.key",
+    )
+    options = PulsarOptions(
+        url="pulsar+ssl://broker:6651",
+        tls_trust_certs_file=settings.pulsar_tls_trust_certs_file,
+        tls_validate_hostname=settings.pulsar_tls_validate_hostname,
+    )
+    assert tls_args(options) == {
+        "tls_trust_certs_file_path": "/etc/pulsar/ca.pem",
+        "tls_validate_hostname": False,
+        "tls_allow_insecure_connection": False,
+    }
+    # By default host names are checked and certificates are never accepted unverified.
+    assert parse().pulsar_tls_validate_hostname is True
+    assert tls_args(PulsarOptions(url="pulsar+ssl://b:6651")) == {
+        "tls_validate_hostname": True,
+        "tls_allow_insecure_connection": False,
+    }

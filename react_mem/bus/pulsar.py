@@ -38,6 +38,13 @@ class PulsarOptions:
     url: str
     api_key: str | None = None
     listener: str | None = None
+    #: TLS (``pulsar+ssl://`` URLs): the CA bundle the broker's certificate is checked
+    #: against (None: the system's), whether its host name must match, and a client
+    #: certificate and key for mutual TLS authentication (used when no token is given).
+    tls_trust_certs_file: str | None = None
+    tls_validate_hostname: bool = True
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
     #: How long to keep retrying to create a producer or consumer while the broker is away.
     connect_timeout: float = 60.0
     #: Delay before a negatively acknowledged message on a persistent queue comes back.
@@ -51,6 +58,18 @@ class PulsarOptions:
     non_persistent_receiver_queue_size: int = 1000
     #: Off by default: batching trades up to its delay in latency for throughput.
     batching: bool = False
+
+
+def tls_args(options: PulsarOptions) -> dict[str, Any]:
+    """The client's TLS arguments: certificates are always verified (never
+    ``tls_allow_insecure_connection``); host names too unless turned off."""
+    args: dict[str, Any] = {
+        "tls_validate_hostname": options.tls_validate_hostname,
+        "tls_allow_insecure_connection": False,
+    }
+    if options.tls_trust_certs_file:
+        args["tls_trust_certs_file_path"] = options.tls_trust_certs_file
+    return args
 
 
 class PulsarProducer:
@@ -126,8 +145,13 @@ class PulsarTransport:
         }
         if self.options.listener:
             args["listener_name"] = self.options.listener
+        args |= tls_args(self.options)
         if self.options.api_key:
             args["authentication"] = pulsar.AuthenticationToken(self.options.api_key)
+        elif self.options.tls_cert_file and self.options.tls_key_file:
+            args["authentication"] = pulsar.AuthenticationTLS(
+                self.options.tls_cert_file, self.options.tls_key_file
+            )
         self._client = pulsar.asyncio.Client(**args)
 
     @property

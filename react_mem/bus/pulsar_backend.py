@@ -31,6 +31,23 @@ class PulsarSettings(BaseModel):
     pulsar_listener: str | None = Field(
         default=None, validation_alias=AliasChoices("pulsar_listener", "PULSAR_LISTENER")
     )
+    #: TLS to the broker (a ``pulsar+ssl://`` host): see :class:`PulsarOptions`.
+    pulsar_tls_trust_certs_file: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("pulsar_tls_trust_certs_file", "PULSAR_TLS_TRUST_CERTS_FILE"),
+    )
+    pulsar_tls_validate_hostname: bool = Field(
+        default=True,
+        validation_alias=AliasChoices(
+            "pulsar_tls_validate_hostname", "PULSAR_TLS_VALIDATE_HOSTNAME"
+        ),
+    )
+    pulsar_tls_cert_file: str | None = Field(
+        default=None, validation_alias=AliasChoices("pulsar_tls_cert_file", "PULSAR_TLS_CERT_FILE")
+    )
+    pulsar_tls_key_file: str | None = Field(
+        default=None, validation_alias=AliasChoices("pulsar_tls_key_file", "PULSAR_TLS_KEY_FILE")
+    )
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +62,20 @@ def add_args(parser: argparse.ArgumentParser) -> None:
         "--pulsar-api-key", default=argparse.SUPPRESS, help="Pulsar token (env PULSAR_API_KEY)"
     )
     parser.add_argument("--pulsar-listener", default=argparse.SUPPRESS, help="Pulsar listener name")
+    tls = {
+        "--pulsar-tls-trust-certs-file": "CA bundle for a pulsar+ssl:// broker",
+        "--pulsar-tls-cert-file": "client certificate (mutual TLS authentication)",
+        "--pulsar-tls-key-file": "client private key (mutual TLS authentication)",
+    }
+    for flag, text in tls.items():
+        env = flag.removeprefix("--").replace("-", "_").upper()
+        parser.add_argument(flag, default=argparse.SUPPRESS, help=f"{text} (env {env})")
+    parser.add_argument(
+        "--pulsar-tls-validate-hostname",
+        action=argparse.BooleanOptionalAction,
+        default=argparse.SUPPRESS,
+        help="check the broker's host name against its certificate (default: on)",
+    )
 
 
 def describe(settings: BusSettings) -> str:
@@ -73,6 +104,10 @@ async def connect(settings: BusSettings, *, start_embedded: bool) -> AsyncIterat
             url=url,
             api_key=settings.pulsar_api_key,
             listener=settings.pulsar_listener,
+            tls_trust_certs_file=settings.pulsar_tls_trust_certs_file,
+            tls_validate_hostname=settings.pulsar_tls_validate_hostname,
+            tls_cert_file=settings.pulsar_tls_cert_file,
+            tls_key_file=settings.pulsar_tls_key_file,
             connect_timeout=settings.connect_timeout,
         )
     )
