@@ -60,7 +60,18 @@ DASHBOARD = GRAFANA / "dashboards" / "react-mem.json"
 STATE_DIR = "/var/lib/react-mem"
 IMAGE_ENV = {"REACT_MEM_STATE_DIR": STATE_DIR, "REACT_MEM_METRICS_PORT": "8000"}
 #: Environment names the settings read besides ``REACT_MEM_<field>``.
-ALIASES = {"PULSAR_HOST", "QDRANT_URL", "QDRANT_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_KEY"}
+ALIASES = {
+    "PULSAR_HOST",
+    "PULSAR_API_KEY",
+    "PULSAR_TLS_TRUST_CERTS_FILE",
+    "PULSAR_TLS_CERT_FILE",
+    "PULSAR_TLS_KEY_FILE",
+    "PULSAR_TLS_VALIDATE_HOSTNAME",
+    "QDRANT_URL",
+    "QDRANT_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+}
 #: Series Prometheus itself makes (``up``) or scrapes from Pulsar, not from react-mem.
 EXTERNAL = {"up", "pulsar_msg_backlog"}
 
@@ -170,6 +181,8 @@ def test_container_settings(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
             assert key in ALIASES, f"{name}: {key} is read by nothing"
 
     assert settings.pulsar_host == "pulsar://pulsar:6650"
+    # Bus credentials and TLS are passed through from the host only when set.
+    assert settings.pulsar_api_key is None and settings.pulsar_tls_trust_certs_file is None
     assert settings.metrics and settings.metrics_port == 8000
     assert str(settings.state_dir) == STATE_DIR
     assert "pulsar-init" in depends(service)

@@ -34,6 +34,7 @@ from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.processor.config_source import read_config_file
 from react_mem.processor.flow import FlowDefinition
 from react_mem.processor.runtime import PROCESSORS, resolve_processor
+from react_mem.processor.settings import BusSettings
 from tests.test_trustgraph_config import check_flow
 
 CHART = Path(__file__).resolve().parent.parent / "helm" / "react-mem"
@@ -540,3 +541,32 @@ def test_alerts_query_metrics_the_processors_export() -> None:
             queried = set(re.findall(r"\b(tg_[a-z_]+|up)\{", alert["expr"]))
             assert queried, alert["alert"]
             assert queried <= exported, f"{alert['alert']}: {queried - exported}"
+
+
+def test_pulsar_tls_comes_from_existing_secrets_mounted_as_files() -> None:
+    tls = {"trustCertsSecret": {"name": "pulsar-ca", "key": "ca.pem"}, "clientCertSecret": "mtls"}
+    docs = render({"pulsar": {"url": "pulsar+ssl://broker:6651", "tls": tls}})
+    for name, workload in workloads(docs).items():
+        pod = workload["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["PULSAR_TLS_TRUST_CERTS_FILE"] == "/etc/pulsar-tls/ca/ca.pem", name
+        assert env["PULSAR_TLS_VALIDATE_HOSTNAME"] == "true"
+        assert env["PULSAR_TLS_CERT_FILE"] == "/etc/pulsar-tls/client/tls.crt"
+        assert env["PULSAR_TLS_KEY_FILE"] == "/etc/pulsar-tls/client/tls.key"
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        assert mounts["pulsar-ca"] == "/etc/pulsar-tls/ca"
+        assert mounts["pulsar-client-cert"] == "/etc/pulsar-tls/client"
+        secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+        assert secrets == {"pulsar-ca": "pulsar-ca", "pulsar-client-cert": "mtls"}
+        # What the processor makes of that environment.
+        settings = BusSettings.load({k: v for k, v in env.items() if k.startswith("PULSAR_")})
+        assert settings.pulsar_tls_trust_certs_file == "/etc/pulsar-tls/ca/ca.pem"
+        assert settings.pulsar_tls_validate_hostname is True
+    # Without TLS values nothing is mounted and host names stay checked.
+    for workload in workloads(render()).values():
+        (container,) = workload["spec"]["template"]["spec"]["containers"]
+        assert not {m["name"] for m in container["volumeMounts"]} & {
+            "pulsar-ca",
+            "pulsar-client-cert",
+        }
