@@ -146,12 +146,16 @@ class Ace:
         found = await self.bullets()
         return [MemoryRef(kind="bullet", id=found[c].id, content=c) for c in contents]
 
-    async def bullets(self, context: str = "") -> dict[str, Bullet]:
-        response = await self.ask(operation="list", limit=1000, context_scope_id=context)
+    async def bullets(self, context: str = "", user: str | None = "alice") -> dict[str, Bullet]:
+        """What ``user`` reads: the collection-wide bullets and their own private ones."""
+        response = await self.ask(
+            operation="list", limit=1000, context_scope_id=context, user=user
+        )
         return {b.content: b for b in response.bullets}
 
-    async def history(self) -> list[DeltaRecord]:
-        return list((await self.ask(operation="history", limit=100)).history)
+    async def history(self, user: str | None = "alice") -> list[DeltaRecord]:
+        """The history of ``user``'s own playbook (None: the collection-wide one)."""
+        return list((await self.ask(operation="history", limit=100, user=user)).history)
 
 
 @pytest.fixture
@@ -219,8 +223,13 @@ async def test_a_success_tags_the_bullets_used_helpful_and_adds_a_lesson(ace: Ac
     assert "knowledge-query" in lesson.content and lesson.section == "strategies"
     assert lesson.user == "alice" and lesson.memory_type == "procedural"
     assert lesson.helpful == 1 and lesson.metadata["learned-from"] == "trajectory:s1"
-    [record, _seed] = await ace.history()
+    # The lesson is alice's (her private playbook); the tags went where the bullets are.
+    [record] = await ace.history()
     assert record.delta_id == "trajectory:s1" and record.source == "trajectory:s1"
+    assert record.user == "alice" and [o.type for o in record.operations] == ["ADD"]
+    assert lesson.content not in await ace.bullets(user="bob")
+    tags, _seed = await ace.history(user=None)
+    assert tags.delta_id == "trajectory:s1:tag" and {o.type for o in tags.operations} == {"TAG"}
     assert ace.sample("tg_memory_learned_total", kind="delta") == 1
     assert ace.sample("tg_memory_learned_total", kind="bullet") == 1
     assert ace.llm.requests == []  # heuristic reflector and curator
@@ -295,7 +304,8 @@ async def test_a_redelivered_trajectory_applies_its_delta_once(ace: Ace) -> None
     assert ace.sample("tg_memory_learner_duplicates_total", kind="delta") == 1
     found = await ace.bullets()
     assert counts(found[FAMILY]) == (1, 0, 0) and len(found) == 2
-    assert [r.delta_id for r in await ace.history()] == ["trajectory:s1", "seed"]
+    assert [r.delta_id for r in await ace.history()] == ["trajectory:s1"]
+    assert [r.delta_id for r in await ace.history(user=None)] == ["trajectory:s1:tag", "seed"]
 
 
 # -- feedback ---------------------------------------------------------------------------------

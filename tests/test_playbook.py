@@ -631,7 +631,8 @@ async def test_bad_input_is_answered_writes_nothing_and_the_consumer_keeps_servi
     good = add("Check the units of every quantity.")
     id = "5d0b3d2e-6b0a-4d9c-8a36-3a8f0d7e9b11"
     cases: list[tuple[str, dict[str, Any], str]] = [
-        ("forget", {}, "bad-operation"),
+        ("forget", {}, "missing-user"),
+        ("remember", {}, "bad-operation"),
         ("apply-delta", {}, "bad-delta"),
         ("apply-delta", {"delta": Delta(operations=[good])}, "bad-delta"),
         ("apply-delta", {"delta": Delta(delta_id="x")}, "bad-delta"),

@@ -57,7 +57,7 @@ def created(
         neutral=op.neutral,
         topic=op.topic or "",
         concept=op.concept or "",
-        user=op.user or user,
+        user=user or op.user,  # who asked: a caller cannot name another author
         collection=collection,
         context_scope_id=context,
         ttl_days=op.ttl_days,

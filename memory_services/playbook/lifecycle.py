@@ -5,7 +5,8 @@ atomic within a process; run one playbook-memory replica per store for cross-rep
 atomicity). The playbook is loaded from the store, or taken from the cache when the scope's
 state record still holds the cached generation (so another replica's writes are seen); a
 version left unfinished by a crash is rolled forward first (see :mod:`.versions`); a scope
-never used before gets the seed bullets. A delta is computed on a copy and committed; the
+never used before gets the seed bullets (the collection-wide one only: a user's private
+playbook starts empty). A delta is computed on a copy and committed; the
 copy replaces the cached playbook only once the commit is durable, and a failed commit
 drops the cache entry, so the next request (the redelivery, typically) reloads and
 recovers from the store.
@@ -59,6 +60,7 @@ class Playbooks:
         seed_operations: Sequence[DeltaOperation] = (),
         metrics: PlaybookMetrics | None = None,
     ) -> None:
+        self.store = store
         self.embedder = embedder
         self.policy = policy
         self.rates = rates
@@ -103,6 +105,7 @@ class Playbooks:
             source=delta.source,
             reason=delta.reason,
             applied_at=work.now,
+            user=user,
             operations=delta.operations,
             changes=work.changes,
         )
@@ -115,7 +118,7 @@ class Playbooks:
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             pb = await self._load(key)
-            if not pb.seeded and self.seed_operations:
+            if key.owner is None and not pb.seeded and self.seed_operations:
                 delta = seeds.seed_delta(key, self.seed_operations)
                 vectors = await self.embed(deltas.contents(delta))
                 await self.apply_once(pb, delta, vectors, None)

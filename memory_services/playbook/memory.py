@@ -9,7 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from memory_services.playbook import deltas, refine
-from memory_services.playbook.lifecycle import Applied, Playbooks
+from memory_services.playbook.erase import Erasing
+from memory_services.playbook.lifecycle import Applied
 from memory_services.playbook.playbook import Playbook, Vector, as_vector
 from memory_services.playbook.records import ScopeKey, expires_at, stored
 from memory_services.playbook.retrieve import Query, rank
@@ -22,13 +23,14 @@ from react_mem.errors import BadRequest
 __all__ = ["Applied", "PlaybookMemory"]
 
 
-class PlaybookMemory(Playbooks):
-    """retrieve, get, list, stats, history, show, apply, rollback and the TTL sweep."""
+class PlaybookMemory(Erasing):
+    """retrieve, get, list, stats, history, show, apply, rollback, delete, purge, forget
+    and the TTL sweep."""
 
     # -- reads -------------------------------------------------------------------------
     async def retrieve(
         self,
-        key: ScopeKey,
+        keys: ScopeKey | Sequence[ScopeKey],
         *,
         query: str | None,
         vector: Sequence[float] | None,
@@ -38,19 +40,46 @@ class PlaybookMemory(Playbooks):
         user: str | None = None,
         topic: str | None = None,
         advance_clock: bool = True,
+        advance: Sequence[ScopeKey] | None = None,
     ) -> tuple[list[Bullet], Playbook]:
-        """The best ``top_k`` bullets; the clock then advances by one and each returned
-        bullet's active access index moves to the new clock (unless ``advance_clock`` is
-        false). Returns the bullets and the playbook (for its version and clock)."""
+        """The best ``top_k`` bullets of the playbooks ``keys`` together; then the clock of
+        each playbook in ``advance`` (default: all) advances by one and its returned
+        bullets' active access index moves to the new clock (unless ``advance_clock`` is
+        false). Returns the bullets and the first playbook of ``keys`` (its version, clock)."""
+        keys = listed(keys)
+        advance = keys if advance is None else advance
         chosen = resolve_weights(weights)
         probe = await self._probe(query, vector, relevance)
         text = query or ""
         q = Query(vector=probe, text=text, top_k=top_k, weights=chosen, user=user, topic=topic)
+        ranked: list[tuple[Bullet, ScopeKey]] = []
+        first: Playbook | None = None
+        for key in keys:
+            async with self.open(key) as pb:
+                first = first or pb
+                ranked += [(b, key) for b in rank(pb, q, self.rates, self.policy, self.clock())]
+        ranked.sort(key=lambda found: (-(found[0].score or 0.0), found[0].id))
+        best = ranked[:top_k]
+        assert first is not None  # keys is never empty
+        if not advance_clock:
+            return [b for b, _ in best], first
+        touched: dict[str, Bullet] = {}
+        for key in keys:
+            if key in advance:
+                mine = [b for b, k in best if k == key]
+                pb = await self._advance(key, mine)
+                touched |= {b.id: pb.bullets.get(b.id, b) for b in mine}
+                first = pb if key == first.key else first
+        scores = ("score", "relevance", "strength", "decay_score")
+        return [
+            touched.get(b.id, b).model_copy(update={f: getattr(b, f) for f in scores})
+            for b, _ in best
+        ], first
+
+    async def _advance(self, key: ScopeKey, found: list[Bullet]) -> Playbook:
         async with self.open(key) as pb:
             now = self.clock()
-            found = rank(pb, q, self.rates, self.policy, now)
-            if not advance_clock:
-                return found, pb
+            found = [b for b in found if b.id in pb.bullets]
             tick = pb.clock + 1
             try:
                 state = State(tick, pb.version, pb.generation + 1, pb.seeded)
@@ -61,11 +90,7 @@ class PlaybookMemory(Playbooks):
                 raise
             pb.clock, pb.generation = tick, pb.generation + 1
             pb.touch([b.id for b in found], tick, now)
-            scores = ("score", "relevance", "strength", "decay_score")
-            return [
-                pb.bullets[b.id].model_copy(update={f: getattr(b, f) for f in scores})
-                for b in found
-            ], pb
+            return pb
 
     async def _probe(
         self, query: str | None, vector: Sequence[float] | None, relevance: str
@@ -94,25 +119,39 @@ class PlaybookMemory(Playbooks):
         [embedded] = await retrying("embedder", self.embedder.embed, [query])
         return as_vector(embedded)
 
-    async def get(self, key: ScopeKey, ids: Sequence[str]) -> list[Bullet]:
+    async def get(self, keys: ScopeKey | Sequence[ScopeKey], ids: Sequence[str]) -> list[Bullet]:
+        """The live bullets of ``ids`` found in the playbooks ``keys``, in ``ids`` order."""
         wanted = bullet_ids(ids, self.policy.max_list_limit)
-        async with self.open(key) as pb:
-            now = self.clock()
-            return [
-                pb.bullets[i]
-                for i in dict.fromkeys(wanted)
-                if i in pb.bullets and expires_at(pb.bullets[i]) > now
-            ]
+        held: dict[str, Bullet] = {}
+        for key in listed(keys):
+            async with self.open(key) as pb:
+                now = self.clock()
+                held |= {
+                    i: pb.bullets[i]
+                    for i in wanted
+                    if i in pb.bullets and expires_at(pb.bullets[i]) > now
+                }
+        return [held[i] for i in dict.fromkeys(wanted) if i in held]
 
     async def page(
-        self, key: ScopeKey, *, limit: int, offset: str | None, section: str | None
+        self,
+        keys: ScopeKey | Sequence[ScopeKey],
+        *,
+        limit: int,
+        offset: str | None,
+        section: str | None,
     ) -> tuple[list[Bullet], str | None]:
-        """Live bullets by section, then age, then id; ``offset`` is a position."""
+        """Live bullets of the playbooks ``keys`` by section, then age, then id; ``offset``
+        is a position."""
         if limit > self.policy.max_list_limit:
             raise BadRequest(f"limit is {limit}; at most {self.policy.max_list_limit}")
         start = position(offset)
-        async with self.open(key) as pb:
-            live = [b for b in pb.live(self.clock()) if section is None or b.section == section]
+        live: list[Bullet] = []
+        for key in listed(keys):
+            async with self.open(key) as pb:
+                live += [
+                    b for b in pb.live(self.clock()) if section is None or b.section == section
+                ]
         live.sort(key=lambda b: (b.section, b.created_at, b.id))
         end = start + limit
         return live[start:end], str(end) if end < len(live) else None
@@ -164,8 +203,39 @@ class PlaybookMemory(Playbooks):
         async with self.open(key) as pb:
             return await self.apply_once(pb, checked, vectors, user)
 
+    async def apply_as(
+        self, own: ScopeKey, others: Sequence[ScopeKey], delta: Delta | None, user: str | None
+    ) -> Applied:
+        """Apply ``delta`` to the requester's own playbook ``own``, except its TAGs of
+        bullets that live in the other playbooks the requester reads (the collection's, or
+        one shared with them): feedback on a bullet used in a prompt counts where the
+        bullet is (counters only; no text moves)."""
+        checked = deltas.check(delta, self.policy)
+        routed: list[BulletChange] = []
+        rest = list(checked.operations)
+        for other in others:
+            tags = [o for o in rest if o.type == "TAG" and o.bullet_id]
+            held = {b.id for b in await self.get(other, [o.bullet_id or "" for o in tags])}
+            mine = [o for o in tags if str(uuid.UUID(o.bullet_id or "")) in held]
+            if mine:
+                sub = checked.model_copy(
+                    update={"delta_id": f"{checked.delta_id}:tag", "operations": mine}
+                )
+                routed += (await self.apply(other, sub, user=user)).changes
+                rest = [o for o in rest if o not in mine]
+        if not rest:
+            async with self.open(own) as pb:
+                return Applied(pb.version, bool(routed), routed)
+        done = await self.apply(own, checked.model_copy(update={"operations": rest}), user=user)
+        return Applied(done.version, done.applied, routed + done.changes)
+
     async def rollback(
-        self, key: ScopeKey, version: int | None, *, request_id: str | None = None
+        self,
+        key: ScopeKey,
+        version: int | None,
+        *,
+        request_id: str | None = None,
+        user: str | None = None,
     ) -> Applied:
         """A new version whose bullets equal those of ``version`` exactly (the access clock
         keeps running: restored access indexes decay from where they were)."""
@@ -184,6 +254,7 @@ class PlaybookMemory(Playbooks):
                 source="rollback",
                 reason=f"rollback to version {version}",
                 applied_at=self.clock(),
+                user=user,
                 changes=difference(pb.bullets, new.bullets),
             )
             committed = await self.commit(pb, new, record)
@@ -195,8 +266,8 @@ class PlaybookMemory(Playbooks):
         removed = held = 0
         now = self.clock()
         for scope in await self.scopes.scopes():
-            for context in sorted(await self.bullets.expired_contexts(scope, now)):
-                key = ScopeKey(scope.workspace, scope.collection, context)
+            for owner, context in sorted(await self.bullets.expired_contexts(scope, now)):
+                key = ScopeKey(scope.workspace, scope.collection, context, owner or None)
                 async with self.open(key) as pb:
                     work = deltas.Work(pb.copy(), self.clock(), self.policy)
                     refine.expire(work)
@@ -223,6 +294,10 @@ def difference(old: dict[str, Bullet], new: dict[str, Bullet]) -> list[BulletCha
         elif stored(old[i]) != stored(new[i]):
             changes.append(BulletChange(bullet_id=i, change="updated"))
     return changes
+
+
+def listed(keys: ScopeKey | Sequence[ScopeKey]) -> list[ScopeKey]:
+    return [keys] if isinstance(keys, ScopeKey) else list(keys)
 
 
 def bullet_ids(ids: Sequence[str], limit: int) -> list[str]:

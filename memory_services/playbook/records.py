@@ -1,10 +1,14 @@
 """Playbook identity and record layout: scope keys, bullet ids, payloads, the policy.
 
-A playbook is workspace + collection + ``context_scope_id``. Records are written under the
-store scope workspace + collection (never a user: a bullet's ``user`` is its learner, a
-retrieval boost, not a filter) and carry ``context_key`` = ``"c:" + context_scope_id``
-(never empty, so the shared default context ``""`` is a value like any other); every query
-adds the condition ``context_key == …``, so one context never sees another's bullets.
+A playbook is workspace + collection + ``context_scope_id`` + owner. The owner is a user
+(that user's private playbook: the lessons of their own trajectories) or none (the
+collection-wide playbook: seeds, promoted lessons, and what user-less requests learn, the
+ownership rule's shared memory). Records are written under the store scope workspace +
+collection + owner, so the store's ownership filter keeps one owner's bullets, snapshots
+and delta records from every other owner; they also carry ``context_key`` =
+``"c:" + context_scope_id`` (never empty, so the default context ``""`` is a value like
+any other), and every query adds ``context_key == …``. Who else may read or change a
+playbook is :mod:`.access`.
 """
 
 from __future__ import annotations
@@ -64,15 +68,24 @@ class PlaybookPolicy:
 
 @dataclass(frozen=True, slots=True)
 class ScopeKey:
-    """One playbook: the flow's workspace, the request's collection and context scope."""
+    """One playbook: the flow's workspace, the request's collection and context scope, and
+    its owner (a user, or ``None``: the collection-wide playbook; ``""`` is ``None``)."""
 
     workspace: str
     collection: str
     context: str = ""
+    owner: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "owner", self.owner or None)
 
     @property
     def store_scope(self) -> Scope:
-        return Scope(self.workspace, self.collection)
+        return Scope(self.workspace, self.collection, self.owner)
+
+    def of(self, owner: str | None) -> ScopeKey:
+        """The playbook of ``owner`` in the same workspace, collection and context."""
+        return ScopeKey(self.workspace, self.collection, self.context, owner)
 
     @property
     def context_key(self) -> str:
@@ -83,13 +96,16 @@ class ScopeKey:
         return [Condition(key="context_key", equals=self.context_key)]
 
     def record_id(self, *parts: str) -> str:
-        key = "\x1f".join((self.workspace, self.collection, self.context, *parts))
+        # The collection-wide playbook keeps the ids it had before playbooks had owners.
+        owner = () if self.owner is None else ("\x00user", self.owner)
+        key = "\x1f".join((self.workspace, self.collection, self.context, *owner, *parts))
         return str(uuid.uuid5(NAMESPACE, key))
 
     @property
     def label(self) -> str:
-        """For logs: ``workspace/collection[context]``."""
-        return f"{self.workspace}/{self.collection}[{self.context}]"
+        """For logs: ``workspace/collection[context]`` (a user's: ``…[context]~user``)."""
+        mine = "" if self.owner is None else "~private"
+        return f"{self.workspace}/{self.collection}[{self.context}]{mine}"
 
 
 def normalise(content: str) -> str:

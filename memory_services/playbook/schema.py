@@ -2,8 +2,17 @@
 
 A playbook is scoped by the flow's workspace + ``collection`` + ``context_scope_id``
 (seed 001's context scopes: bullets of one context are never retrieved in another; ""
-is the shared default context). ``user`` on a bullet is its learner (seed 001's
-``learner_id``): retrieval boosts a user's own bullets.
+is the shared default context) + its owner. Each user has a private playbook (what their
+own trajectories taught, seen by no one else); the collection-wide one holds seeds,
+promoted lessons and what user-less requests learn, and every user of the collection reads
+it. An owner shares their playbook with named users as ``viewer`` or ``editor`` (seed 002's
+relations; :mod:`.access`). ``user`` on a request is who asks; on a bullet, who wrote it.
+
+Which playbook an operation acts on: the requester's own (for a request without a user,
+the collection-wide one), or the one ``playbook_owner`` names, or with ``collection_wide``
+the collection's. ``retrieve``, ``get`` and ``list`` without either read every playbook
+the requester may read (collection-wide, own, shared with them). A playbook the requester
+has no relation to answers ``not-found``.
 
 Operations (``operation``):
 
@@ -18,6 +27,18 @@ Operations (``operation``):
   ``bullets`` as they were at that version; ``rollback`` (``version``) -> a new version
   whose bullets equal those of ``version``.
 - ``stats`` -> ``count``, ``version``, ``clock``.
+- ``grant`` (``relation``: ``viewer`` | ``editor``, ``grantees``) and ``revoke``
+  (``grantees``): the owner shares their playbook, or stops sharing it.
+- ``share`` (``ids``): an editor of the collection-wide playbook (a request without a user,
+  or a user granted ``editor`` on it) moves bullets of a playbook they may edit into it
+  (screened for personal data again).
+- ``delete`` (``ids``): removes bullets the requester may edit, from the playbook and from
+  every kept version and delta record -> ``removed``.
+- ``purge``: the requester's own playbook of this context, with its versions, delta
+  records and relations -> ``removed``.
+- ``forget`` (``user`` required; ``collection`` "" for every collection): everything of the
+  user: their playbooks in every context, their grants, and what they wrote into other
+  playbooks (bullets, versions, delta records) -> ``removed``.
 """
 
 from __future__ import annotations
@@ -28,7 +49,22 @@ from pydantic import Field
 
 from react_mem.schema import Error, WireModel
 
-OPERATIONS = ("retrieve", "apply-delta", "get", "list", "history", "show", "rollback", "stats")
+OPERATIONS = (
+    "retrieve",
+    "apply-delta",
+    "get",
+    "list",
+    "history",
+    "show",
+    "rollback",
+    "stats",
+    "grant",
+    "revoke",
+    "share",
+    "delete",
+    "purge",
+    "forget",
+)
 
 MemoryType = Literal["semantic", "episodic", "procedural"]
 DeltaType = Literal["ADD", "UPDATE", "TAG", "REMOVE"]
@@ -122,6 +158,8 @@ class DeltaRecord(WireModel):
     source: str = ""
     reason: str = ""
     applied_at: float = 0.0
+    #: Who applied it (None: the collection, or the service itself).
+    user: str | None = None
     operations: list[DeltaOperation] = Field(default_factory=list)
     changes: list[BulletChange] = Field(default_factory=list)
 
@@ -155,6 +193,13 @@ class PlaybookRequest(WireModel):
     offset: str | None = None
     # show / rollback
     version: int | None = Field(default=None, ge=0)
+    #: The playbook acted on: another user's (shared with the requester), or with
+    #: ``collection_wide`` the collection's; neither: the requester's own.
+    playbook_owner: str | None = None
+    collection_wide: bool = False
+    # grant / revoke
+    relation: Literal["viewer", "editor"] | None = None
+    grantees: list[str] = Field(default_factory=list, max_length=100)
 
 
 class PlaybookResponse(WireModel):
@@ -167,6 +212,10 @@ class PlaybookResponse(WireModel):
     next_offset: str | None = None
     count: int | None = None
     clock: int | None = None
+    #: delete / purge / forget: records removed, by kind (bullets, versions, snapshots, ...).
+    removed: dict[str, int] = Field(default_factory=dict)
+    #: forget: the collections looked in.
+    collections: list[str] = Field(default_factory=list)
 
 
 class RubricResult(WireModel):

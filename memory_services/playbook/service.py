@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from pathlib import Path
 from typing import ClassVar
 
@@ -12,10 +13,16 @@ from pydantic import Field, field_validator
 
 from memory_services.embedding.base import Embedder
 from memory_services.playbook import seeds
-from memory_services.playbook.memory import PlaybookMemory
+from memory_services.playbook.memory import PlaybookMemory, bullet_ids
 from memory_services.playbook.metrics import PlaybookMetrics
 from memory_services.playbook.records import PlaybookPolicy, ScopeKey
-from memory_services.playbook.schema import OPERATIONS, PlaybookRequest, PlaybookResponse
+from memory_services.playbook.schema import (
+    OPERATIONS,
+    Delta,
+    DeltaOperation,
+    PlaybookRequest,
+    PlaybookResponse,
+)
 from memory_services.playbook.scoring import DecayRates
 from memory_services.processor import (
     MAX_SCOPE_ID_CHARS,
@@ -80,8 +87,9 @@ class PlaybookMemorySettings(MemorySettings):
 
 
 class PlaybookMemoryProcessor(MemoryProcessor):
-    """Serves retrieve, apply-delta, get, list, history, show, rollback and stats (see
-    :mod:`.schema`) and removes expired bullets in the background."""
+    """Serves the playbook operations (see :mod:`.schema`), each checked against the
+    requester's relation to the playbook (:mod:`.access`), and removes expired bullets in
+    the background."""
 
     Settings: ClassVar[type[ProcessorSettings]] = PlaybookMemorySettings
     default_id: ClassVar[str] = "playbook-memory"
@@ -136,14 +144,17 @@ class PlaybookMemoryProcessor(MemoryProcessor):
             logger.info("%s: removed %d expired bullets", self.id, removed)
 
     def key(self, ctx: MessageContext, request: PlaybookRequest) -> ScopeKey:
+        """The collection-wide playbook of the request's context (``.of(owner)``: another)."""
         parts = (ctx.flow.workspace, request.collection, request.context_scope_id)
-        if any(len(p) > MAX_SCOPE_ID_CHARS for p in (*parts, request.user or "")):
+        names = (request.user or "", request.playbook_owner or "", *request.grantees)
+        if any(len(p) > MAX_SCOPE_ID_CHARS for p in (*parts, *names)):
             raise BadRequest(
-                f"collection, context_scope_id and user are limited to {MAX_SCOPE_ID_CHARS} "
-                "characters",
+                f"collection, context_scope_id, user, playbook_owner and grantees are limited "
+                f"to {MAX_SCOPE_ID_CHARS} characters",
                 type="too-large",
             )
-        Scope(ctx.flow.workspace, request.collection)  # a collection is required
+        if request.operation != "forget" or request.collection:
+            Scope(ctx.flow.workspace, request.collection)  # a collection is required
         return ScopeKey(*parts)
 
     async def on_request(self, request: PlaybookRequest, ctx: MessageContext) -> None:
@@ -165,42 +176,141 @@ class PlaybookMemoryProcessor(MemoryProcessor):
         await ctx.reply(response)
 
     async def _execute(
-        self, key: ScopeKey, r: PlaybookRequest, request_id: str | None
+        self, base: ScopeKey, r: PlaybookRequest, request_id: str | None
     ) -> PlaybookResponse:
-        memory, op = self.memory, r.operation
+        memory, op, user = self.memory, r.operation, r.user or None
+        if op == "forget":
+            return await self._forget(base, r)
+        named = r.collection_wide or bool(r.playbook_owner)
+        target = base.of(None if r.collection_wide else (r.playbook_owner or user))
+        relation = await memory.access.relation(target, user)
+        if relation is None:  # another user's private playbook: as if there were none
+            raise BadRequest("no such playbook", type="not-found")
+        if op in ("retrieve", "get", "list"):
+            keys = [target] if named else await memory.access.readable(base, user)
         if op == "retrieve":
+            # The clocks the requester moves: their own playbook's and the collection's.
+            advance = [k for k in keys if k.owner in (None, user)]
             found, pb = await memory.retrieve(
-                key,
+                keys,
                 query=r.query,
                 vector=r.vector,
                 top_k=r.top_k,
                 weights=r.weights,
                 relevance=r.relevance,
-                user=r.user,
+                user=user,
                 topic=r.topic,
                 advance_clock=r.advance_clock,
+                advance=advance,
             )
             return PlaybookResponse(bullets=found, version=pb.version, clock=pb.clock)
-        if op == "apply-delta":
-            done = await memory.apply(key, r.delta, user=r.user)
-            return PlaybookResponse(
-                version=done.version, applied=done.applied, changes=done.changes
-            )
         if op == "get":
-            return PlaybookResponse(bullets=await memory.get(key, r.ids))
+            return PlaybookResponse(bullets=await memory.get(keys, r.ids))
         if op == "list":
             page, following = await memory.page(
-                key, limit=r.limit, offset=r.offset, section=r.section
+                keys, limit=r.limit, offset=r.offset, section=r.section
             )
             return PlaybookResponse(bullets=page, next_offset=following)
         if op == "history":
-            return PlaybookResponse(history=await memory.history_of(key, r.limit))
+            return PlaybookResponse(history=await memory.history_of(target, r.limit))
         if op == "show":
-            return PlaybookResponse(bullets=await memory.show(key, r.version), version=r.version)
-        if op == "rollback":
-            done = await memory.rollback(key, r.version, request_id=request_id)
+            return PlaybookResponse(bullets=await memory.show(target, r.version), version=r.version)
+        if op == "stats":
+            pb = await memory.stats(target)
+            return PlaybookResponse(count=memory.count(pb), version=pb.version, clock=pb.clock)
+        if op in ("grant", "revoke", "purge"):
+            if relation != "owner":
+                raise BadRequest(f"{op} needs the playbook's owner", type="forbidden")
+            if op == "purge":
+                removed = await memory.purge(target)
+                await memory.compact()
+                return PlaybookResponse(removed=dict(removed))
+            return await self._grant(target, r)
+        if relation == "viewer":
+            raise BadRequest(f"{op} needs the owner or an editor of the playbook", type="forbidden")
+        if op == "apply-delta":
+            others = [] if named else (await memory.access.readable(base, user))[1:]
+            done = await memory.apply_as(target, others, r.delta, user)
             return PlaybookResponse(
                 version=done.version, applied=done.applied, changes=done.changes
             )
-        pb = await memory.stats(key)  # stats
-        return PlaybookResponse(count=memory.count(pb), version=pb.version, clock=pb.clock)
+        if op == "rollback":
+            done = await memory.rollback(target, r.version, request_id=request_id, user=user)
+            return PlaybookResponse(
+                version=done.version, applied=done.applied, changes=done.changes
+            )
+        if op == "share":
+            return await self._share(base, target, r, request_id)
+        wanted = set(bullet_ids(r.ids, self.playbook_settings.max_list_limit))  # delete
+        removed = await memory.erase(target, lambda b: b.id in wanted, user=user)
+        await memory.compact()
+        return PlaybookResponse(removed=dict(removed))
+
+    async def _grant(self, target: ScopeKey, r: PlaybookRequest) -> PlaybookResponse:
+        grantees = [g for g in dict.fromkeys(r.grantees) if g]
+        if not grantees or (target.owner or "") in grantees:
+            raise BadRequest(
+                "grantees: name the users (not the owner) to share with", type="bad-grant"
+            )
+        if r.operation == "grant" and r.relation is None:
+            raise BadRequest("grant needs 'relation': viewer or editor", type="bad-grant")
+        relation = r.relation if r.operation == "grant" else None
+        await self.memory.access.grant(target, relation, grantees)
+        return PlaybookResponse(count=len(grantees))
+
+    async def _share(
+        self, base: ScopeKey, source: ScopeKey, r: PlaybookRequest, request_id: str | None
+    ) -> PlaybookResponse:
+        """Move bullets into the collection-wide playbook (its editors only), screened for
+        personal data again as an ADD would be."""
+        memory, user = self.memory, r.user or None
+        shared = base.of(None)
+        if source == shared:
+            raise BadRequest("share moves bullets out of a private playbook", type="bad-share")
+        if await memory.access.relation(shared, user) not in ("owner", "editor"):
+            raise BadRequest(
+                "share needs the owner or an editor of the collection-wide playbook",
+                type="forbidden",
+            )
+        found = await memory.get([source], r.ids)
+        if not found:
+            raise BadRequest("none of these bullets is in the playbook", type="not-found")
+        adds = [
+            DeltaOperation(
+                type="ADD",
+                content=b.content,
+                section=b.section,
+                tags=b.tags,
+                memory_type=b.memory_type,
+                topic=b.topic or None,
+                concept=b.concept or None,
+                helpful=b.helpful,
+                harmful=b.harmful,
+                neutral=b.neutral,
+            )
+            for b in found
+        ]
+        delta = Delta(
+            delta_id=f"share:{request_id or uuid.uuid4()}", operations=adds, source="share"
+        )
+        screened = await self.pii.screen(
+            base.workspace, PlaybookRequest(operation="apply-delta", delta=delta)
+        )
+        done = await memory.apply(shared, screened.delta, user=user)
+        moved = {b.id for b in found}
+        removed = await memory.erase(source, lambda b: b.id in moved, user=user)
+        await memory.compact()
+        return PlaybookResponse(
+            version=done.version, applied=done.applied, changes=done.changes, removed=dict(removed)
+        )
+
+    async def _forget(self, base: ScopeKey, r: PlaybookRequest) -> PlaybookResponse:
+        if not r.user:
+            raise BadRequest("forget needs 'user'", type="missing-user")
+        if r.collection:
+            collections = [r.collection]
+        else:
+            scopes = await self.memory.scopes.scopes()
+            collections = sorted({s.collection for s in scopes if s.workspace == base.workspace})
+        removed = await self.memory.forget_user(base.workspace, collections, r.user)
+        return PlaybookResponse(removed=dict(removed), collections=collections)

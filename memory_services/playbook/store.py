@@ -63,6 +63,33 @@ class BulletStore:
                 where=key.where(),
             )
 
+    async def drop(self, key: ScopeKey) -> int:
+        """Delete every bullet of the playbook ``key``; how many."""
+        return await retrying(
+            "vector store",
+            self._store.delete,
+            self.collection,
+            scope=key.store_scope,
+            where=key.where(),
+        )
+
+    async def contexts(self, scope: StoreScope) -> set[str]:
+        """The context scopes in which ``scope``'s owner has bullets."""
+        found: set[str] = set()
+        offset: str | None = None
+        while True:
+            page, offset = await retrying(
+                "vector store",
+                self._store.scroll,
+                self.collection,
+                scope=scope,
+                limit=PAGE,
+                offset=offset,
+            )
+            found.update(str(r.payload.get("context_scope_id", "")) for r in page)
+            if offset is None:
+                return found
+
     async def touch(self, key: ScopeKey, bullets: Iterable[Bullet], clock: int, now: float) -> None:
         """Set the active access index of retrieved bullets to ``clock``, ``last_used`` to
         ``now`` (one write per memory type)."""
@@ -80,9 +107,10 @@ class BulletStore:
                 scope=key.store_scope,
             )
 
-    async def expired_contexts(self, scope: StoreScope, now: float) -> set[str]:
-        """The context scopes of ``scope`` (workspace + collection) holding expired bullets."""
-        found: set[str] = set()
+    async def expired_contexts(self, scope: StoreScope, now: float) -> set[tuple[str, str]]:
+        """The (owner, context) pairs of ``scope`` (workspace + collection) holding expired
+        bullets (owner ``""``: the collection-wide playbook)."""
+        found: set[tuple[str, str]] = set()
         offset: str | None = None
         where = [Condition(key="expires_at", lte=now)]
         while True:
@@ -95,7 +123,10 @@ class BulletStore:
                 limit=PAGE,
                 offset=offset,
             )
-            found.update(str(r.payload.get("context_scope_id", "")) for r in page)
+            found.update(
+                (str(r.payload.get("scope_user") or ""), str(r.payload.get("context_scope_id", "")))
+                for r in page
+            )
             if offset is None:
                 return found
 

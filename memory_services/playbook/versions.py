@@ -26,7 +26,14 @@ from typing import Any
 from memory_services.playbook.records import ScopeKey, stored
 from memory_services.playbook.schema import Bullet, DeltaRecord
 from memory_services.retry import retrying
-from memory_services.store.base import CollectionSpec, Condition, FieldType, Record, VectorStore
+from memory_services.store.base import (
+    CollectionSpec,
+    Condition,
+    FieldType,
+    Record,
+    Scope,
+    VectorStore,
+)
 
 COLLECTION = "playbook-history-1"
 INDEXES = {
@@ -149,6 +156,57 @@ class History:
         id = key.record_id("snapshot", str(version))
         payload = (await self._get(key, [id])).get(id)
         return None if payload is None else decode(str(payload["bullets"]))
+
+    async def scan(self, key: ScopeKey, kind: str) -> list[Record]:
+        """Every record of ``kind`` of the playbook ``key``."""
+        where = [*key.where(), Condition(key="kind", equals=kind)]
+        found: list[Record] = []
+        offset: str | None = None
+        while True:
+            page, offset = await retrying(
+                "vector store",
+                self._store.scroll,
+                COLLECTION,
+                scope=key.store_scope,
+                where=where,
+                limit=1000,
+                offset=offset,
+            )
+            found += page
+            if offset is None:
+                return found
+
+    async def rewrite(self, records: Sequence[Record]) -> None:
+        """Put back records changed in place (a scrubbed snapshot or delta record)."""
+        if records:
+            await retrying("vector store", self._store.upsert, COLLECTION, list(records))
+
+    async def contexts(self, scope: Scope) -> set[str]:
+        """The context scopes in which ``scope``'s owner has history (or relations)."""
+        found: set[str] = set()
+        offset: str | None = None
+        while True:
+            page, offset = await retrying(
+                "vector store",
+                self._store.scroll,
+                COLLECTION,
+                scope=scope,
+                limit=1000,
+                offset=offset,
+            )
+            found.update(str(r.payload.get("context_key", "c:"))[2:] for r in page)
+            if offset is None:
+                return found
+
+    async def drop(self, key: ScopeKey) -> dict[str, int]:
+        """Delete every history record of the playbook ``key``: how many of each kind."""
+        counts: dict[str, int] = {}
+        for kind in ("version", "snapshot", "state"):
+            where = [*key.where(), Condition(key="kind", equals=kind)]
+            counts[kind] = await retrying(
+                "vector store", self._store.delete, COLLECTION, scope=key.store_scope, where=where
+            )
+        return counts
 
     async def trim(self, key: ScopeKey, version: int, *, snapshots: int, records: int) -> None:
         """Forget the snapshot ``snapshots`` versions back and the record ``records`` back
