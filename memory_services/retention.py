@@ -51,6 +51,10 @@ class WorkspaceRetention:
     def seconds(self, workspace: str) -> float | None:
         return self._workspaces.get(workspace, self._default)
 
+    def overrides(self) -> dict[str, float | None]:
+        """The workspaces that set their own period (a copy)."""
+        return dict(self._workspaces)
+
     def cutoff(self, workspace: str, now: float) -> float:
         """Records of ``workspace`` older than this have expired (-inf: none)."""
         limit = self.seconds(workspace)

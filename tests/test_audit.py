@@ -135,3 +135,64 @@ async def test_a_conversation_purge_is_audited_with_its_count(
         assert (event.operation, event.user, event.collection) == ("purge", "bob", "default")
         assert event.counts == {"count": purged.count}
         assert "flowerpot" not in raw.decode()
+
+
+class _Flow:
+    """The little of a flow the audit reads (no audit queue here: the log only)."""
+
+    workspace, name = "ws1", "f1"
+
+    def has_producer(self, name: str) -> bool:
+        return False
+
+    async def send(self, producer: str, message: Any, *, id: str | None = None) -> None:
+        raise AssertionError("no producer")
+
+
+async def test_the_learners_forget_queue_is_audited_by_its_consumer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from react_mem.learner.service import MemoryLearnerProcessor
+    from react_mem.processor.context import MessageContext
+    from react_mem.processor.specs import ConsumerSpec
+    from react_mem.schema.forget import ForgetRequest, ForgetResponse, Forgotten
+
+    caplog.set_level(logging.INFO, logger="react_mem.audit")
+    learner = MemoryLearnerProcessor(
+        MemoryLearnerProcessor.Settings.load({"id": "memory-learner"}),
+        None,  # type: ignore[arg-type]  # never started: the consumer's handler alone
+        registry=CollectorRegistry(),
+    )
+    (spec,) = [
+        s
+        for s in learner.specifications
+        if isinstance(s, ConsumerSpec) and s.name == "memory-forget"
+    ]
+    sent: list[Any] = []
+
+    class Ctx(MessageContext):
+        async def reply(self, message: Any) -> None:
+            sent.append(message)
+
+    async def on_forget(request: ForgetRequest, ctx: MessageContext) -> None:
+        if not request.user:
+            raise ValueError("forget needs 'user'")
+        records = {"ledger-ledger": 2, "ledger-trajectories": 1}
+        await ctx.reply(ForgetResponse(forgotten=Forgotten(records=records)))
+
+    handler = learner.audited_consumer(on_forget, "forget")
+    ctx = Ctx(flow=_Flow(), id="req-1", response="memory-forget-response")  # type: ignore[arg-type]
+    await handler(ForgetRequest(user="carol", collection="notes"), ctx)
+    with pytest.raises(ValueError, match="user"):
+        await handler(ForgetRequest(user=""), ctx)
+    (record,) = caplog.records
+    event = json.loads(record.getMessage().removeprefix("audit "))
+    assert (event["operation"], event["user"], event["collection"]) == ("forget", "carol", "notes")
+    assert event["processor"] == "memory-learner" and event["request_id"] == "req-1"
+    assert event["counts"] == {
+        "forgotten.records.ledger-ledger": 2,
+        "forgotten.records.ledger-trajectories": 1,
+    }
+    assert len(sent) == 1  # the reply followed the audit
+    # The learner's own forget consumer is wrapped the same way.
+    assert spec.handler.__qualname__ == handler.__qualname__ == "audited.<locals>.handle"

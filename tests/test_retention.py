@@ -20,7 +20,7 @@ from memory_services.retention import WorkspaceRetention, parse_days
 from memory_services.store.base import Scope
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.errors import ConfigurationError
-from tests.support.memory_services import MovableClock, serving, topics
+from tests.support.memory_services import START, MovableClock, serving, topics
 
 DAY = 86400.0
 #: ``short`` keeps each kind one day, ``forever`` never expires it, ``default`` has the
@@ -229,3 +229,47 @@ async def test_facts_take_the_workspace_ttl_unless_they_carry_their_own(
         assert await listed("default") == sorted(f.content for f in facts)
         assert await listed("short") == ["The badge reader is on floor two."]
         assert await listed("forever") == sorted(f.content for f in facts)
+
+
+# -- the learner's ledger ------------------------------------------------------------------
+
+
+async def test_the_ledger_prunes_each_workspace_by_its_own_retention(tmp_path: Path) -> None:
+    from react_mem.learner.ledger import Ledger
+
+    now = [START]
+    retention = WorkspaceRetention("memory-learner", "ledger-retention-days", 7)
+    await retention.on_config("short", {"agent-mem": {"ledger-retention-days": "1"}}, 1)
+    await retention.on_config("forever", {"agent-mem": {"ledger-retention-days": "forever"}}, 1)
+
+    async def held() -> list[str]:
+        ledger = Ledger(
+            tmp_path / "l.sqlite3",
+            retention=7 * DAY,
+            clock=lambda: now[0],
+            overrides=retention.overrides,
+        )
+        await ledger.open()  # prunes
+        try:
+            found = []
+            for ws in WORKSPACES:
+                entry, body = await ledger.get(ws, "k"), await ledger.trajectory(ws, "s")
+                if entry is not None and body is not None:
+                    found.append(ws)
+                else:
+                    assert entry is None and body is None, ws  # one retention for both
+            return found
+        finally:
+            await ledger.close()
+
+    writer = Ledger(tmp_path / "l.sqlite3", retention=7 * DAY, clock=lambda: now[0])
+    await writer.open()
+    for ws in WORKSPACES:
+        await writer.save_plan(ws, "k", {})
+        await writer.save_trajectory(ws, "s", "{}")
+    await writer.close()
+
+    now[0] += 2 * DAY
+    assert await held() == ["default", "forever"]
+    now[0] += 6 * DAY  # 8 days: past the default of 7
+    assert await held() == ["forever"]

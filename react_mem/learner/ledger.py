@@ -17,7 +17,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,7 +63,8 @@ class Entry:
 
 
 class Ledger:
-    """Records older than ``retention`` seconds are pruned at open and then hourly."""
+    """Records older than ``retention`` seconds are pruned at open and then hourly; a
+    workspace in ``overrides()`` keeps its records for its own period (None: forever)."""
 
     def __init__(
         self,
@@ -71,9 +72,11 @@ class Ledger:
         *,
         retention: float = 7 * 86400.0,
         clock: Callable[[], float] = time.time,
+        overrides: Callable[[], Mapping[str, float | None]] = dict,
     ) -> None:
         self.path = path
         self._retention = retention
+        self._overrides = overrides
         self._clock = clock
         self._db: sqlite3.Connection | None = None
         self._lock = threading.Lock()
@@ -238,5 +241,16 @@ class Ledger:
     def _prune(self) -> None:
         assert self._db is not None
         self._pruned_at = now = self._clock()
+        own = self._overrides()
+        others = f" AND workspace NOT IN ({', '.join('?' * len(own))})" if own else ""
         for table in _TABLES:
-            self._db.execute(f"DELETE FROM {table} WHERE updated_at < ?", (now - self._retention,))
+            self._db.execute(
+                f"DELETE FROM {table} WHERE updated_at < ?{others}",
+                (now - self._retention, *own),
+            )
+            for workspace, seconds in own.items():
+                if seconds is not None:
+                    self._db.execute(
+                        f"DELETE FROM {table} WHERE workspace = ? AND updated_at < ?",
+                        (workspace, now - seconds),
+                    )

@@ -33,6 +33,8 @@ from memory_services.conversations.schema import (
 from memory_services.episodes.schema import EpisodeRequest, EpisodeResponse
 from memory_services.facts.schema import FactRequest, FactResponse
 from memory_services.playbook.schema import Feedback, PlaybookRequest, PlaybookResponse
+from memory_services.retention import CONFIG_TYPE as RETENTION_CONFIG_TYPE
+from memory_services.retention import WorkspaceRetention
 from react_mem.bus.transport import Transport
 from react_mem.errors import BadRequest, ConfigurationError, TransientError
 from react_mem.learner.ace import PLAYBOOK_MEMORY, AceConfig, feedback_key, window_key
@@ -107,6 +109,9 @@ class LearnerSettings(ProcessorSettings):
     explicit_importance: float = Field(default=0.8, ge=0.0, le=1.0)
     #: The ledger file; default ``state_dir/learner/<id>.sqlite3``.
     ledger_path: Path | None = None
+    #: Days the ledger keeps records, trajectories (for feedback) and reflections; a
+    #: workspace's agent-mem ``ledger-retention-days`` overrides it (at least as long as
+    #: redeliveries and feedback may come late: exactly-once holds within it).
     ledger_retention_days: float = Field(default=7.0, gt=0)
     #: ACE: learn a playbook where the flow has playbook-memory (seeds 001, 003).
     playbook: bool = True
@@ -160,6 +165,10 @@ class MemoryLearnerProcessor(Processor):
         self._locks = KeyedLocks()
         #: Per workspace: agent-mem's (enable-auto-fact-extraction, enable-episode-recording).
         self._agent_mem: dict[str, tuple[bool, bool]] = {}
+        self.ledger_retention = WorkspaceRetention(
+            self.id, "ledger-retention-days", self.learner_settings.ledger_retention_days
+        )
+        self.register_config_handler([RETENTION_CONFIG_TYPE], self.ledger_retention.on_config)
         self.register_specification(
             ConsumerSpec(name="trajectory", schema=Trajectory, handler=self.on_trajectory)
         )
@@ -175,7 +184,7 @@ class MemoryLearnerProcessor(Processor):
             ConsumerSpec(
                 name=MEMORY_FORGET,
                 schema=ForgetRequest,
-                handler=self.on_forget,
+                handler=self.audited_consumer(self.on_forget, "forget"),
                 response=f"{MEMORY_FORGET}-response",
                 error_reply=lambda error: ForgetResponse(error=error),
                 optional=True,
@@ -214,7 +223,11 @@ class MemoryLearnerProcessor(Processor):
     async def start(self) -> None:
         s = self.learner_settings
         path = s.ledger_path or s.state_dir / "learner" / f"{self.id}.sqlite3"
-        ledger = Ledger(path, retention=s.ledger_retention_days * 86400)
+        ledger = Ledger(
+            path,
+            retention=s.ledger_retention_days * 86400,
+            overrides=self.ledger_retention.overrides,
+        )
         await ledger.open()
         self._ledger = ledger
         try:

@@ -48,11 +48,12 @@ def audited(
     processor: str,
     operations: frozenset[str],
     clock: Callable[[], float],
+    operation_of: Callable[[Any], object] = lambda message: getattr(message, "operation", None),
 ) -> Handler:
     """``handler``, auditing the requests whose ``operation`` is in ``operations``."""
 
     async def handle(message: Any, ctx: MessageContext) -> None:
-        operation = getattr(message, "operation", None)
+        operation = operation_of(message)
         if operation not in operations:
             await handler(message, ctx)
             return

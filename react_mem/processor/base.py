@@ -93,7 +93,7 @@ class Processor:
             handler = audited(
                 handler, processor=self.id, operations=self.audited_operations, clock=self._now
             )
-            self.register_specification(ProducerSpec(name=AUDIT, schema=AuditEvent, optional=True))
+            self._declare_audit()
         self.register_specification(
             ConsumerSpec(
                 name="request",
@@ -104,6 +104,22 @@ class Processor:
             )
         )
         self.register_specification(ProducerSpec(name="response", schema=response))
+
+    def audited_consumer(self, handler: Handler, operation: str) -> Handler:
+        """``handler`` for a consumer whose every message performs ``operation``, audited
+        as :meth:`serve_requests` audits (e.g. the learner's ``memory-forget`` queue)."""
+        self._declare_audit()
+        return audited(
+            handler,
+            processor=self.id,
+            operations=frozenset({operation}),
+            clock=self._now,
+            operation_of=lambda message: operation,
+        )
+
+    def _declare_audit(self) -> None:
+        if not any(s.name == AUDIT for s in self.specifications if isinstance(s, ProducerSpec)):
+            self.register_specification(ProducerSpec(name=AUDIT, schema=AuditEvent, optional=True))
 
     def _now(self) -> float:
         """The processor's clock (a memory service's may be a test's movable one)."""

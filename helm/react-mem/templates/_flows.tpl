@@ -34,7 +34,7 @@ naming); the agent's optional clients are wired only to services that run.
 {{- $_ := set $topics "agent-mem" $t -}}
 {{- end -}}
 {{- if hasKey $on "memory-learner" -}}
-{{- $t := dict "trajectory" $trajectory "conversation-ended" $ended -}}
+{{- $t := dict "trajectory" $trajectory "conversation-ended" $ended "audit" $audit -}}
 {{- range $svc := list "text-completion" "fact-memory" "episode-memory" "conversation-memory" -}}
 {{- $t = merge $t (index $client $svc) -}}
 {{- end -}}
