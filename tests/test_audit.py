@@ -196,3 +196,52 @@ async def test_the_learners_forget_queue_is_audited_by_its_consumer(
     assert len(sent) == 1  # the reply followed the audit
     # The learner's own forget consumer is wrapped the same way.
     assert spec.handler.__qualname__ == handler.__qualname__ == "audited.<locals>.handle"
+
+
+async def test_playbook_grants_and_revokes_are_audited_with_the_grantees(
+    transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
+) -> None:
+    from memory_services.playbook.schema import PlaybookRequest, PlaybookResponse
+    from memory_services.playbook.service import PlaybookMemoryProcessor
+
+    queues = topics("playbook-memory", unique, "ws-a", ("audit",))
+    async with (
+        audit_trail(transport, queues["audit"]) as trail,
+        serving(
+            PlaybookMemoryProcessor,
+            PlaybookResponse,
+            transport,
+            pid=f"playbook-memory-{unique}",
+            queues={"ws-a": queues},
+            data_dir=tmp_path / "playbook",
+            registry=registry,
+            clock=MovableClock(),
+            metrics=False,
+        ) as service,
+    ):
+
+        async def ask(**fields: Any) -> PlaybookResponse:
+            return await service.ask(PlaybookRequest(**fields), "ws-a")
+
+        refused = await ask(
+            operation="grant",
+            user="bob",
+            playbook_owner="alice",
+            relation="viewer",
+            grantees=["bob"],
+        )
+        assert refused.error is not None  # only the owner grants: nothing recorded
+        assert (await ask(operation="list", user="alice")).error is None  # a read: nothing
+        granted = await ask(operation="grant", user="alice", relation="viewer", grantees=["bob"])
+        assert granted.error is None
+        revoked = await ask(operation="revoke", user="alice", grantees=["bob"])
+        assert revoked.error is None
+        first, _ = await next_event(trail)
+        second, _ = await next_event(trail)
+        assert (first.operation, first.user, first.grantees, first.relation) == (
+            "grant",
+            "alice",
+            ["bob"],
+            "viewer",
+        )
+        assert (second.operation, second.user, second.grantees) == ("revoke", "alice", ["bob"])

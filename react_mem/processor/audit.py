@@ -97,6 +97,8 @@ def event(
         user=_text(request, "user") or None,
         conversation_id=_text(request, "conversation_id") or None,
         operation=operation,
+        grantees=[g for g in getattr(request, "grantees", None) or [] if isinstance(g, str)],
+        relation=_text(request, "relation"),
         counts=counts,
         request_id=ctx.id,
     )

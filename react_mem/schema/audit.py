@@ -30,6 +30,9 @@ class AuditEvent(WireModel):
     user: str | None = None
     conversation_id: str | None = None
     operation: str = ""
+    #: The users a grant or revoke names, and the relation granted.
+    grantees: list[str] = Field(default_factory=list)
+    relation: str | None = None
     #: What the reply counted (records removed, by kind); numbers only.
     counts: dict[str, int] = Field(default_factory=dict)
     #: The request's correlation id (message property ``id``).
