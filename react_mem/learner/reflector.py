@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_va
 from memory_services.playbook.schema import Feedback
 from react_mem.learner import records
 from react_mem.learner.extract import DATA_NOTE, as_object, clip, fact_key, words, wrap_record
+from react_mem.learner.generic import leak
 from react_mem.learner.llm import JsonLLM
 from react_mem.schema.agent import MemoryRef
 from react_mem.schema.trajectory import Trajectory
@@ -193,13 +194,40 @@ def heuristic_reflection(
 ) -> Reflection:
     found = verdict(t, feedback)
     lessons = _checked(_heuristic_lessons(t, feedback, found), limit, max_chars)
-    return Reflection(
+    reflection = Reflection(
         by="heuristic",
         verdict=found,
         error_identification=clip(_line(t.error or ""), 300) if found == "negative" else "",
         key_insight=lessons[0].content if lessons else "",
         lessons=lessons,
         bullet_tags=[BulletTag(id=b.id, tag=TAG_FOR[found]) for b in bullets_used(t)],
+    )
+    return generalised(reflection, t, feedback)
+
+
+def sources(t: Trajectory, feedback: Feedback | None) -> list[str]:
+    """What the user and their tools said: lessons may not carry any of it."""
+    texts = [t.question, t.answer, t.ground_truth or ""]
+    for step in t.steps:
+        texts += [step.observation, *step.arguments.values(), *step.subagent_results.values()]
+    if feedback is not None:
+        texts += [feedback.comment, feedback.ground_truth or ""]
+    return texts
+
+
+def generalised(reflection: Reflection, t: Trajectory, feedback: Feedback | None) -> Reflection:
+    """``reflection`` without a lesson, correction or note that carries the user's words,
+    numbers, identifiers or names (:mod:`.generic`): what reaches the playbook is generic."""
+    said = sources(t, feedback)
+    notes = ("error_identification", "root_cause", "correct_approach", "key_insight")
+    return reflection.model_copy(
+        update={
+            "lessons": [x for x in reflection.lessons if leak(x.content, said) is None],
+            "corrections": [
+                c for c in reflection.corrections if not c.content or leak(c.content, said) is None
+            ],
+            **{n: "" for n in notes if leak(getattr(reflection, n), said) is not None},
+        }
     )
 
 
@@ -208,7 +236,7 @@ def _heuristic_lessons(t: Trajectory, feedback: Feedback | None, found: Verdict)
     learns from the feedback only; the trajectory's own lessons were learned with it."""
     if feedback is not None:
         return _feedback_lessons(t, feedback, found)
-    q = _quoted(t.question)
+    q = kind_of(t.question)
     lessons: list[Lesson] = []
     if t.ground_truth and t.ground_truth.strip() and not matches(t.answer, t.ground_truth):
         lessons.append(_truth_lesson(t, t.ground_truth))
@@ -217,11 +245,10 @@ def _heuristic_lessons(t: Trajectory, feedback: Feedback | None, found: Verdict)
         lessons.append(
             _lesson(f"An attempt at {q} failed ({error}); try another approach.", "failure")
         )
-    for tool, observation in _failed_tools(t).items():
+    for tool in _failed_tools(t):
         lessons.append(
             _lesson(
-                f'The {tool} tool failed ("{clip(_line(observation), 120)}"); check the tool '
-                "name and its arguments before calling it.",
+                f"The {tool} tool failed; check the tool name and its arguments before calling it.",
                 "tool",
                 tool,
             )
@@ -239,7 +266,7 @@ def _heuristic_lessons(t: Trajectory, feedback: Feedback | None, found: Verdict)
         steps = records.real_steps(t.steps)
         lessons.append(
             _lesson(
-                f"For questions like {q}, using {', '.join(tools)} gave a good answer in "
+                f"For {q}, using {', '.join(tools)} gave a good answer in "
                 f"{steps} step{'' if steps == 1 else 's'}.",
                 "success",
                 *tools,
@@ -252,9 +279,11 @@ def _feedback_lessons(t: Trajectory, feedback: Feedback, found: Verdict) -> list
     lessons: list[Lesson] = []
     for rubric in feedback.rubric:
         if not rubric.passed:
-            why = f": {clip(_line(rubric.comment), 160)}" if rubric.comment.strip() else ""
+            # The evaluator's criterion, unquoted; its comment only where it is generic.
+            why = clip(_line(rubric.comment), 160).rstrip(".")
+            why = f": {why}" if why and leak(why, sources(t, feedback)) is None else ""
             lessons.append(
-                _lesson(f'Make sure the answer meets "{rubric.name}"{why}.', "failure", "rubric")
+                _lesson(f"Make sure the answer meets {rubric.name}{why}.", "failure", "rubric")
             )
     truth = (feedback.ground_truth or "").strip()
     if truth and not matches(t.answer, truth):
@@ -262,21 +291,29 @@ def _feedback_lessons(t: Trajectory, feedback: Feedback, found: Verdict) -> list
     if feedback.comment.strip():
         how = {"positive": "valued", "negative": "objected to", "neutral": "commented on"}[found]
         kind: LessonType = "success" if found == "positive" else "failure"
-        said = f"A user {how} the answer to {_quoted(t.question)}: "
-        lessons.append(_lesson(said + clip(_line(feedback.comment), 200), kind, "feedback"))
+        # What the user wrote is theirs: the lesson says only that they judged it.
+        said = f"A user {how} an answer to {kind_of(t.question)}; weigh this approach there."
+        lessons.append(_lesson(said, kind, "feedback"))
     return lessons
 
 
 def _truth_lesson(t: Trajectory, truth: str) -> Lesson:
-    said = clip(_line(t.answer), 120) or "no answer"
-    expected = f'the expected answer is "{clip(_line(truth), 160)}", not "{said}"'
     return _lesson(
-        f"For questions like {_quoted(t.question)}, {expected}.", "failure", "ground-truth"
+        f"For {kind_of(t.question)}, the answer given differed from the expected one; check "
+        "the answer against the sources before replying.",
+        "failure",
+        "ground-truth",
     )
 
 
-def _quoted(question: str) -> str:
-    return f'"{clip(_line(question), 120)}"'
+_ASKS = ("how", "why", "what", "which", "when", "where", "who")
+
+
+def kind_of(question: str) -> str:
+    """A question named by its kind, never by its words ("how questions", "tasks")."""
+    first = {w.casefold() for w in question.split()[:3]}
+    asked = next((w for w in _ASKS if w in first), None)
+    return f"{asked} questions" if asked else "tasks like this one"
 
 
 def _failed_tools(t: Trajectory) -> dict[str, str]:
@@ -310,7 +347,7 @@ async def reflect(
     """
     fallback = heuristic_reflection(t, feedback, limit=limit, max_chars=max_chars)
     if llm is None:
-        return fallback
+        return fallback  # generalised already
     used = bullets_used(t)
     record = reflection_record(t, feedback, used, window, max_chars=prompt_chars)
     reply = await llm.ask(
@@ -322,6 +359,19 @@ async def reflect(
     )
     if reply is None:
         return fallback.model_copy(update={"by": "heuristic-fallback"})
+    return generalised(
+        _llm_reflection(reply, fallback, used, feedback, limit, max_chars), t, feedback
+    )
+
+
+def _llm_reflection(
+    reply: ReflectionReply,
+    fallback: Reflection,
+    used: Sequence[MemoryRef],
+    feedback: Feedback | None,
+    limit: int,
+    max_chars: int,
+) -> Reflection:
     lessons = _checked(
         [x for x in (_item(Lesson, i) for i in reply.lessons) if x is not None], limit, max_chars
     )
