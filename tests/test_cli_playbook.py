@@ -364,3 +364,41 @@ async def test_playbook_show_search_export_history_and_rollback(
 
 def stats_request() -> PlaybookRequest:
     return PlaybookRequest(operation="stats", collection="games")
+
+
+async def test_playbook_as_a_user_grant_revoke_and_purge(
+    transport: PulsarTransport, tmp_path: Path, unique: str
+) -> None:
+    where = ["--collection", "games", "--workspace", f"cli-{unique}", "--flow", "f1"]
+    async with playbook_service(transport, tmp_path, unique) as service:
+        lesson = "Castle before the twelfth move"
+        done = await service.ask(
+            PlaybookRequest(
+                operation="apply-delta",
+                collection="games",
+                user="alice",
+                delta=Delta(delta_id="a1", operations=[add(lesson, "Rules")]),
+            ),
+            f"cli-{unique}",
+        )
+        assert done.error is None, done.error
+
+        async def seen_by(user: str) -> bool:
+            code, out, err = await run_playbook(transport, "show", "--user", user, *where)
+            assert code == 0, err
+            return lesson in out
+
+        assert await seen_by("alice") and not await seen_by("bob") and not await seen_by("")
+        code, _, err = await run_playbook(
+            transport, "grant", "bob", "--user", "bob", "--owner", "alice", *where
+        )
+        assert code == 1 and "not-found" in err  # bob cannot even see alice's playbook
+        assert (await run_playbook(transport, "grant", "bob", "--user", "alice", *where))[0] == 0
+        assert await seen_by("bob") and not await seen_by("carol")
+        assert (await run_playbook(transport, "revoke", "bob", "--user", "alice", *where))[0] == 0
+        assert not await seen_by("bob")
+        code, out, _ = await run_playbook(transport, "purge", "--user", "alice", *where)
+        assert code == 1 and "--yes" in out
+        code, out, err = await run_playbook(transport, "purge", "--user", "alice", "--yes", *where)
+        assert code == 0 and "bullets 1" in out, err
+        assert not await seen_by("alice")

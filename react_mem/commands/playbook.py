@@ -1,5 +1,8 @@
-"""``react-mem playbook show|search|export|history|rollback``: inspect the ACE playbook of a
-collection and context scope over the bus, in seed 003's prompt format (ids, counters)."""
+"""``react-mem playbook show|search|export|history|rollback|grant|revoke|share|delete|purge``:
+inspect and manage the ACE playbook of a collection and context scope over the bus, in seed
+003's prompt format (ids, counters). ``--user`` acts as that user (their private playbook
+and what is shared with them; none: the collection-wide playbook); ``--owner`` and
+``--collection-wide`` pick another playbook the user has a relation to."""
 
 from __future__ import annotations
 
@@ -57,6 +60,9 @@ def _request(args: argparse.Namespace, operation: str, **fields: Any) -> Playboo
             "operation": operation,
             "collection": args.collection,
             "context_scope_id": args.context_scope,
+            "user": args.user or None,
+            "playbook_owner": args.owner or None,
+            "collection_wide": args.collection_wide,
             **fields,
         }
     )
@@ -124,7 +130,6 @@ async def _search(ask: Ask, args: argparse.Namespace, out: TextIO) -> int:
         top_k=args.top_k,
         weights=args.weights,
         relevance=args.relevance,
-        user=args.user,
         topic=args.topic,
         advance_clock=False,  # looking is not using: the decay clock stays put
     )
@@ -202,8 +207,31 @@ async def _rollback(ask: Ask, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+async def _manage(ask: Ask, args: argparse.Namespace, out: TextIO) -> int:
+    """grant, revoke, share, delete, purge."""
+    if args.action == "purge" and not args.yes:
+        print(f"purge deletes the playbook of {_scope(args)} with its history; add --yes", file=out)
+        return 1
+    fields: dict[str, Any] = {}
+    if args.action in ("grant", "revoke"):
+        fields = {"grantees": args.users, "relation": getattr(args, "relation", None)}
+    elif args.action in ("share", "delete"):
+        fields = {"ids": args.ids}
+    response = await ask(_request(args, args.action, **fields))
+    if args.json:
+        _json(out, response)
+    elif response.removed:
+        removed = ", ".join(f"{kind} {n}" for kind, n in sorted(response.removed.items()))
+        print(f"{args.action}: removed {removed}", file=out)
+    else:
+        print(f"{args.action}: done in {_scope(args)}", file=out)
+    return 0
+
+
 def add_parser(sub: Subparsers, bus: BusArgs) -> None:
-    parser = sub.add_parser("playbook", help="show, search, export and roll back the playbook")
+    parser = sub.add_parser(
+        "playbook", help="show, search, export, roll back, share and delete the playbook"
+    )
     actions = parser.add_subparsers(dest="action", required=True)
 
     def leaf(name: str, help: str, action: Action) -> argparse.ArgumentParser:
@@ -213,6 +241,11 @@ def add_parser(sub: Subparsers, bus: BusArgs) -> None:
             "--context-scope", default="", help='context scope id (default: "", the shared one)'
         )
         flow_args(p)
+        p.add_argument("-u", "--user", default="", help="act as this user (default: none)")
+        p.add_argument("--owner", default="", help="another user's playbook shared with --user")
+        p.add_argument(
+            "--collection-wide", action="store_true", help="the collection-wide playbook"
+        )
         p.add_argument("--json", action="store_true", help="print the service's JSON response")
         p.add_argument(
             "--timeout", type=float, default=30.0, help="seconds to wait for the service (30)"
@@ -234,7 +267,6 @@ def add_parser(sub: Subparsers, bus: BusArgs) -> None:
         help='"default", "relevance-dominant" or JSON {"relevance":..,"strength":..,"type":..}',
     )
     search.add_argument("--relevance", choices=["embedding", "jaccard"], default="embedding")
-    search.add_argument("-u", "--user", help="boost this user's bullets")
     search.add_argument("--topic", help="boost bullets of this topic")
     export = leaf("export", "every current bullet, all fields", _export)
     export.add_argument("--format", choices=["json", "yaml", "markdown"], default="json")
@@ -244,6 +276,18 @@ def add_parser(sub: Subparsers, bus: BusArgs) -> None:
     rollback = leaf("rollback", "make an earlier version the current playbook", _rollback)
     rollback.add_argument("version", type=int)
     rollback.add_argument("-y", "--yes", action="store_true", help="do not ask to confirm")
+    grant = leaf("grant", "share the playbook with users (its owner only)", _manage)
+    grant.add_argument("users", nargs="+")
+    grant.add_argument("--relation", choices=["viewer", "editor"], default="viewer")
+    leaf("revoke", "stop sharing the playbook with users", _manage).add_argument("users", nargs="+")
+    leaf("share", "move bullets into the collection-wide playbook", _manage).add_argument(
+        "ids", nargs="+"
+    )
+    leaf("delete", "delete bullets and their traces in the history", _manage).add_argument(
+        "ids", nargs="+"
+    )
+    purge = leaf("purge", "delete the playbook with its history and grants", _manage)
+    purge.add_argument("-y", "--yes", action="store_true", help="confirm")
 
 
 async def command(args: argparse.Namespace) -> int:
