@@ -421,7 +421,8 @@ async def test_bad_input_is_answered_writes_nothing_and_the_consumer_keeps_servi
         ("store", {"facts": [FactInput(content="y", metadata={"k": "v" * 4000})]}, "bad-content"),
         ("store", {"facts": []}, "bad-request"),
         ("store", {"facts": [good], "collection": ""}, "missing-scope"),
-        ("forget", {}, "bad-operation"),
+        ("remember", {}, "bad-operation"),
+        ("forget", {}, "bad-request"),  # forget needs a user
         ("retrieve", {"query": ""}, "bad-content"),
         ("get", {"ids": ["not-a-uuid"]}, "bad-id"),
         ("list", {"limit": 5000}, "bad-request"),
