@@ -32,12 +32,15 @@ CONFIG = ROOT / "config" / "trustgraph"
 
 #: Services a TrustGraph flow provides that react-mem's processors call.
 TRUSTGRAPH_SERVICES = {"text-completion", "prompt-rag", "graph-rag", "mcp-tool"}
-#: Queues fed from outside the flow's processors: `react-mem feedback` (or any client).
-EXTERNAL_PRODUCERS = {"agent-feedback"}
+#: Queues fed from outside the flow's processors: `react-mem feedback` and `react-mem memory
+#: forget` (or any client).
+EXTERNAL_PRODUCERS = {"agent-feedback", "memory-forget"}
 #: Queues read outside the flow's processors: the audit trail, by an archive or a SIEM.
 EXTERNAL_CONSUMERS = {"memory-audit"}
 #: Spec names of the request/response path, not events.
-RPC_SPECS = frozenset({"request", "response", "next"})
+#: Specs of request/response pairs (the learner's forget requests are persistent; their
+#: replies are not).
+RPC_SPECS = frozenset({"request", "response", "next", "memory-forget-response"})
 TOPIC = re.compile(r"^(request|response|flow):tg:([a-z0-9-]+):\{workspace\}:\{id\}$")
 
 

@@ -35,6 +35,8 @@ naming); the agent's optional clients are wired only to services that run.
 {{- end -}}
 {{- if hasKey $on "memory-learner" -}}
 {{- $t := dict "trajectory" $trajectory "conversation-ended" $ended "audit" $audit -}}
+{{- $_ := set $t "memory-forget" (printf "flow:tg:memory-forget:%s" $s) -}}
+{{- $_ := set $t "memory-forget-response" (printf "response:tg:memory-forget:%s" $s) -}}
 {{- range $svc := list "text-completion" "fact-memory" "episode-memory" "conversation-memory" -}}
 {{- $t = merge $t (index $client $svc) -}}
 {{- end -}}
