@@ -26,7 +26,17 @@ from memory_services.episodes import schema as episodes
 from memory_services.facts import schema as facts
 from memory_services.playbook import schema as playbook
 from memory_services.working import schema as working
-from react_mem.schema import agent, config, llm, ping, primitives, services, trajectory
+from react_mem.schema import (
+    agent,
+    audit,
+    config,
+    forget,
+    llm,
+    ping,
+    primitives,
+    services,
+    trajectory,
+)
 from react_mem.schema.base import WireModel
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -56,6 +66,8 @@ register(services.PromptRequest, services.PromptResponse, services.GraphRagQuery
 register(services.Source, services.GraphRagResponse, services.ToolRequest, services.ToolResponse)
 # react-mem's agent messages.
 register(agent.MemoryRef, agent.MemoryState, trajectory.Trajectory)
+# Forgetting a user and the audit trail.
+register(forget.Forgotten, forget.ForgetRequest, forget.ForgetResponse, audit.AuditEvent)
 # The memory services' own messages.
 register(facts.FactInput, facts.Fact, facts.StoredFact, facts.FactRequest, facts.FactResponse)
 register(working.WorkingMemoryRequest, working.WorkingMemoryResponse)
