@@ -384,7 +384,7 @@ async def test_no_owner_reads_or_changes_another_owners_memory(
                     assert await snapshot(svc, other, canaries[other.key]) == before[other.key]
 
 
-# -- the playbook: shared by the collection, never beyond it -----------------------------
+# -- the playbook: never beyond its collection (users: tests/test_playbook_privacy.py) ----
 
 
 async def test_no_collection_or_workspace_reads_or_changes_another_playbook(
@@ -394,8 +394,8 @@ async def test_no_collection_or_workspace_reads_or_changes_another_playbook(
     unique: str,
     request: pytest.FixtureRequest,
 ) -> None:
-    """Bullets are the collection's shared lessons (no user owns one): a playbook is one
-    workspace + collection, and every playbook operation stays inside it."""
+    """A playbook is one workspace + collection (+ owner, see test_playbook_privacy), and
+    every playbook operation stays inside it."""
     owners = owner_set(max(1, request.config.getoption("--fuzz-examples") // 5))
     books = {(o.workspace, o.collection): o for o in owners}
     async with services(transport, tmp_path, unique, registry) as svc:

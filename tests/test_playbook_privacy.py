@@ -92,7 +92,8 @@ async def test_a_grant_shows_the_playbook_to_the_grantee_only(pb: Service) -> No
     found = (await pb.ok("retrieve", user="bob", query=f"{CANARY} code")).bullets
     assert id in {b.id for b in found}
     history = await pb.ok("history", user="bob", playbook_owner="alice")
-    assert [r.user for r in history.history] == ["alice"]
+    assert [r.delta_id for r in history.history] == [f"alice-Ask for the {CANARY} code."]
+    assert [r.user for r in history.history] == [None]  # not who wrote it
     for other in OTHERS:
         if other != "bob":
             assert CANARY not in text(await pb.ok("list", user=other, limit=1000)), other
@@ -127,7 +128,8 @@ async def test_share_needs_an_editor_of_the_collection_and_moves_the_bullet(
     for reader in (None, "bob", "alice"):
         contents = [b.content for b in await pb.listed(user=reader)]
         assert contents == ["Confirm the date format before parsing dates."], reader
-    assert (await pb.one(added, user="bob")).user == "alice"
+    assert (await pb.one(added)).user == "alice"  # the collection knows who wrote it
+    assert (await pb.one(added, user="bob")).user is None  # another user does not
     assert (await pb.ok("list", user="alice", limit=1000)).bullets[0].id == added
 
 

@@ -178,6 +178,12 @@ class PlaybookMemoryProcessor(MemoryProcessor):
     async def _execute(
         self, base: ScopeKey, r: PlaybookRequest, request_id: str | None
     ) -> PlaybookResponse:
+        response = await self._run(base, r, request_id)
+        return masked(response, r.user or None)
+
+    async def _run(
+        self, base: ScopeKey, r: PlaybookRequest, request_id: str | None
+    ) -> PlaybookResponse:
         memory, op, user = self.memory, r.operation, r.user or None
         if op == "forget":
             return await self._forget(base, r)
@@ -314,3 +320,20 @@ class PlaybookMemoryProcessor(MemoryProcessor):
             collections = sorted({s.collection for s in scopes if s.workspace == base.workspace})
         removed = await self.memory.forget_user(base.workspace, collections, r.user)
         return PlaybookResponse(removed=dict(removed), collections=collections)
+
+
+def masked(response: PlaybookResponse, user: str | None) -> PlaybookResponse:
+    """Who wrote a bullet or applied a delta is shown to that user and to the collection
+    (a request without a user), never to another user: a shared playbook tells bob what
+    alice's lessons say, not that they are alice's."""
+    if user is None:
+        return response
+    bullets = [
+        b if b.user in (None, user) else b.model_copy(update={"user": None})
+        for b in response.bullets
+    ]
+    history = [
+        r if r.user in (None, user) else r.model_copy(update={"user": None})
+        for r in response.history
+    ]
+    return response.model_copy(update={"bullets": bullets, "history": history})
