@@ -166,6 +166,8 @@ async def test_purge_and_forget_leave_the_users_words_nowhere(pb: Service, tmp_p
 
     forgot = await pb.ok("forget", user="alice", collection="")
     assert forgot.collections == ["default"] and forgot.removed["bullets"] >= 2
+    assert forgot.forgotten is not None and forgot.forgotten.records == forgot.removed
+    assert forgot.forgotten.compacted == ["playbook-384", "playbook-history-1"]
     for reader in (None, "alice", "bob"):
         for context in ("", "games"):
             fields = {"user": reader, "context_scope_id": context}

@@ -127,19 +127,19 @@ class Erasing(Playbooks):
                     )
                 counts["grants"] += await self.access.forget_grantee(key, user)
                 counts += await self.purge(key)
-        await self.compact()
         return counts
 
-    async def compact(self) -> None:
-        """Have the store rewrite its files without the deleted records (where it can)."""
-        compact = getattr(self.store, "compact", None)
-        if compact is None:
-            return
+    async def compact(self) -> list[str]:
+        """Have the store rewrite its files without the deleted records (where it can);
+        the collections it rewrote."""
+        done = []
         for name in (self.bullets.collection, COLLECTION):
             try:
-                await compact(name)
+                if await self.store.compact(name):
+                    done.append(name)
             except Exception:  # the records are deleted; their bytes go at the next rewrite
                 logger.exception("playbook: compacting %s failed", name)
+        return done
 
 
 def _scrubbed(

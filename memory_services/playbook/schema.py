@@ -48,6 +48,7 @@ from typing import Literal
 from pydantic import Field
 
 from react_mem.schema import Error, WireModel
+from react_mem.schema.forget import Forgotten
 
 OPERATIONS = (
     "retrieve",
@@ -214,8 +215,9 @@ class PlaybookResponse(WireModel):
     clock: int | None = None
     #: delete / purge / forget: records removed, by kind (bullets, versions, snapshots, ...).
     removed: dict[str, int] = Field(default_factory=dict)
-    #: forget: the collections looked in.
+    #: forget: the collections looked in, what was removed, the store files rewritten.
     collections: list[str] = Field(default_factory=list)
+    forgotten: Forgotten | None = None
 
 
 class RubricResult(WireModel):

@@ -36,6 +36,7 @@ from react_mem.bus.transport import Transport
 from react_mem.errors import BadRequest, ConfigurationError
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
+from react_mem.schema.forget import Forgotten
 
 logger = logging.getLogger(__name__)
 
@@ -319,7 +320,9 @@ class PlaybookMemoryProcessor(MemoryProcessor):
             scopes = await self.memory.scopes.scopes()
             collections = sorted({s.collection for s in scopes if s.workspace == base.workspace})
         removed = await self.memory.forget_user(base.workspace, collections, r.user)
-        return PlaybookResponse(removed=dict(removed), collections=collections)
+        compacted = await self.memory.compact()
+        forgotten = Forgotten(collections=collections, records=dict(removed), compacted=compacted)
+        return PlaybookResponse(removed=dict(removed), collections=collections, forgotten=forgotten)
 
 
 def masked(response: PlaybookResponse, user: str | None) -> PlaybookResponse:
