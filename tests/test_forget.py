@@ -1,5 +1,6 @@
 """Forgetting a user (issue 13): a canary told to the agent by alice reaches every kind of
-memory (facts, conversation turns and summary, episode, learner ledger); ``forget`` over
+memory (facts, conversation turns and summary, episode, learner ledger with its
+trajectories, the playbook's reflections); ``forget`` over
 the real broker removes it from every store and every file under the stack's directories,
 while bob's canary stays. Real broker, services, qdrant-edge and embedder; scripted LLM."""
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from memory_services.facts.schema import FactRequest, FactResponse
+from memory_services.playbook.service import PlaybookMemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.commands.common import ServiceQueues
@@ -83,7 +85,13 @@ async def test_forgetting_a_user_leaves_no_byte_of_their_canary(
     transport: PulsarTransport, tmp_path: Path, unique: str
 ) -> None:
     async with agent_stack(
-        transport, tmp_path, unique, script=llm, learner=True, tools=TOOLS
+        transport,
+        tmp_path,
+        unique,
+        script=llm,
+        learner=True,
+        tools=TOOLS,
+        playbook=PlaybookMemoryProcessor,
     ) as stack:
         for user in CANARY:
             question = f"Please remember that my code word is {CANARY[user]}."
@@ -97,7 +105,7 @@ async def test_forgetting_a_user_leaves_no_byte_of_their_canary(
 
         to = {
             name: _queues(stack, name)
-            for name in ("fact-memory", "episode-memory", "conversation-memory")
+            for name in ("fact-memory", "episode-memory", "conversation-memory", "playbook-memory")
         }
         to[LEARNER] = forget_queues(unique)
         reports = await forget_user(stack.transport, to, user="alice", timeout=120)
@@ -113,8 +121,9 @@ async def test_forgetting_a_user_leaves_no_byte_of_their_canary(
         name.split("/")[0].removesuffix(f"-{unique}") for name in before
     }
     assert any(name.startswith(learner_dir.name) for name in before)
-    for name in ("fact-memory", "episode-memory", "conversation-memory", LEARNER):
+    for name in ("fact-memory", "episode-memory", "conversation-memory", "playbook-memory"):
         assert by[name].status == "forgotten", by[name]
+    assert by[LEARNER].status == "forgotten", by[LEARNER]
     assert _removed(by["fact-memory"], "facts") >= 1
     assert _removed(by["episode-memory"], "episodes") >= 1
     assert _removed(by["conversation-memory"], "conversations") == 1
