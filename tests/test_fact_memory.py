@@ -459,3 +459,16 @@ async def test_bad_input_is_answered_writes_nothing_and_the_consumer_keeps_servi
 
     assert await facts.listed() == [] and facts.size() == 0
     assert len(await facts.store(good.content)) == 1  # still serving
+
+
+async def test_an_operation_listed_but_not_dispatched_is_refused_never_a_purge(
+    facts: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Adding a name to the operation list without its branch must not fall through to a
+    destructive default (it used to purge the scope)."""
+    import memory_services.facts.service as service
+
+    await facts.store("Rowan keeps bees.")
+    monkeypatch.setattr(service, "FACT_OPERATIONS", (*service.FACT_OPERATIONS, "archive"))
+    assert await facts.error("archive") == "bad-operation"
+    assert [f.content for f in await facts.listed()] == ["Rowan keeps bees."]

@@ -167,4 +167,7 @@ class EpisodeMemoryProcessor(MemoryProcessor):
             return EpisodeResponse(episodes=episodes, next_offset=next_offset)
         if op == "delete":
             return EpisodeResponse(count=await memory.delete(scope, request.ids))
-        return EpisodeResponse(count=await memory.purge(scope))  # purge
+        if op == "purge":
+            return EpisodeResponse(count=await memory.purge(scope))
+        # Never a destructive default: an operation listed but not dispatched is refused.
+        raise unknown_operation(op, OPERATIONS)

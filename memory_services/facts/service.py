@@ -204,7 +204,10 @@ class FactMemoryProcessor(MemoryProcessor):
         if op == "unconsolidate":
             report, changed = await memory.unconsolidate(scope, r.consolidation_id)
             return self._reported(report, changed, undone=True)
-        return FactResponse(deleted=await memory.purge(scope))  # purge
+        if op == "purge":
+            return FactResponse(deleted=await memory.purge(scope))
+        # Never a destructive default: an operation listed but not dispatched is refused.
+        raise unknown_operation(op, FACT_OPERATIONS)
 
     def _reported(
         self, report: ConsolidationReport, changed: bool, *, undone: bool
