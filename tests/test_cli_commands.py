@@ -176,8 +176,9 @@ async def test_ask_streams_labelled_chunks_and_carries_the_conversation(
             "Observation: Paris is the capital of France.\n"
             "Answer: The capital is Paris.\n"
         )
-        assert err == ""  # a given conversation is not announced; no progress off a TTY
+        # A given conversation is not announced, no progress off a TTY: the session alone.
         [request] = agent.received
+        assert err.startswith(f"session {request.session_id} ") and err.count("\n") == 1
         assert (request.question, request.conversation_id, request.user) == (
             "Capital of France?",
             "conv-7",
@@ -265,7 +266,8 @@ async def test_ask_shows_elapsed_seconds_on_a_terminal_while_waiting(
         code, out, err = await run_ask(transport, "Slow?", unique, conversation="c", err=Terminal())
     assert code == 0 and out.endswith("Answer: You asked: Slow?\n")
     assert "\rwaiting for the agent (1s)" in err
-    assert err.endswith("\r\033[K")  # the status line is erased before the transcript
+    status, session = err.rsplit("\n", 2)[0].rsplit("\r\033[K", 1)
+    assert status and session.startswith("session ")  # the status line is erased first
 
 
 # -- memory ------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from react_mem.commands.common import (
     with_bus,
 )
 from react_mem.commands.progress import Progress
+from react_mem.commands.sessions import SessionLog
 from react_mem.commands.transcript import Transcript
 from react_mem.errors import RequestTimeout
 from react_mem.schema import AgentRequest, AgentResponse
@@ -40,6 +41,8 @@ class AskOptions:
     timeout: float = 120.0
     json: bool = False
     verbose: bool = False
+    #: The request's session id (the one feedback names); None: a fresh one.
+    session: str | None = None
 
 
 def add_parser(sub: Subparsers, bus: BusArgs) -> None:
@@ -64,7 +67,9 @@ def add_parser(sub: Subparsers, bus: BusArgs) -> None:
 
 
 async def command(args: argparse.Namespace) -> int:
+    session = str(uuid.uuid4())
     options = AskOptions(
+        session=session,
         question=args.question,
         conversation=args.conversation,
         user=args.user,
@@ -76,7 +81,11 @@ async def command(args: argparse.Namespace) -> int:
         json=args.json,
         verbose=args.verbose,
     )
-    return await with_bus(bus_settings(args), lambda transport: ask(transport, options))
+    settings = bus_settings(args)
+    code = await with_bus(settings, lambda transport: ask(transport, options))
+    if code == 0:  # an answered session: `feedback --last` rates it
+        SessionLog(settings.state_dir).record(session)
+    return code
 
 
 async def ask(
@@ -95,7 +104,7 @@ async def ask(
         question=options.question,
         collection=options.collection,
         streaming=options.streaming,
-        session_id=str(uuid.uuid4()),
+        session_id=options.session or str(uuid.uuid4()),
         conversation_id=conversation,
         user=options.user,
     )
@@ -141,6 +150,12 @@ async def ask(
         error = transcript.error
         print(f"react-mem ask: agent error ({error.type}): {error.message}", file=err)
         return 1
+    if not options.json:  # on stderr: stdout stays the answer alone
+        print(
+            f"session {request.session_id} (rate it with: react-mem feedback --last "
+            "--helpful, or --harmful)",
+            file=err,
+        )
     return 0
 
 

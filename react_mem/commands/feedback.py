@@ -1,4 +1,4 @@
-"""``react-mem feedback SESSION_ID --helpful|--harmful|--rating X``: tell the memory learner
+"""``react-mem feedback SESSION_ID|--last --helpful|--harmful|--rating X``: tell the memory learner
 how an answer went. The feedback goes on the flow's persistent feedback queue; the learner
 re-runs reflection for that session's trajectory and moves its bullets' counters."""
 
@@ -16,6 +16,7 @@ from memory_services.playbook.schema import Feedback, RubricResult
 from react_mem.bus.queues import Queue
 from react_mem.bus.transport import Transport
 from react_mem.commands.common import BusArgs, Subparsers, bus_settings, flow_args, with_bus
+from react_mem.commands.sessions import SessionLog
 
 VERDICTS = {"pass": True, "fail": False}
 
@@ -39,7 +40,20 @@ def add_parser(sub: Subparsers, bus: BusArgs) -> None:
         description="Tell the memory learner how an answer went: it re-runs reflection for "
         "that session's trajectory and moves the counters of the bullets in its prompt.",
     )
-    parser.add_argument("session_id", metavar="SESSION_ID", help="the answer's session id")
+    parser.add_argument(
+        "session_id",
+        metavar="SESSION_ID",
+        nargs="?",
+        help="the answer's session id (`react-mem ask` prints it)",
+    )
+    parser.add_argument(
+        "--last", action="store_true", help="the session `react-mem ask` answered last"
+    )
+    parser.add_argument(
+        "--any-session",
+        action="store_true",
+        help="send even for a session `react-mem ask` did not answer on this state directory",
+    )
     verdict = parser.add_mutually_exclusive_group(required=True)
     verdict.add_argument(
         "--helpful", dest="helpful", action="store_const", const=True, help="the answer helped"
@@ -81,7 +95,33 @@ def build(args: argparse.Namespace) -> Feedback:
 
 
 async def command(args: argparse.Namespace) -> int:
-    return await with_bus(bus_settings(args), lambda transport: send(transport, args))
+    settings = bus_settings(args)
+    problem = resolve_session(args, SessionLog(settings.state_dir))
+    if problem is not None:
+        print(f"react-mem feedback: {problem}", file=sys.stderr)
+        return 2
+    return await with_bus(settings, lambda transport: send(transport, args))
+
+
+def resolve_session(args: argparse.Namespace, log: SessionLog) -> str | None:
+    """Set ``args.session_id`` from ``--last``, and check it is a session ``ask`` answered:
+    the learner's queue has no reply, so feedback on an unknown session would be dropped
+    silently there. Returns the problem, or None."""
+    if args.last == (args.session_id is not None):
+        return "give a SESSION_ID or --last (not both)"
+    if args.last:
+        args.session_id = log.last()
+        if args.session_id is None:
+            return f"no session answered yet under {log.path.parent.parent} (run react-mem ask)"
+        return None
+    if not args.any_session and not log.known(args.session_id):
+        return (
+            f"unknown session {args.session_id!r}: `react-mem ask` answered no such session "
+            f"under {log.path.parent.parent} (it prints each session's id; --last names the "
+            "latest; --any-session sends it anyway, and the learner drops it if it has no "
+            "trajectory of that session)"
+        )
+    return None
 
 
 async def send(

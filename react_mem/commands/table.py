@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from collections.abc import Sequence
 from typing import TextIO
@@ -11,13 +12,23 @@ from react_mem.commands.common import one_line
 
 
 def table(out: TextIO, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    """Left-aligned columns; the last (free text) is truncated to the terminal width."""
+    """Left-aligned columns; the last (free text) is cut to the terminal's width on a
+    terminal, and whole (on one line) off one, for scripts and pipes."""
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers[:-1])]
     fixed = sum(widths) + 2 * len(widths)
     free = max(shutil.get_terminal_size((100, 24)).columns - fixed, 20)
+    if not _is_terminal(out):
+        free = sys.maxsize
     for row in [headers, *rows]:
         cells = [c.ljust(w) for c, w in zip(row, widths, strict=False)]
         print("  ".join([*cells, one_line(row[-1], free)]).rstrip(), file=out)
+
+
+def _is_terminal(out: TextIO) -> bool:
+    try:
+        return out.isatty()
+    except ValueError:  # closed
+        return False
 
 
 def when(epoch: float | None) -> str:
