@@ -16,12 +16,19 @@ from typing import Any
 
 from react_mem.bus.backends import add_bus_args, describe_bus, open_bus
 from react_mem.bus.rpc import RequestResponseClient
-from react_mem.bus.transport import BrokerNotRunning, Transport
+from react_mem.bus.transport import Transport
 from react_mem.commands import ask, feedback, memory, playbook
 from react_mem.demo import run_demo
 from react_mem.errors import ReactMemError, RequestTimeout
+from react_mem.ownership import DirectoryOwner
 from react_mem.processor.group import load_group
-from react_mem.processor.runtime import ProcessorEntry, resolve_processor, serve
+from react_mem.processor.runtime import (
+    ProcessorEntry,
+    free_port,
+    port_free,
+    resolve_processor,
+    serve,
+)
 from react_mem.processor.settings import BusSettings
 from react_mem.schema.ping import PingRequest, PingResponse
 from react_mem.stack import Progress, agent_queues, stack_entries, wait_until_ready
@@ -30,9 +37,7 @@ from react_mem.stack import Progress, agent_queues, stack_entries, wait_until_re
 _S = argparse.SUPPRESS
 
 
-def _bus_args(parser: argparse.ArgumentParser, *, processor: bool = True) -> None:
-    """The bus flags; a client command (``processor=False``) serves no metrics and logs
-    warnings and worse by default."""
+def _bus_args(parser: argparse.ArgumentParser) -> None:
     add_bus_args(parser)
     parser.add_argument(
         "--state-dir",
@@ -40,23 +45,21 @@ def _bus_args(parser: argparse.ArgumentParser, *, processor: bool = True) -> Non
         default=_S,
         help="where embedded data lives (env REACT_MEM_STATE_DIR)",
     )
-    if processor:
-        parser.add_argument(
-            "--metrics",
-            action=argparse.BooleanOptionalAction,
-            default=_S,
-            help="serve Prometheus metrics (default: on)",
-        )
-        parser.add_argument(
-            "-P", "--metrics-port", type=int, default=_S, help="metrics port (default: 8000)"
-        )
+    parser.add_argument(
+        "--metrics",
+        action=argparse.BooleanOptionalAction,
+        default=_S,
+        help="serve Prometheus metrics (default: on)",
+    )
+    parser.add_argument(
+        "-P", "--metrics-port", type=int, default=_S, help="metrics port (default: 8000)"
+    )
     parser.add_argument(
         "-l",
         "--log-level",
         default=_S,
         type=str.upper,
-        help="DEBUG, INFO, WARNING, ERROR or CRITICAL "
-        f"(default: {'INFO' if processor else 'WARNING'})",
+        help="DEBUG, INFO, WARNING, ERROR or CRITICAL (default: INFO)",
     )
     parser.add_argument(
         "--settings",
@@ -152,8 +155,14 @@ def _stack(args: argparse.Namespace) -> list[ProcessorEntry]:
     )
 
 
+def _own_state(bus: BusSettings) -> DirectoryOwner:
+    """The stack owns its state directory: a second ``up`` there is refused at once."""
+    return DirectoryOwner(bus.state_dir, "the state directory").take()
+
+
 async def _up(args: argparse.Namespace) -> None:
     bus = _bus_settings(args)
+    owner = _own_state(bus)
     entries = _stack(args)
     request, response = agent_queues()
     print(f"react-mem up: state under {bus.state_dir}", flush=True)
@@ -171,8 +180,20 @@ async def _up(args: argparse.Namespace) -> None:
         print('ready. Try: react-mem ask "Remember that I like tea" --conversation c1', flush=True)
         print("Ctrl-C stops everything.", flush=True)
 
-    await serve(entries, bus, ready=ready, started=progress)
+    try:
+        await serve(entries, bus, ready=ready, started=progress)
+    finally:
+        owner.release()
     print("stopped cleanly")
+
+
+def _free_metrics_port(args: argparse.Namespace, bus: BusSettings) -> BusSettings:
+    """The demo serves metrics on another free port when its own is taken, and says so."""
+    if not bus.metrics or port_free(bus.metrics_port):
+        return bus
+    taken, args.metrics_port = bus.metrics_port, free_port()
+    print(f"metrics port {taken} is in use: the demo serves metrics on {args.metrics_port}")
+    return _bus_settings(args)
 
 
 async def _demo(args: argparse.Namespace) -> int:
@@ -181,6 +202,8 @@ async def _demo(args: argparse.Namespace) -> int:
         if "state_dir" not in _bus_given(args):
             args.state_dir = Path(fresh)
         bus = _bus_settings(args)
+        owner = _own_state(bus)
+        bus = _free_metrics_port(args, bus)
         entries = _stack(args)
         print(f"react-mem demo: the whole stack on the embedded defaults, state in {bus.state_dir}")
         progress = Progress([e.settings.id for e in entries])
@@ -195,7 +218,10 @@ async def _demo(args: argparse.Namespace) -> int:
                 stopping.set()
 
         stopping = asyncio.Event()
-        await serve(entries, bus, stopping=stopping, ready=exercise, started=progress)
+        try:
+            await serve(entries, bus, stopping=stopping, ready=exercise, started=progress)
+        finally:
+            owner.release()
     print("\nstopped cleanly")
     return 0 if outcome and outcome[0] else 1
 
@@ -213,58 +239,18 @@ async def _group(args: argparse.Namespace) -> None:
     await serve(entries, _bus_settings(args))
 
 
-async def _ping_command(args: argparse.Namespace) -> int:
-    """Ping a running broker's ping processor; never start a broker (nothing would answer)."""
-    queue = f"{args.workspace}:{args.flow}"
-    try:
-        async with open_bus(_bus_settings(args), start_embedded=False) as transport:
-            latencies = await _ping(transport, queue, args.count, wait=args.timeout)
-    except BrokerNotRunning:
-        print("react-mem ping: no broker running, start one with `react-mem up`", file=sys.stderr)
-        return 1
-    except RequestTimeout:
-        print(
-            f"react-mem ping: no ping processor answered on request:tg:ping:{queue} within "
-            f"{args.timeout:g}s (`react-mem up` runs none; start one with `react-mem run ping`)",
-            file=sys.stderr,
-        )
-        return 1
+async def _ping_command(args: argparse.Namespace) -> None:
+    async with open_bus(_bus_settings(args)) as transport:
+        latencies = await _ping(transport, f"{args.workspace}:{args.flow}", args.count, wait=5)
     print(f"p50 {statistics.median(latencies) * 1000:.2f} ms over {len(latencies)}")
-    return 0
-
-
-def _no_abbreviations(parser: argparse.ArgumentParser) -> None:
-    """A mistyped or shortened flag is an error, never a guess (in every subcommand)."""
-    parser.allow_abbrev = False
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for child in set(action.choices.values()):
-                _no_abbreviations(child)
-
-
-def _client_args(parser: argparse.ArgumentParser) -> None:
-    _bus_args(parser, processor=False)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="react-mem",
-        description="The react-mem command: run processors, groups, the demo, and diagnostics.",
-    )
+    parser = argparse.ArgumentParser(prog="react-mem", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    up = sub.add_parser(
-        "up",
-        help="run the whole stack (agent, memory, LLM) in one process",
-        description="Run the whole stack (agent, memory services, learner, LLM) in one "
-        "process on the embedded broker and stores under the state directory, until Ctrl-C.",
-    )
-    demo = sub.add_parser(
-        "demo",
-        help="run the stack and a two-session memory demo",
-        description="Run the stack on a fresh state directory and two sessions that show "
-        "a fact told in the first reaching the second.",
-    )
+    up = sub.add_parser("up", help="run the whole stack (agent, memory, LLM) in one process")
+    demo = sub.add_parser("demo", help="run the stack and a two-session memory demo")
     for p in (up, demo):
         _bus_args(p)
         p.add_argument(
@@ -285,24 +271,15 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("-c", "--config", type=Path, required=True)
     _bus_args(group)
 
-    ping = sub.add_parser(
-        "ping",
-        help="ping a flow's ping processor",
-        description="Measure round trips to a flow's ping processor (`react-mem run ping`; "
-        "`react-mem up` has none) on a running broker; never starts one.",
-    )
-    _client_args(ping)
+    ping = sub.add_parser("ping", help="ping a flow's ping processor")
+    _bus_args(ping)
     ping.add_argument("--workspace", default="default")
     ping.add_argument("--flow", default="default")
     ping.add_argument("--count", type=int, default=5)
-    ping.add_argument(
-        "--timeout", type=float, default=5.0, help="seconds to wait for a first answer (5)"
-    )
-    ask.add_parser(sub, _client_args)
-    memory.add_parser(sub, _client_args)
-    playbook.add_parser(sub, _client_args)
-    feedback.add_parser(sub, _client_args)
-    _no_abbreviations(parser)
+    ask.add_parser(sub, _bus_args)
+    memory.add_parser(sub, _bus_args)
+    playbook.add_parser(sub, _bus_args)
+    feedback.add_parser(sub, _bus_args)
     return parser
 
 
@@ -330,17 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # the reader left (``| head``): stop quietly
-        _quiet_stdout()
-        return 141
     return code or 0
-
-
-def _quiet_stdout() -> None:
-    """Point stdout at /dev/null so the final flush of a closed pipe raises nothing."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
 
 
 def run() -> None:
@@ -348,11 +315,7 @@ def run() -> None:
     process then ends at once, because pulsar-client's native threads can crash an
     interpreter that is finalising (seen as SIGSEGV on exit under load)."""
     code = main()
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _quiet_stdout()
-        code = code or 141
+    sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
 

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
-from react_mem.errors import RequestTimeout
+from react_mem.errors import ConfigurationError, RequestTimeout
 from react_mem.processor.group import load_group
 from react_mem.processor.runtime import ProcessorEntry, resolve_processor
 from react_mem.schema import (
@@ -57,8 +57,21 @@ def stack_entries(
         if entry.settings.id == LLM_ID:
             values = {**entry.settings.model_dump(exclude_unset=True), **(llm_settings or {})}
             entry = ProcessorEntry(cls, cls.Settings.load(values, file=settings_file))
+            if llm == "openai":
+                _check_endpoint(entry.settings)
         result.append(entry)
     return result
+
+
+def _check_endpoint(settings: Any) -> None:
+    """An OpenAI-compatible backend needs its endpoint named (or OpenAI's own API, which
+    needs a key): otherwise every ask would fail later on a connection error."""
+    named = "base_url" in settings.model_fields_set or os.environ.get("OPENAI_BASE_URL")
+    if not named and settings.api_key is None:
+        raise ConfigurationError(
+            "--llm openai needs the server's URL: give --llm-url URL (env OPENAI_BASE_URL), "
+            "e.g. http://localhost:8080/v1; for OpenAI's own API set OPENAI_API_KEY"
+        )
 
 
 class Progress:

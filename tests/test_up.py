@@ -91,6 +91,9 @@ def test_up_serves_the_stack_until_interrupted(server: OpenAIServer, tmp_path: P
         for pid in ("agent-mem", "memory-learner", "fact-memory", "playbook-memory"):
             assert f"started {pid}" in out
 
+        second = cli("up", "--no-metrics", state=tmp_path)  # one owner per state directory
+        assert second.returncode == 2 and f"pid {up.pid}" in second.stderr, second.stderr
+
         asked = cli("ask", "hello?", "--conversation", "c1", state=tmp_path)
         assert asked.returncode == 0, asked.stdout + asked.stderr
         assert "hello from up" in asked.stdout

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import qdrant_edge as qe
 
 from memory_services.runtime import MemorySettings, make_store
 from memory_services.store import (
@@ -28,6 +29,7 @@ from memory_services.store import (
     Scope,
     ScopeRequired,
     VectorStore,
+    edge_build,
 )
 from react_mem.errors import BadRequest, ConfigurationError, TransientError
 from tests.support.recording import eventually
@@ -451,10 +453,10 @@ async def test_edge_periodic_flush_runs(tmp_path: Path) -> None:
 
 
 async def test_engine_failures_become_transient_errors(tmp_path: Path) -> None:
-    holder = EdgeStore(tmp_path / "edge")
-    await holder.open()
-    await holder.ensure(SPEC)
-    second = EdgeStore(tmp_path / "edge")  # the first holds the shard's write-ahead log
+    # A bare shard holds its write-ahead log (a second EdgeStore would be refused at open).
+    (tmp_path / "edge").mkdir()
+    holder = qe.EdgeShard.create(str(tmp_path / "edge" / C), edge_build.config(SPEC.vector_size))
+    second = EdgeStore(tmp_path / "edge")
     await second.open()
     try:
         with pytest.raises(TransientError) as caught:
@@ -462,7 +464,7 @@ async def test_engine_failures_become_transient_errors(tmp_path: Path) -> None:
         assert caught.value.__cause__ is not None
     finally:
         await second.close()
-        await holder.close()
+        holder.close()
 
     # Nothing listens on port 1.
     server = QdrantServerStore("http://127.0.0.1:1", timeout=2, check_compatibility=False)

@@ -60,6 +60,7 @@ from memory_services.store.base import (
 )
 from memory_services.store.edge_filter import scope_filter
 from react_mem.errors import ConfigurationError, ReactMemError, TransientError
+from react_mem.ownership import DirectoryOwner
 
 logger = logging.getLogger(__name__)
 
@@ -110,9 +111,13 @@ class EdgeStore:
         self._flusher: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._ensuring = asyncio.Lock()
+        #: One process owns the directory: a second opener is refused at once, where the
+        #: engine would fail on its write-ahead log's lock only when a shard loads.
+        self._owner = DirectoryOwner(path, "the embedded store")
 
     async def open(self) -> None:
-        await asyncio.to_thread(self.path.mkdir, parents=True, exist_ok=True)
+        if not self._opened:
+            await asyncio.to_thread(self._owner.take)
         self._opened = True
         if self._flusher is None and self.flush_interval > 0:
             self._stopping = asyncio.Event()
@@ -483,8 +488,11 @@ class EdgeStore:
             self._flusher = None
         shards, self._shards = self._shards, {}
         self._dirty.clear()
-        for shard in shards.values():
-            await asyncio.to_thread(_close, shard)
+        try:
+            for shard in shards.values():
+                await asyncio.to_thread(_close, shard)
+        finally:
+            self._owner.release()
 
 
 def _close(shard: qe.EdgeShard) -> None:

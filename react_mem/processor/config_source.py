@@ -78,6 +78,7 @@ class ConfigServiceSource:
         self._client: RequestResponseClient[ConfigRequest, ConfigResponse] | None = None
         self._notify: Consumer | None = None
         self._task: asyncio.Task[None] | None = None
+        self._said_waiting = False
 
     async def start(self) -> None:
         # Subscribe to pushes before the first fetch so no change falls in between.
@@ -123,6 +124,10 @@ class ConfigServiceSource:
             try:
                 await attempt()
                 return
+            except ReactMemError as exc:  # expected (no config service yet): one line
+                logger.warning("%s: %s failed, retrying in %.1fs: %s", self._id, what, delay, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
             except Exception:
                 logger.exception("%s: %s failed, retrying in %.1fs", self._id, what, delay)
                 await asyncio.sleep(delay)
@@ -141,12 +146,26 @@ class ConfigServiceSource:
                 response = await self._client.request(request, timeout=timeout)
                 break
             except RequestTimeout:
+                self._say_waiting()
                 if timeout >= self._timeout:
                     raise
                 timeout = min(timeout * 2, self._timeout)
         if response.error is not None:
             raise BusError(f"config service: {response.error.type}: {response.error.message}")
         return response
+
+    def _say_waiting(self) -> None:
+        """Said once, at the first unanswered request: without a flow file this processor
+        has no flows until a config service answers."""
+        if self._said_waiting or self.version:
+            return
+        self._said_waiting = True
+        logger.warning(
+            "%s: no flows yet: waiting for the config service on %s (start the stack with "
+            "`react-mem up`, or give this processor a flow file with --flows FILE)",
+            self._id,
+            CONFIG_REQUEST_QUEUE,
+        )
 
     async def _fetch_workspace(self, workspace: str, kind: str) -> dict[str, str]:
         response = await self._request(

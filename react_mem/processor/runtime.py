@@ -7,6 +7,7 @@ import contextlib
 import importlib
 import logging
 import signal
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from prometheus_client import start_http_server
 from react_mem.bus.backends import open_bus
 from react_mem.bus.transport import Transport
 from react_mem.errors import ConfigurationError
+from react_mem.ownership import DirectoryInUse
 from react_mem.processor.base import Processor
 from react_mem.processor.settings import BusSettings, ProcessorSettings
 
@@ -83,6 +85,9 @@ async def supervise(
             stopper.cancel()
             if runner in done:
                 runner.result()
+        except DirectoryInUse:
+            stopping.set()  # another process owns its data: restarting cannot help
+            raise
         except Exception:
             logger.exception("%s failed; restarting in %ss", entry.settings.id, RESTART_DELAY)
         finally:
@@ -114,14 +119,62 @@ async def serve(
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stopping.set)
     if bus.metrics:
-        start_http_server(bus.metrics_port)
-        logger.info("metrics on :%d/metrics", bus.metrics_port)
+        start_metrics(bus.metrics_port)
     async with open_bus(bus) as transport:
         tasks = [asyncio.create_task(supervise(e, transport, stopping, started)) for e in entries]
+        waiter = asyncio.create_task(_until_ready(ready, transport, stopping))
         try:
-            if ready is not None:
-                await ready(transport)
             await stopping.wait()
         finally:
             stopping.set()
-            await asyncio.gather(*tasks)
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+            if not waiter.done():
+                waiter.cancel()
+            results.append(*await asyncio.gather(waiter, return_exceptions=True))
+        for result in results:  # a processor's fatal error first, then ready's
+            if isinstance(result, Exception):
+                raise result
+
+
+async def _until_ready(
+    ready: Callable[[Transport], Any] | None, transport: Transport, stopping: asyncio.Event
+) -> None:
+    """Await ``ready``; its failure stops everything (a processor's fatal error, which
+    stops everything too, cancels it)."""
+    if ready is None:
+        return
+    try:
+        await ready(transport)
+    except BaseException:
+        stopping.set()
+        raise
+
+
+def start_metrics(port: int) -> None:
+    """Serve Prometheus metrics on ``port``; a port in use is refused with the setting named."""
+    try:
+        start_http_server(port)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot serve metrics on port {port}: {exc.strerror or exc}; choose another port "
+            "with -P/--metrics-port (env REACT_MEM_METRICS_PORT), or turn metrics off with "
+            "--no-metrics"
+        ) from None
+    logger.info("metrics on :%d/metrics", port)
+
+
+def port_free(port: int) -> bool:
+    """Whether the metrics server could bind ``port`` now (as it binds: all addresses)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("", 0))
+        return int(sock.getsockname()[1])
