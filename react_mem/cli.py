@@ -16,7 +16,7 @@ from typing import Any
 
 from react_mem.bus.backends import add_bus_args, describe_bus, open_bus
 from react_mem.bus.rpc import RequestResponseClient
-from react_mem.bus.transport import Transport
+from react_mem.bus.transport import BrokerNotRunning, Transport
 from react_mem.commands import ask, feedback, memory, playbook
 from react_mem.demo import run_demo
 from react_mem.errors import ReactMemError, RequestTimeout
@@ -37,7 +37,9 @@ from react_mem.stack import Progress, agent_queues, stack_entries, wait_until_re
 _S = argparse.SUPPRESS
 
 
-def _bus_args(parser: argparse.ArgumentParser) -> None:
+def _bus_args(parser: argparse.ArgumentParser, *, processor: bool = True) -> None:
+    """The bus flags; a client command (``processor=False``) serves no metrics and logs
+    warnings and worse by default."""
     add_bus_args(parser)
     parser.add_argument(
         "--state-dir",
@@ -45,21 +47,23 @@ def _bus_args(parser: argparse.ArgumentParser) -> None:
         default=_S,
         help="where embedded data lives (env REACT_MEM_STATE_DIR)",
     )
-    parser.add_argument(
-        "--metrics",
-        action=argparse.BooleanOptionalAction,
-        default=_S,
-        help="serve Prometheus metrics (default: on)",
-    )
-    parser.add_argument(
-        "-P", "--metrics-port", type=int, default=_S, help="metrics port (default: 8000)"
-    )
+    if processor:
+        parser.add_argument(
+            "--metrics",
+            action=argparse.BooleanOptionalAction,
+            default=_S,
+            help="serve Prometheus metrics (default: on)",
+        )
+        parser.add_argument(
+            "-P", "--metrics-port", type=int, default=_S, help="metrics port (default: 8000)"
+        )
     parser.add_argument(
         "-l",
         "--log-level",
         default=_S,
         type=str.upper,
-        help="DEBUG, INFO, WARNING, ERROR or CRITICAL (default: INFO)",
+        help="DEBUG, INFO, WARNING, ERROR or CRITICAL "
+        f"(default: {'INFO' if processor else 'WARNING'})",
     )
     parser.add_argument(
         "--settings",
@@ -239,18 +243,58 @@ async def _group(args: argparse.Namespace) -> None:
     await serve(entries, _bus_settings(args))
 
 
-async def _ping_command(args: argparse.Namespace) -> None:
-    async with open_bus(_bus_settings(args)) as transport:
-        latencies = await _ping(transport, f"{args.workspace}:{args.flow}", args.count, wait=5)
+async def _ping_command(args: argparse.Namespace) -> int:
+    """Ping a running broker's ping processor; never start a broker (nothing would answer)."""
+    queue = f"{args.workspace}:{args.flow}"
+    try:
+        async with open_bus(_bus_settings(args), start_embedded=False) as transport:
+            latencies = await _ping(transport, queue, args.count, wait=args.timeout)
+    except BrokerNotRunning:
+        print("react-mem ping: no broker running, start one with `react-mem up`", file=sys.stderr)
+        return 1
+    except RequestTimeout:
+        print(
+            f"react-mem ping: no ping processor answered on request:tg:ping:{queue} within "
+            f"{args.timeout:g}s (`react-mem up` runs none; start one with `react-mem run ping`)",
+            file=sys.stderr,
+        )
+        return 1
     print(f"p50 {statistics.median(latencies) * 1000:.2f} ms over {len(latencies)}")
+    return 0
+
+
+def _no_abbreviations(parser: argparse.ArgumentParser) -> None:
+    """A mistyped or shortened flag is an error, never a guess (in every subcommand)."""
+    parser.allow_abbrev = False
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in set(action.choices.values()):
+                _no_abbreviations(child)
+
+
+def _client_args(parser: argparse.ArgumentParser) -> None:
+    _bus_args(parser, processor=False)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="react-mem", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="react-mem",
+        description="The react-mem command: run processors, groups, the demo, and diagnostics.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    up = sub.add_parser("up", help="run the whole stack (agent, memory, LLM) in one process")
-    demo = sub.add_parser("demo", help="run the stack and a two-session memory demo")
+    up = sub.add_parser(
+        "up",
+        help="run the whole stack (agent, memory, LLM) in one process",
+        description="Run the whole stack (agent, memory services, learner, LLM) in one "
+        "process on the embedded broker and stores under the state directory, until Ctrl-C.",
+    )
+    demo = sub.add_parser(
+        "demo",
+        help="run the stack and a two-session memory demo",
+        description="Run the stack on a fresh state directory and two sessions that show "
+        "a fact told in the first reaching the second.",
+    )
     for p in (up, demo):
         _bus_args(p)
         p.add_argument(
@@ -271,15 +315,24 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("-c", "--config", type=Path, required=True)
     _bus_args(group)
 
-    ping = sub.add_parser("ping", help="ping a flow's ping processor")
-    _bus_args(ping)
+    ping = sub.add_parser(
+        "ping",
+        help="ping a flow's ping processor",
+        description="Measure round trips to a flow's ping processor (`react-mem run ping`; "
+        "`react-mem up` has none) on a running broker; never starts one.",
+    )
+    _client_args(ping)
     ping.add_argument("--workspace", default="default")
     ping.add_argument("--flow", default="default")
     ping.add_argument("--count", type=int, default=5)
-    ask.add_parser(sub, _bus_args)
-    memory.add_parser(sub, _bus_args)
-    playbook.add_parser(sub, _bus_args)
-    feedback.add_parser(sub, _bus_args)
+    ping.add_argument(
+        "--timeout", type=float, default=5.0, help="seconds to wait for a first answer (5)"
+    )
+    ask.add_parser(sub, _client_args)
+    memory.add_parser(sub, _client_args)
+    playbook.add_parser(sub, _client_args)
+    feedback.add_parser(sub, _client_args)
+    _no_abbreviations(parser)
     return parser
 
 
@@ -307,7 +360,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader left (``| head``): stop quietly
+        _quiet_stdout()
+        return 141
     return code or 0
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the final flush of a closed pipe raises nothing."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def run() -> None:
@@ -315,7 +378,11 @@ def run() -> None:
     process then ends at once, because pulsar-client's native threads can crash an
     interpreter that is finalising (seen as SIGSEGV on exit under load)."""
     code = main()
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+        code = code or 141
     sys.stderr.flush()
     os._exit(code)
 
