@@ -128,7 +128,8 @@ async def test_an_abandoned_build_leaves_the_collection_as_it_was(tmp_path: Path
     try:
         assert set(await everything(store, HOME)) == {p.id for p in points}
         assert live_path(tmp_path / "edge", BIG.name).name == BIG.name
-        assert [p.name for p in (tmp_path / "edge").iterdir()] == [BIG.name]  # copy removed
+        shards = [p.name for p in (tmp_path / "edge").iterdir() if p.is_dir()]
+        assert shards == [BIG.name]  # copy removed
         await store.upsert(BIG.name, [point(rng, HOME, kind="kept")])  # still writable
         assert await store.optimize(BIG.name) is False  # below the engine's threshold
         assert len(await everything(store, HOME)) == 2_001
