@@ -148,9 +148,7 @@ class Ace:
 
     async def bullets(self, context: str = "", user: str | None = "alice") -> dict[str, Bullet]:
         """What ``user`` reads: the collection-wide bullets and their own private ones."""
-        response = await self.ask(
-            operation="list", limit=1000, context_scope_id=context, user=user
-        )
+        response = await self.ask(operation="list", limit=1000, context_scope_id=context, user=user)
         return {b.content: b for b in response.bullets}
 
     async def history(self, user: str | None = "alice") -> list[DeltaRecord]:
