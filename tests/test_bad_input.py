@@ -14,7 +14,8 @@ from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue, dead_letter_queue
 from react_mem.errors import BadRequest
 from react_mem.schema import AgentRequest
-from react_mem.schema.ping import PingRequest
+from react_mem.schema.ping import PingRequest, PingResponse
+from tests.support import recording
 from tests.support.fact_memory import FactService, fact_service
 from tests.support.hostile import DEEP_ARRAY, DEEP_OBJECT, RawBytes
 from tests.test_processor_broker import ping_service, start_recording
@@ -97,3 +98,42 @@ async def test_unencodable_text_is_answered_invalid_at_once(
             FactRequest(operation="retrieve", query="tea", collection="c"), "ws-a"
         )
         assert [f.content for f in found.facts] == ["Alice drinks tea."]
+
+
+async def test_a_failing_error_reply_settles_the_message_once(
+    transport: PulsarTransport,
+    registry: CollectorRegistry,
+    tmp_path: Path,
+    unique: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A defect while answering bad input neither retries the message nor dead-letters it
+    twice, and the consumer keeps serving."""
+
+    def response(**fields: object) -> PingResponse:
+        if "error" in fields:
+            raise ValueError("reply builder defect")
+        return PingResponse(**fields)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(recording, "PingResponse", response)
+    processor = await start_recording(transport, registry, tmp_path, unique)
+    queue = Queue.parse(f"flow:tg:in-{unique}")
+    subscription = f"{processor.id}--default--f1--input"
+    dlq = await transport.consumer(dead_letter_queue(queue, subscription), "t", from_earliest=True)
+    producer = await transport.producer(queue)
+    try:
+        await producer.send(b"{not json", {"id": "bad"})
+        await producer.send(PingRequest(message="after").encode(), {"id": "ok"})
+        dead = await asyncio.wait_for(dlq.receive(), 20)
+        assert dead.properties["dlq-reason"] == "invalid"
+        for _ in range(200):
+            if processor.done:
+                break
+            await asyncio.sleep(0.05)
+        assert processor.done == ["after"]
+        with pytest.raises(TimeoutError):  # dead-lettered once, not once per attempt
+            await asyncio.wait_for(dlq.receive(), 1.5)
+    finally:
+        await processor.stop()
+        for endpoint in (dlq, producer):
+            await endpoint.close()

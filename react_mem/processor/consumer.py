@@ -218,8 +218,12 @@ class ConsumerRunner:
     async def _reply_error(self, delivery: Delivery, kind: str, message: str) -> None:
         if self.spec.error_reply is None or delivery.properties.get("id") is None:
             return
-        reply = self.spec.error_reply(Error(type=kind, message=message))
         try:
+            reply = self.spec.error_reply(Error(type=kind, message=message))
             await self._context(delivery).reply(reply)
         except BusError as exc:
             logger.error("%s: could not send error reply: %s", self.subscription, exc)
+        except Exception:
+            # Best effort, like a reply the bus refuses: the message is settled either way,
+            # so a faulty reply builder cannot make it come round (and dead-letter) again.
+            logger.exception("%s: could not build an error reply", self.subscription)
