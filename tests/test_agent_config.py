@@ -77,3 +77,18 @@ async def test_pushed_agent_mem_settings_change_behaviour(
         await stack.ask("Loop once more")
         assert "- search:" in stack.llm.requests[-1].system
         assert "- lookup:" not in stack.llm.requests[-1].system
+
+
+def test_an_unknown_agent_mem_key_is_refused_naming_the_closest_key() -> None:
+    """A misspelt key used to be dropped silently (``memory-token-budjet``)."""
+    from react_mem.agent.config import AgentMemConfig
+    from react_mem.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError) as caught:
+        AgentMemConfig.parse({"memory-token-budjet": "100"})
+    assert "'memory-token-budjet'" in str(caught.value)
+    assert "did you mean 'memory-token-budget'" in str(caught.value)
+    # Keys other processors read from the same config type are known, and left to them.
+    shared = AgentMemConfig.parse({"pii-policy": "drop", "episode-retention-days": "30"})
+    assert shared == AgentMemConfig.parse({})
+    assert AgentMemConfig.parse({"memory_token_budget": "100"}).memory_token_budget == 100

@@ -8,6 +8,7 @@ configuration kept, so one typo cannot take an agent down.
 
 from __future__ import annotations
 
+import difflib
 import json
 from typing import Any, Literal, Self
 
@@ -17,6 +18,17 @@ from memory_services.playbook.schema import Weights
 from react_mem.errors import ConfigurationError
 
 CONFIG_TYPE = "agent-mem"
+#: Keys of the same config type that other processors read (the memory services' PII
+#: policy and retention, the learner's ledger retention): known here, not the agent's.
+SHARED_KEYS = frozenset(
+    {
+        "pii-policy",
+        "conversation-retention-days",
+        "episode-retention-days",
+        "fact-ttl-days",
+        "ledger-retention-days",
+    }
+)
 
 
 class AgentMemConfig(BaseModel):
@@ -80,8 +92,15 @@ class AgentMemConfig(BaseModel):
     def parse(cls, values: dict[str, str], *, defaults: dict[str, Any] | None = None) -> Self:
         """Build from a config map (string values, JSON where it parses)."""
         data: dict[str, Any] = dict(defaults or {})
+        known = {field.alias or name for name, field in cls.model_fields.items()} | SHARED_KEYS
         for key, raw in values.items():
-            data[key.replace("_", "-")] = _value(raw)
+            key = key.replace("_", "-")
+            if key not in known:
+                close = difflib.get_close_matches(key, sorted(known), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ConfigurationError(f"unknown {CONFIG_TYPE} key {key!r}{hint}")
+            if key not in SHARED_KEYS:
+                data[key] = _value(raw)
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
