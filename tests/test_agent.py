@@ -3,6 +3,7 @@ memory services, store and embedder around it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -137,12 +138,15 @@ async def test_ids_and_memory_fields_are_carried_through_every_iteration(
         # The turn was appended under the request's ids after the answer.
         from memory_services.conversations.schema import ConversationRequest
 
-        reply = await conversation_get(
-            stack,
-            ConversationRequest(
-                operation="get", collection="geo", user="ada", conversation_id="conv-1"
-            ),
+        request = ConversationRequest(
+            operation="get", collection="geo", user="ada", conversation_id="conv-1"
         )
+        # The append follows the answer (screened for PII first): wait for it, bounded.
+        for _ in range(100):
+            reply = await conversation_get(stack, request)
+            if reply.conversation is not None:
+                break
+            await asyncio.sleep(0.05)
         assert conversation is not None
     assert reply.conversation is not None
     [turn] = reply.conversation.turns
