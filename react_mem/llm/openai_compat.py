@@ -44,8 +44,10 @@ def _env_key() -> SecretStr | None:
 
 class OpenAISettings(LLMSettings):
     #: A server answers many requests at once; with one slot, a single hung call would
-    #: hold every other caller until its deadline.
-    concurrency: int = Field(default=8, ge=1, le=1000)
+    #: hold every other caller until its deadline. Requests received beyond ``parallel``
+    #: wait at the priority gate, agent requests before the learner's.
+    concurrency: int = Field(default=32, ge=1, le=1000)
+    parallel: int | None = Field(default=8, ge=1, le=1000)
     #: Default: ``OPENAI_BASE_URL`` from the environment, else OpenAI's API.
     base_url: str = Field(
         default_factory=lambda: os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -20,6 +20,9 @@ class TextCompletionRequest(WireModel):
     # react-mem's addition: seconds the caller waits for the whole completion, retries
     # included. The service answers within it, with an error if need be. None: no limit.
     timeout: float | None = Field(default=None, gt=0, le=86_400)
+    # react-mem's addition: "background" requests (the learner's) wait for a generation slot
+    # behind every other request. None: normal, as from a TrustGraph peer.
+    priority: Literal["normal", "background"] | None = None
 
     model_config = {"populate_by_name": True, "serialize_by_alias": True}
 
