@@ -8,11 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from memory_services.facts.schema import FactRequest, FactResponse
 from react_mem.bus.pulsar import PulsarTransport
-from react_mem.bus.rpc import RequestResponseClient
 from react_mem.schema import TextCompletionRequest
-from tests.support.agent_stack import Stack, agent_stack
+from tests.support.agent_stack import Stack, agent_stack, facts_of
 from tests.support.memory_services import until
 
 pytestmark = pytest.mark.broker
@@ -31,19 +29,6 @@ def llm(request: TextCompletionRequest) -> str:
     if "running summary" in request.system:
         return json.dumps({"summary": "Ada told the agent about her peanut allergy."})
     return json.dumps({"lessons": []})
-
-
-async def facts_of(stack: Stack, user: str) -> list[str]:
-    topics = stack.topics["fact-memory"]
-    client: RequestResponseClient[FactRequest, FactResponse] = RequestResponseClient(
-        stack.transport, topics["request"], topics["response"], FactResponse
-    )
-    await client.start()
-    try:
-        reply = await client.request(FactRequest(operation="list", user=user), timeout=20)
-        return [f.content for f in reply.facts]
-    finally:
-        await client.close()
 
 
 async def test_a_fact_told_in_one_conversation_is_used_in_another(

@@ -11,14 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from memory_services.facts.schema import FactRequest, FactResponse
 from memory_services.playbook.service import PlaybookMemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
-from react_mem.bus.rpc import RequestResponseClient
 from react_mem.commands.common import ServiceQueues
 from react_mem.commands.forget import LEARNER, Report, forget_user
 from react_mem.schema import TextCompletionRequest
-from tests.support.agent_stack import Stack, agent_stack, forget_queues
+from tests.support.agent_stack import Stack, agent_stack, facts_of, forget_queues
 from tests.support.memory_services import until
 
 pytestmark = pytest.mark.broker
@@ -66,19 +64,6 @@ def files_with(root: Path, text: str) -> list[str]:
         for p in root.rglob("*")
         if p.is_file() and needle in p.read_bytes()
     )
-
-
-async def facts_of(stack: Stack, user: str) -> list[str]:
-    topics = stack.topics["fact-memory"]
-    client: RequestResponseClient[FactRequest, FactResponse] = RequestResponseClient(
-        stack.transport, topics["request"], topics["response"], FactResponse
-    )
-    await client.start()
-    try:
-        reply = await client.request(FactRequest(operation="list", user=user), timeout=20)
-        return [f.content for f in reply.facts]
-    finally:
-        await client.close()
 
 
 async def test_forgetting_a_user_leaves_no_byte_of_their_canary(

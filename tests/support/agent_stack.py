@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from memory_services.conversations.service import ConversationMemoryProcessor
 from memory_services.episodes.service import EpisodeMemoryProcessor
+from memory_services.facts.schema import FactRequest, FactResponse
 from memory_services.facts.service import FactMemoryProcessor
 from memory_services.processor import MemoryProcessor
 from memory_services.working.service import WorkingMemoryProcessor
@@ -368,3 +369,17 @@ async def raw_exchange(
     finally:
         await producer.close()
         await responses.close()
+
+
+async def facts_of(stack: Stack, user: str) -> list[str]:
+    """The contents of ``user``'s facts in the stack's fact-memory (collection default)."""
+    topics = stack.topics["fact-memory"]
+    client: RequestResponseClient[FactRequest, FactResponse] = RequestResponseClient(
+        stack.transport, topics["request"], topics["response"], FactResponse
+    )
+    await client.start()
+    try:
+        reply = await client.request(FactRequest(operation="list", user=user), timeout=20)
+        return [f.content for f in reply.facts]
+    finally:
+        await client.close()
