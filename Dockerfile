@@ -51,8 +51,8 @@ assert v.shape == (1, 384), v.shape; print('embedding model at', m.get_model_pat
 # The ONNX exports of the model (the default backend and the fp32 one), so no start exports.
 ENV REACT_MEM_CACHE_DIR=/opt/react-mem/cache
 RUN HF_HUB_OFFLINE=1 python -c "\
-from memory_services.embedding.onnx import graph; \
-from memory_services.embedding.sentence import model_path; \
+from react_mem.embedding.onnx import graph; \
+from react_mem.embedding.sentence import model_path; \
 [print('exported', graph(model_path('all-MiniLM-L6-v2'), quantized=q)) for q in (True, False)]"
 
 # ---- runtime ---------------------------------------------------------------------------

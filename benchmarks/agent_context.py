@@ -52,15 +52,12 @@ from fact_memory import LOCOMO, corpus, embed_all, optimize, questions
 from prometheus_client import CollectorRegistry
 
 from memory_services.conversations.service import ConversationMemoryProcessor
-from memory_services.episodes.schema import EpisodeRequest, EpisodeResponse
 from memory_services.episodes.service import EpisodeMemoryProcessor
 from memory_services.facts import records as rec
-from memory_services.facts.schema import FactInput, FactRequest, FactResponse
 from memory_services.facts.service import FactMemoryProcessor
 from memory_services.store.base import Record
 from memory_services.store.base import Scope as StoreScope
 from memory_services.store.edge import EdgeStore
-from memory_services.working.tokens import HFTokenCounter
 from react_mem.agent import prompt
 from react_mem.agent.config import AgentMemConfig
 from react_mem.agent.memory import EPISODES, FACTS, MemoryRecall, Recall, Scope
@@ -71,6 +68,9 @@ from react_mem.processor.flow import Flow
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.schema import AgentRequest, AgentStep
 from react_mem.schema.agent import MemoryState
+from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
+from react_mem.schema.facts import FactInput, FactRequest, FactResponse
+from react_mem.tokens import HFTokenCounter
 
 WS, FLOW, COLLECTION, USER = "default", "bench", "bench", "maya"
 TARGET_P50_MS, TARGET_P99_MS, TARGET_REDUCTION = 25.0, 60.0, 0.80

@@ -20,8 +20,8 @@ from typing import get_args
 import numpy as np
 from fact_memory import corpus, questions
 
-from memory_services.embedding.base import Backend
-from memory_services.embedding.sentence import SentenceTransformerEmbedder
+from react_mem.embedding.base import Backend
+from react_mem.embedding.sentence import SentenceTransformerEmbedder
 
 
 async def measure(

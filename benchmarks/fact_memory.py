@@ -28,17 +28,17 @@ from pathlib import Path
 
 import numpy as np
 
-from memory_services.embedding.base import DEFAULT_BACKEND
-from memory_services.embedding.sentence import SentenceTransformerEmbedder
 from memory_services.facts import records as rec
 from memory_services.facts.memory import FactMemory
-from memory_services.facts.schema import FactInput, FactRequest, FactResponse
 from memory_services.store.base import Record, Scope
 from memory_services.store.edge import EdgeStore
 from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
 from react_mem.bus.rpc import RequestResponseClient
+from react_mem.embedding.base import DEFAULT_BACKEND
+from react_mem.embedding.sentence import SentenceTransformerEmbedder
 from react_mem.errors import RequestTimeout
+from react_mem.schema.facts import FactInput, FactRequest, FactResponse
 
 Client = RequestResponseClient[FactRequest, FactResponse]
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "eval" / "locomo-dev.json"

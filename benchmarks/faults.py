@@ -48,12 +48,12 @@ sys.path.insert(0, str(REPO))
 from fact_memory import corpus, locomo  # noqa: E402
 
 from memory_services.facts.records import normalise  # noqa: E402
-from memory_services.facts.schema import FactInput, FactRequest, FactResponse  # noqa: E402
 from react_mem.bus.embedded import EmbeddedBroker  # noqa: E402
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport  # noqa: E402
 from react_mem.bus.rpc import RequestResponseClient  # noqa: E402
 from react_mem.errors import ReactMemError  # noqa: E402
 from react_mem.schema import AgentRequest, AgentResponse  # noqa: E402
+from react_mem.schema.facts import FactInput, FactRequest, FactResponse  # noqa: E402
 from tests.support.openai_server import OpenAIServer  # noqa: E402
 
 FACTS_Q = ("request:tg:fact-memory:default:default", "response:tg:fact-memory:default:default")

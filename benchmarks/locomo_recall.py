@@ -20,12 +20,12 @@ import time
 from pathlib import Path
 from typing import Any, get_args
 
-from memory_services.embedding.base import DEFAULT_BACKEND, Backend
-from memory_services.facts.schema import FactInput, FactRequest, FactResponse
 from memory_services.facts.service import FactMemoryProcessor
 from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
 from react_mem.bus.rpc import RequestResponseClient
+from react_mem.embedding.base import DEFAULT_BACKEND, Backend
+from react_mem.schema.facts import FactInput, FactRequest, FactResponse
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "eval" / "locomo-dev.json"
 KS = (5, 10)

@@ -33,9 +33,9 @@ from pathlib import Path
 import numpy as np
 from fact_memory import Client, Service, corpus, questions
 
-from memory_services.facts.schema import FactInput, FactRequest
 from memory_services.store import residency
 from react_mem.bus.embedded import EmbeddedBroker
+from react_mem.schema.facts import FactInput, FactRequest
 
 #: The configurations compared: their names and the environment that sets them.
 VARIANTS = {"before": {"REACT_MEM_EDGE_PAGE_OUT": "false"}, "after": {}}

@@ -58,9 +58,9 @@ def main() -> None:
         f"RSS +{rss_mib() - before:.0f} MiB; torch imported: {'torch' in sys.modules}"
     )
 
-    from memory_services.facts.schema import FactInput, FactRequest
     from memory_services.pii.guard import PiiGuard
     from memory_services.pii.policy import PiiPolicy
+    from react_mem.schema.facts import FactInput, FactRequest
 
     policy = PiiPolicy()
     clean_short = [ordinary(rng) for _ in range(50)]

@@ -46,12 +46,12 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from memory_services.playbook.schema import Delta, DeltaOperation, PlaybookRequest, PlaybookResponse
 from memory_services.playbook.service import PlaybookMemoryProcessor
-from memory_services.runtime import shared_embedder
 from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
 from react_mem.bus.rpc import RequestResponseClient
+from react_mem.embedding.shared import shared_embedder
+from react_mem.schema.playbook import Delta, DeltaOperation, PlaybookRequest, PlaybookResponse
 
 WS, FLOW = "default", "bench"
 #: The share of simulated tasks on a known strategy's topic (the rest are noise tasks).

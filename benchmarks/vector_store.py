@@ -152,7 +152,7 @@ async def _write_and_flush(store: EdgeStore, records: list[Record]) -> None:
 async def bench_embed(threads: int, label: str) -> None:
     import torch
 
-    from memory_services.embedding.sentence import SentenceTransformerEmbedder
+    from react_mem.embedding.sentence import SentenceTransformerEmbedder
 
     embedder = SentenceTransformerEmbedder(torch_threads=threads)
     started = time.perf_counter()

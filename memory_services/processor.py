@@ -17,19 +17,20 @@ from typing import ClassVar
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
-from memory_services.embedding.base import Embedder
 from memory_services.metrics import index_duration, memory_items
 from memory_services.pii.guard import CONFIG_TYPE as PII_CONFIG_TYPE
 from memory_services.pii.guard import PiiGuard
-from memory_services.retention import CONFIG_TYPE as RETENTION_CONFIG_TYPE
-from memory_services.retention import WorkspaceRetention
-from memory_services.runtime import MemorySettings, make_store, shared_embedder
+from memory_services.runtime import MemorySettings, make_store
 from memory_services.store.base import Scope, VectorStore
 from react_mem.bus.transport import Transport
+from react_mem.embedding.base import Embedder
+from react_mem.embedding.shared import shared_embedder
 from react_mem.errors import BadRequest, ConfigurationError
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
+from react_mem.retention import CONFIG_TYPE as RETENTION_CONFIG_TYPE
+from react_mem.retention import WorkspaceRetention
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ class MemoryProcessor(Processor):
 
     def retention(self, key: str, default_days: float | None) -> WorkspaceRetention:
         """A retention period with this service's default, which a workspace's agent-mem
-        ``key`` overrides (see :mod:`memory_services.retention`)."""
+        ``key`` overrides (see :mod:`react_mem.retention`)."""
         retention = WorkspaceRetention(self.id, key, default_days)
         self.register_config_handler([RETENTION_CONFIG_TYPE], retention.on_config)
         return retention

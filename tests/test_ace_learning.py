@@ -16,7 +16,13 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from memory_services.playbook.schema import (
+from memory_services.playbook.service import PlaybookMemoryProcessor
+from react_mem.bus.pulsar import PulsarTransport
+from react_mem.bus.queues import Queue
+from react_mem.learner.service import LearnerSettings, MemoryLearnerProcessor
+from react_mem.schema import AgentStep, TextCompletionRequest
+from react_mem.schema.agent import MemoryRef
+from react_mem.schema.playbook import (
     Bullet,
     Delta,
     DeltaOperation,
@@ -26,12 +32,6 @@ from memory_services.playbook.schema import (
     PlaybookResponse,
     RubricResult,
 )
-from memory_services.playbook.service import PlaybookMemoryProcessor
-from react_mem.bus.pulsar import PulsarTransport
-from react_mem.bus.queues import Queue
-from react_mem.learner.service import LearnerSettings, MemoryLearnerProcessor
-from react_mem.schema import AgentStep, TextCompletionRequest
-from react_mem.schema.agent import MemoryRef
 from react_mem.schema.trajectory import Trajectory
 from tests.support.memory_services import MovableClock, Running, serving, topics
 from tests.support.recording import eventually

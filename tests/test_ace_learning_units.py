@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from memory_services.playbook.schema import DeltaOperation, Feedback, RubricResult
 from react_mem.learner.ace import AceConfig, feedback_key, window_key
 from react_mem.learner.curator import curate, heuristic_operations, similarity
 from react_mem.learner.ledger import Ledger
@@ -26,6 +25,7 @@ from react_mem.learner.reflector import (
 )
 from react_mem.schema import AgentStep, TextCompletionRequest, TextCompletionResponse
 from react_mem.schema.agent import MemoryRef
+from react_mem.schema.playbook import DeltaOperation, Feedback, RubricResult
 from react_mem.schema.trajectory import Trajectory
 
 B1 = MemoryRef(kind="bullet", id="b1", content="Look up family members in the knowledge base.")

@@ -136,7 +136,7 @@ async def test_ids_and_memory_fields_are_carried_through_every_iteration(
         assert got[-1].content == ANSWER
         conversation = stack.services["conversation-memory"]
         # The turn was appended under the request's ids after the answer.
-        from memory_services.conversations.schema import ConversationRequest
+        from react_mem.schema.conversations import ConversationRequest
 
         request = ConversationRequest(
             operation="get", collection="geo", user="ada", conversation_id="conv-1"
@@ -160,8 +160,8 @@ async def test_ids_and_memory_fields_are_carried_through_every_iteration(
 
 
 async def conversation_get(stack, request):  # type: ignore[no-untyped-def]
-    from memory_services.conversations.schema import ConversationResponse
     from react_mem.bus.rpc import RequestResponseClient
+    from react_mem.schema.conversations import ConversationResponse
 
     topics = stack.topics["conversation-memory"]
     client = RequestResponseClient(

@@ -19,15 +19,6 @@ from typing import ClassVar
 import pytest
 from prometheus_client import CollectorRegistry
 
-from memory_services.facts.schema import FactInput, FactRequest, FactResponse
-from memory_services.playbook.schema import (
-    Bullet,
-    Delta,
-    DeltaOperation,
-    PlaybookRequest,
-    PlaybookResponse,
-)
-from memory_services.working.tokens import HFTokenCounter
 from react_mem.agent import prompt
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue
@@ -39,7 +30,16 @@ from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.schema import AgentStep, TextCompletionRequest
 from react_mem.schema.agent import MemoryRef
+from react_mem.schema.facts import FactInput, FactRequest, FactResponse
+from react_mem.schema.playbook import (
+    Bullet,
+    Delta,
+    DeltaOperation,
+    PlaybookRequest,
+    PlaybookResponse,
+)
 from react_mem.schema.trajectory import Trajectory
+from react_mem.tokens import HFTokenCounter
 from tests.support.agent_stack import Stack, agent_stack, trajectory_queue
 
 BULLETS = [
@@ -453,9 +453,9 @@ def test_post_context_goes_between_working_memory_and_the_question() -> None:
 
 
 def test_playbook_config_keys_parse_presets_json_weights_and_refuse_typos() -> None:
-    from memory_services.playbook.schema import Weights
     from react_mem.agent.config import AgentMemConfig
     from react_mem.errors import ConfigurationError
+    from react_mem.schema.playbook import Weights
 
     cfg = AgentMemConfig.parse({})
     assert (cfg.playbook_top_k, cfg.playbook_weights, cfg.playbook_relevance) == (

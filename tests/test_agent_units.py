@@ -6,15 +6,15 @@ import json
 
 import pytest
 
-from memory_services.conversations.schema import Conversation, ConversationTurn
-from memory_services.episodes.schema import Episode
-from memory_services.facts.schema import Fact
-from memory_services.working.tokens import HFTokenCounter
 from react_mem.agent import prompt
 from react_mem.agent.config import AgentMemConfig
 from react_mem.agent.tools import tool_from_config, tools_from_config
 from react_mem.errors import ConfigurationError
 from react_mem.schema import AgentStep
+from react_mem.schema.conversations import Conversation, ConversationTurn
+from react_mem.schema.episodes import Episode
+from react_mem.schema.facts import Fact
+from react_mem.tokens import HFTokenCounter
 
 
 @pytest.fixture(scope="module")

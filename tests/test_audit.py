@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from memory_services.conversations.schema import ConversationRequest, ConversationResponse
 from memory_services.conversations.service import ConversationMemoryProcessor
-from memory_services.facts.schema import FactInput, FactRequest, FactResponse
 from memory_services.facts.service import FactMemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue
 from react_mem.bus.transport import Consumer
 from react_mem.schema.audit import AuditEvent
+from react_mem.schema.conversations import ConversationRequest, ConversationResponse
+from react_mem.schema.facts import FactInput, FactRequest, FactResponse
 from tests.support.memory_services import START, MovableClock, serving, topics
 
 pytestmark = pytest.mark.broker
@@ -201,8 +201,8 @@ async def test_the_learners_forget_queue_is_audited_by_its_consumer(
 async def test_playbook_grants_and_revokes_are_audited_with_the_grantees(
     transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
 ) -> None:
-    from memory_services.playbook.schema import PlaybookRequest, PlaybookResponse
     from memory_services.playbook.service import PlaybookMemoryProcessor
+    from react_mem.schema.playbook import PlaybookRequest, PlaybookResponse
 
     queues = topics("playbook-memory", unique, "ws-a", ("audit",))
     async with (

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from memory_services.facts.schema import FactInput, FactRequest
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue, dead_letter_queue
 from react_mem.errors import BadRequest
 from react_mem.schema import AgentRequest
+from react_mem.schema.facts import FactInput, FactRequest
 from react_mem.schema.ping import PingRequest, PingResponse
 from tests.support import recording
 from tests.support.fact_memory import FactService, fact_service

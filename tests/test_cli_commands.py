@@ -18,11 +18,8 @@ from typing import Any, ClassVar
 import pytest
 from prometheus_client import CollectorRegistry
 
-from memory_services.conversations.schema import ConversationRequest, ConversationResponse
 from memory_services.conversations.service import ConversationMemoryProcessor
-from memory_services.episodes.schema import EpisodeRequest, EpisodeResponse
 from memory_services.episodes.service import EpisodeMemoryProcessor
-from memory_services.facts.schema import FactInput, FactRequest, FactResponse
 from memory_services.facts.service import FactMemoryProcessor
 from memory_services.processor import MemoryProcessor
 from react_mem.bus.embedded import EmbeddedBroker
@@ -38,6 +35,9 @@ from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.schema import AgentRequest, AgentResponse, Error
 from react_mem.schema.base import WireModel
+from react_mem.schema.conversations import ConversationRequest, ConversationResponse
+from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
+from react_mem.schema.facts import FactInput, FactRequest, FactResponse
 from tests.support.memory_services import MovableClock, Running, serving
 from tests.support.ping import flow_file
 

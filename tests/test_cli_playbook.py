@@ -15,19 +15,19 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from memory_services.playbook.schema import (
-    Delta,
-    DeltaOperation,
-    Feedback,
-    PlaybookRequest,
-    PlaybookResponse,
-)
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue
 from react_mem.bus.transport import Transport
 from react_mem.cli import build_parser
 from react_mem.commands import feedback, playbook
 from react_mem.commands.common import ServiceQueues
+from react_mem.schema.playbook import (
+    Delta,
+    DeltaOperation,
+    Feedback,
+    PlaybookRequest,
+    PlaybookResponse,
+)
 from tests.support.memory_services import MovableClock, Running, serving
 
 pytestmark = pytest.mark.broker

@@ -19,14 +19,14 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from memory_services.consolidation.schema import ConsolidationReport
 from memory_services.episodes.records import canonical_size
-from memory_services.episodes.schema import Episode, EpisodeRequest, EpisodeResponse, Outcome
 from memory_services.episodes.service import EpisodeMemoryProcessor
-from memory_services.facts.schema import Fact, FactInput, FactRequest, FactResponse
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue
 from react_mem.schema import AgentStep
+from react_mem.schema.consolidation import ConsolidationReport
+from react_mem.schema.episodes import Episode, EpisodeRequest, EpisodeResponse, Outcome
+from react_mem.schema.facts import Fact, FactInput, FactRequest, FactResponse
 from tests.support.fact_memory import FactService
 from tests.support.fact_memory import fact_service as shared_fact_service
 from tests.support.memory_services import MovableClock, Raw, Running, serving, topics

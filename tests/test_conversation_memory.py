@@ -12,17 +12,17 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from memory_services.conversations.lifecycle import ConversationLifecycle
-from memory_services.conversations.schema import (
-    ConversationEnded,
-    ConversationRequest,
-    ConversationResponse,
-    ConversationTurn,
-)
 from memory_services.conversations.service import ConversationMemoryProcessor
 from memory_services.store.base import Scope
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue
 from react_mem.bus.transport import Consumer
+from react_mem.schema.conversations import (
+    ConversationEnded,
+    ConversationRequest,
+    ConversationResponse,
+    ConversationTurn,
+)
 from tests.support.memory_services import MovableClock, Raw, Running, serving, topics
 from tests.support.recording import eventually
 

@@ -33,7 +33,7 @@ from react_mem.agent.tools import tools_from_config
 from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.processor.config_source import read_config_file
 from react_mem.processor.flow import FlowDefinition
-from react_mem.processor.runtime import PROCESSORS, resolve_processor
+from react_mem.processor.runtime import registered_processors, resolve_processor
 from react_mem.processor.settings import BusSettings
 from tests.test_trustgraph_config import check_flow
 
@@ -177,7 +177,7 @@ def test_every_processor_is_deployed(
     deployed = workloads(docs)
     assert set(deployed) == enabled
     runs = {p.get("run", name) for name, p in values["processors"].items()}
-    assert set(PROCESSORS) - runs == set(NOT_DEPLOYED), "a processor has no place in the chart"
+    assert set(registered_processors()) - runs == set(NOT_DEPLOYED), "a processor has no place in the chart"
     for name, workload in deployed.items():
         (container,) = workload["spec"]["template"]["spec"]["containers"]
         p = values["processors"][name]
@@ -519,7 +519,7 @@ def test_rendered_container_runs_and_answers_its_probe(
 def exported_metrics() -> set[str]:
     """Sample names every react-mem processor's registry defines at construction."""
     names = {"up"}  # Prometheus' own, per scrape target
-    for run in set(PROCESSORS) - set(NOT_DEPLOYED):
+    for run in set(registered_processors()) - set(NOT_DEPLOYED):
         cls = resolve_processor(run)
         registry = CollectorRegistry()
         cls(cls.Settings.load({"id": cls.default_id}), None, registry=registry)  # type: ignore[arg-type]

@@ -15,10 +15,11 @@ from typing import get_args
 
 import pytest
 
-from memory_services.embedding import onnx
-from memory_services.embedding.base import Backend
-from memory_services.embedding.sentence import SentenceTransformerEmbedder, model_path
-from memory_services.runtime import MemorySettings, shared_embedder
+from memory_services.runtime import MemorySettings
+from react_mem.embedding import onnx
+from react_mem.embedding.base import Backend
+from react_mem.embedding.sentence import SentenceTransformerEmbedder, model_path
+from react_mem.embedding.shared import shared_embedder
 from react_mem.errors import BadRequest, ConfigurationError, TransientError
 from tests.support.recording import eventually
 
@@ -237,7 +238,8 @@ def test_the_onnx_backends_never_load_torch() -> None:
     script = (
         "import asyncio, sys\n"
         "import pulsar\n"  # as in a service; the export itself runs in a child process
-        "from memory_services.runtime import MemorySettings, shared_embedder\n"
+        "from memory_services.runtime import MemorySettings\n"
+        "from react_mem.embedding.shared import shared_embedder\n"
         "embedder = shared_embedder(MemorySettings.load({'id': 'x'}))\n"
         "asyncio.run(embedder.start())\n"
         "[vector] = asyncio.run(embedder.embed(['no torch here']))\n"

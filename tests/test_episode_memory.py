@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from memory_services.episodes.schema import EpisodeRequest, EpisodeResponse
 from memory_services.episodes.service import EpisodeMemoryProcessor
-from memory_services.runtime import shared_embedder
 from memory_services.store.base import Scope
 from react_mem.bus.pulsar import PulsarTransport
+from react_mem.embedding.shared import shared_embedder
 from react_mem.schema import AgentStep
+from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
 from tests.support.memory_services import MovableClock, Raw, Running, serving, topics, until
 from tests.support.recording import eventually
 

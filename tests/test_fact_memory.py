@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from memory_services.embedding.base import Embedder
-from memory_services.facts.schema import FactInput, FactRequest, FactResponse
 from memory_services.facts.service import FactMemorySettings
-from memory_services.runtime import shared_embedder
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue
+from react_mem.embedding.base import Embedder
+from react_mem.embedding.shared import shared_embedder
+from react_mem.schema.facts import FactInput, FactRequest, FactResponse
 from tests.support.fact_memory import FactService
 from tests.support.fact_memory import fact_service as shared_fact_service
 from tests.support.memory_services import START

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from memory_services.facts.schema import FactInput
 from react_mem.bus.pulsar import PulsarTransport
+from react_mem.schema.facts import FactInput
 from tests.support.fact_memory import FactService, fact_service
 
 pytestmark = pytest.mark.broker

@@ -23,15 +23,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from memory_services.conversations.schema import OPERATIONS as CONVERSATION_OPS
-from memory_services.conversations.schema import ConversationEnded, ConversationRequest
-from memory_services.episodes.schema import OPERATIONS as EPISODE_OPS
-from memory_services.episodes.schema import EpisodeRequest
-from memory_services.facts.schema import FACT_OPERATIONS, FactRequest
-from memory_services.playbook.schema import OPERATIONS as PLAYBOOK_OPS
-from memory_services.playbook.schema import Feedback, PlaybookRequest
 from memory_services.playbook.service import PlaybookMemoryProcessor
-from memory_services.working.schema import WorkingMemoryRequest
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue
 from react_mem.bus.transport import Consumer, Producer
@@ -44,7 +36,15 @@ from react_mem.schema import (
     TextCompletionRequest,
 )
 from react_mem.schema.base import WireModel
+from react_mem.schema.conversations import OPERATIONS as CONVERSATION_OPS
+from react_mem.schema.conversations import ConversationEnded, ConversationRequest
+from react_mem.schema.episodes import OPERATIONS as EPISODE_OPS
+from react_mem.schema.episodes import EpisodeRequest
+from react_mem.schema.facts import FACT_OPERATIONS, FactRequest
+from react_mem.schema.playbook import OPERATIONS as PLAYBOOK_OPS
+from react_mem.schema.playbook import Feedback, PlaybookRequest
 from react_mem.schema.trajectory import Trajectory
+from react_mem.schema.working import WorkingMemoryRequest
 from tests.support.agent_stack import Stack, agent_stack, feedback_queue, trajectory_queue
 from tests.support.hostile import is_object, payloads, schema_fields
 from tests.test_config_service import config_service

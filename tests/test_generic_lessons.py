@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from memory_services.playbook.schema import Feedback
 from react_mem.learner.generic import leak
 from react_mem.learner.llm import JsonLLM
 from react_mem.learner.reflector import heuristic_reflection, reflect
 from react_mem.schema.agent import AgentStep
 from react_mem.schema.llm import TextCompletionRequest, TextCompletionResponse
+from react_mem.schema.playbook import Feedback
 from react_mem.schema.trajectory import Trajectory
 
 SSN = "123-45-6789"

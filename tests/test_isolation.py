@@ -24,22 +24,22 @@ import pytest
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from memory_services.conversations.schema import ConversationRequest, ConversationResponse
 from memory_services.conversations.service import ConversationMemoryProcessor
-from memory_services.episodes.schema import EpisodeRequest, EpisodeResponse
 from memory_services.episodes.service import EpisodeMemoryProcessor
-from memory_services.facts.schema import FactInput, FactRequest, FactResponse
 from memory_services.facts.service import FactMemoryProcessor
-from memory_services.playbook.schema import (
+from memory_services.playbook.service import PlaybookMemoryProcessor
+from react_mem.bus.pulsar import PulsarTransport
+from react_mem.bus.rpc import RequestResponseClient
+from react_mem.schema import AgentStep, TextCompletionRequest, WireModel
+from react_mem.schema.conversations import ConversationRequest, ConversationResponse
+from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
+from react_mem.schema.facts import FactInput, FactRequest, FactResponse
+from react_mem.schema.playbook import (
     Delta,
     DeltaOperation,
     PlaybookRequest,
     PlaybookResponse,
 )
-from memory_services.playbook.service import PlaybookMemoryProcessor
-from react_mem.bus.pulsar import PulsarTransport
-from react_mem.bus.rpc import RequestResponseClient
-from react_mem.schema import AgentStep, TextCompletionRequest, WireModel
 from react_mem.schema.scope import Scope
 from tests.support.agent_stack import Stack, agent_stack
 from tests.support.memory_services import MovableClock, serving, topics

@@ -15,23 +15,23 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from memory_services.conversations.schema import (
-    Conversation,
-    ConversationEnded,
-    ConversationRequest,
-    ConversationResponse,
-    ConversationTurn,
-)
 from memory_services.conversations.service import ConversationMemoryProcessor
-from memory_services.episodes.schema import Episode, EpisodeRequest, EpisodeResponse
 from memory_services.episodes.service import EpisodeMemoryProcessor
-from memory_services.facts.schema import Fact, FactInput, FactRequest, FactResponse
 from memory_services.facts.service import FactMemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue, dead_letter_queue
 from react_mem.learner.records import invocation_summary
 from react_mem.learner.service import LearnerSettings, MemoryLearnerProcessor
 from react_mem.schema import AgentStep, TextCompletionRequest
+from react_mem.schema.conversations import (
+    Conversation,
+    ConversationEnded,
+    ConversationRequest,
+    ConversationResponse,
+    ConversationTurn,
+)
+from react_mem.schema.episodes import Episode, EpisodeRequest, EpisodeResponse
+from react_mem.schema.facts import Fact, FactInput, FactRequest, FactResponse
 from react_mem.schema.trajectory import Trajectory
 from tests.support.memory_services import MovableClock, Running, serving, topics
 from tests.support.recording import eventually

@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from memory_services.conversations.schema import ConversationEnded, ConversationTurn
-from react_mem.agent.finish import PARSE_ERROR_ACTION
 from react_mem.errors import RequestTimeout
 from react_mem.learner.explicit import about_user, explicit_facts
 from react_mem.learner.extract import FactReply, SummaryReply, clip, keep_facts, merge_summary
@@ -25,7 +23,8 @@ from react_mem.learner.records import (
     trajectory_record,
 )
 from react_mem.schema import AgentStep, TextCompletionRequest, TextCompletionResponse
-from react_mem.schema.trajectory import Trajectory
+from react_mem.schema.conversations import ConversationEnded, ConversationTurn
+from react_mem.schema.trajectory import PARSE_ERROR_ACTION, Trajectory
 
 
 def test_json_is_found_inside_chatter_and_code_fences() -> None:

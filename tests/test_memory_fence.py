@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_services.conversations.schema import Conversation, ConversationTurn
-from memory_services.episodes.schema import Episode
-from memory_services.facts.schema import Fact
-from memory_services.playbook.schema import Bullet
-from memory_services.working.tokens import HFTokenCounter
 from react_mem.agent import prompt
+from react_mem.schema.conversations import Conversation, ConversationTurn
+from react_mem.schema.episodes import Episode
+from react_mem.schema.facts import Fact
+from react_mem.schema.playbook import Bullet
+from react_mem.tokens import HFTokenCounter
 
 FENCE_TAG = re.compile(r"</?memory>")
 

@@ -13,7 +13,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from memory_services.facts.schema import FactInput, FactRequest
 from memory_services.pii.engine import (
     BlankEnglish,
     Detector,
@@ -23,6 +22,7 @@ from memory_services.pii.engine import (
 from memory_services.pii.guard import PiiGuard, PiiRefused
 from memory_services.pii.policy import ENTITIES, PiiPolicy
 from react_mem.errors import BadRequest, ConfigurationError
+from react_mem.schema.facts import FactInput, FactRequest
 from tests.support import pii_values
 from tests.support.pii_values import KINDS, iban_valid, luhn_check_digit, ordinary, sentence
 

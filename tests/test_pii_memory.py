@@ -14,21 +14,21 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from memory_services.conversations.schema import ConversationRequest, ConversationResponse
 from memory_services.conversations.service import ConversationMemoryProcessor
-from memory_services.episodes.schema import EpisodeRequest, EpisodeResponse
 from memory_services.episodes.service import EpisodeMemoryProcessor
-from memory_services.facts.schema import FactInput, FactRequest, FactResponse
 from memory_services.facts.service import FactMemoryProcessor
-from memory_services.playbook.schema import (
+from memory_services.playbook.service import PlaybookMemoryProcessor
+from react_mem.bus.pulsar import PulsarTransport
+from react_mem.schema import AgentStep
+from react_mem.schema.conversations import ConversationRequest, ConversationResponse
+from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
+from react_mem.schema.facts import FactInput, FactRequest, FactResponse
+from react_mem.schema.playbook import (
     Delta,
     DeltaOperation,
     PlaybookRequest,
     PlaybookResponse,
 )
-from memory_services.playbook.service import PlaybookMemoryProcessor
-from react_mem.bus.pulsar import PulsarTransport
-from react_mem.schema import AgentStep
 from tests.support.memory_services import MovableClock, serving, topics
 from tests.support.pii_values import sentence
 

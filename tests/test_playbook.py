@@ -16,10 +16,18 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
-from memory_services.embedding.base import Embedder
 from memory_services.playbook.memory import PlaybookMemory
 from memory_services.playbook.records import SECONDS_PER_DAY, PlaybookPolicy, ScopeKey
-from memory_services.playbook.schema import (
+from memory_services.playbook.scoring import DecayRates, jaccard, words
+from memory_services.playbook.service import PlaybookMemoryProcessor, PlaybookMemorySettings
+from memory_services.store.base import Record, VectorStore
+from memory_services.store.edge import EdgeStore
+from memory_services.store.qdrant_server import QdrantServerStore
+from react_mem.bus.pulsar import PulsarTransport
+from react_mem.bus.queues import Queue
+from react_mem.embedding.base import Embedder
+from react_mem.embedding.shared import shared_embedder
+from react_mem.schema.playbook import (
     Bullet,
     Delta,
     DeltaOperation,
@@ -27,14 +35,6 @@ from memory_services.playbook.schema import (
     PlaybookResponse,
     Weights,
 )
-from memory_services.playbook.scoring import DecayRates, jaccard, words
-from memory_services.playbook.service import PlaybookMemoryProcessor, PlaybookMemorySettings
-from memory_services.runtime import shared_embedder
-from memory_services.store.base import Record, VectorStore
-from memory_services.store.edge import EdgeStore
-from memory_services.store.qdrant_server import QdrantServerStore
-from react_mem.bus.pulsar import PulsarTransport
-from react_mem.bus.queues import Queue
 from tests.support.memory_services import START, MovableClock, Running, serving, topics
 from tests.support.recording import eventually
 

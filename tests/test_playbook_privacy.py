@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from memory_services.playbook.schema import Delta, PlaybookResponse
 from react_mem.bus.pulsar import PulsarTransport
+from react_mem.schema.playbook import Delta, PlaybookResponse
 from tests.test_playbook import Service, add, op, playbook_service
 
 pytestmark = pytest.mark.broker

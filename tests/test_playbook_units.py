@@ -13,7 +13,6 @@ from memory_services.playbook import bullets, deltas, refine, seeds
 from memory_services.playbook.playbook import Playbook, active_fields, as_vector
 from memory_services.playbook.records import PlaybookPolicy, ScopeKey, bullet_id, normalise
 from memory_services.playbook.retrieve import Query, rank
-from memory_services.playbook.schema import Bullet, Delta, DeltaOperation, MemoryType, Weights
 from memory_services.playbook.scoring import (
     PRESETS,
     DecayRates,
@@ -27,6 +26,7 @@ from memory_services.playbook.scoring import (
 )
 from memory_services.playbook.versions import decode, encode
 from react_mem.errors import BadRequest, ConfigurationError
+from react_mem.schema.playbook import Bullet, Delta, DeltaOperation, MemoryType, Weights
 
 RATES = DecayRates()
 KEY = ScopeKey("ws", "c", "ctx")

@@ -10,16 +10,16 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from memory_services.conversations.schema import ConversationRequest, ConversationResponse
 from memory_services.conversations.service import ConversationMemoryProcessor
-from memory_services.episodes.schema import EpisodeRequest, EpisodeResponse
 from memory_services.episodes.service import EpisodeMemoryProcessor
-from memory_services.facts.schema import FactInput, FactRequest, FactResponse
 from memory_services.facts.service import FactMemoryProcessor
-from memory_services.retention import WorkspaceRetention, parse_days
 from memory_services.store.base import Scope
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.errors import ConfigurationError
+from react_mem.retention import WorkspaceRetention, parse_days
+from react_mem.schema.conversations import ConversationRequest, ConversationResponse
+from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
+from react_mem.schema.facts import FactInput, FactRequest, FactResponse
 from tests.support.memory_services import START, MovableClock, serving, topics
 
 DAY = 86400.0

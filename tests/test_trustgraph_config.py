@@ -24,7 +24,7 @@ from react_mem.agent.tools import tool_from_config
 from react_mem.bus.queues import Queue, QueueClass
 from react_mem.errors import ConfigurationError
 from react_mem.processor.flow import FlowDefinition
-from react_mem.processor.runtime import PROCESSORS, resolve_processor
+from react_mem.processor.runtime import registered_processors, resolve_processor
 from react_mem.processor.specs import ConsumerSpec, RequestResponseSpec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -187,7 +187,7 @@ def test_agent_mem_entry_names_every_spec_of_the_agent(blueprint: dict[str, Any]
 
 def test_blueprint_entries_are_runnable_react_mem_processors(blueprint: dict[str, Any]) -> None:
     flow = entries(blueprint)
-    assert set(flow) <= set(PROCESSORS)
+    assert set(flow) <= set(registered_processors())
     assert {"agent-mem", "memory-learner", "fact-memory", "episode-memory"} <= set(flow)
     assert {"conversation-memory", "working-memory", "playbook-memory"} <= set(flow)
     for name in flow:  # a plain `react-mem run NAME` reads config type processor:NAME

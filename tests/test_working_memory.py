@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from memory_services.working.schema import WorkingMemoryRequest, WorkingMemoryResponse
 from memory_services.working.service import WorkingMemoryProcessor
-from memory_services.working.tokens import HFTokenCounter, count_steps
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.schema import AgentStep
 from react_mem.schema.base import WireModel
+from react_mem.schema.working import WorkingMemoryRequest, WorkingMemoryResponse
+from react_mem.tokens import HFTokenCounter, count_steps
 from tests.support.ping import flow_file
 from tests.support.scripted_llm import (
     Script,

@@ -16,14 +16,14 @@ from memory_services.working.compress import (
     fallback_summary,
 )
 from memory_services.working.llm import SYSTEM, LLMSummariser
-from memory_services.working.tokens import (
+from react_mem.errors import ConfigurationError, RequestTimeout
+from react_mem.schema import AgentStep, Error, TextCompletionRequest, TextCompletionResponse
+from react_mem.tokens import (
     HFTokenCounter,
     count_steps,
     fit_text,
     render_step,
 )
-from react_mem.errors import ConfigurationError, RequestTimeout
-from react_mem.schema import AgentStep, Error, TextCompletionRequest, TextCompletionResponse
 
 
 @pytest.fixture(scope="module")

@@ -20,10 +20,10 @@ from typing import Any, Protocol
 
 from memory_services.consolidation.cluster import star_clusters
 from memory_services.consolidation.ledger import Entry, Ledger
-from memory_services.consolidation.schema import ConsolidationCluster, ConsolidationReport
 from memory_services.retry import retrying
 from memory_services.store.base import AllOwners, Condition, Record, Scope, VectorStore
 from react_mem.errors import BadRequest
+from react_mem.schema.consolidation import ConsolidationCluster, ConsolidationReport
 
 STORE = "vector store"
 MAX_ID_CHARS = 256

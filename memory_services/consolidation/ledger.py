@@ -12,9 +12,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_services.consolidation.schema import ConsolidationReport
 from memory_services.retry import retrying
 from memory_services.store.base import CollectionSpec, Record, Scope, VectorStore
+from react_mem.schema.consolidation import ConsolidationReport
 
 _NAMESPACE = uuid.UUID("3b0e5a7c-2d41-5c8e-9f16-7a2b4c6d8e90")
 _VECTOR = [1.0]  # entries are read by id, never searched

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter
 
-from memory_services.consolidation.schema import ConsolidationReport
 from react_mem.metrics import per_registry
+from react_mem.schema.consolidation import ConsolidationReport
 
 logger = logging.getLogger(__name__)
 

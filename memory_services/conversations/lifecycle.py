@@ -12,7 +12,7 @@ The end state is an outbox on the header: ``end`` first persists ``ended`` (with
   spanning the store and the broker, which neither Pulsar nor Qdrant offers.
 
 Ended conversations are kept (turns, summary and header) for the workspace's retention
-(:mod:`memory_services.retention`, ``conversation-retention-days``) after their end has been
+(:mod:`react_mem.retention`, ``conversation-retention-days``) after their end has been
 announced, then the sweep deletes them; a conversation reopened by a new turn is not ended.
 
 Writes to one conversation are serialised by a per-conversation lock, in this process; a
@@ -29,9 +29,9 @@ from typing import Any
 
 from memory_services.conversations.memory import ConversationMemory, Payload
 from memory_services.conversations.records import event_id, header_scope
-from memory_services.conversations.schema import ConversationEnded, EndReason
-from memory_services.retention import WorkspaceRetention
 from memory_services.store.base import AllOwners, Condition, Scope
+from react_mem.retention import WorkspaceRetention
+from react_mem.schema.conversations import ConversationEnded, EndReason
 
 #: Sends an event for a conversation whose header is given; False when it cannot be sent
 #: now (no running flow of that workspace), so it stays pending.

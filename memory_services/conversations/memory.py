@@ -18,8 +18,6 @@ from memory_services.conversations.records import (
     turn_record_id,
     turn_text,
 )
-from memory_services.conversations.schema import ConversationRequest, ConversationTurn
-from memory_services.embedding.base import Embedder
 from memory_services.forget import forget
 from memory_services.retry import retrying
 from memory_services.scope_registry import ScopeRegistry
@@ -32,7 +30,9 @@ from memory_services.store.base import (
     StoreScope,
     VectorStore,
 )
+from react_mem.embedding.base import Embedder
 from react_mem.errors import BadRequest
+from react_mem.schema.conversations import ConversationRequest, ConversationTurn
 from react_mem.schema.forget import Forgotten
 
 STORE, EMBEDDER = "vector store", "embedder"

@@ -14,15 +14,15 @@ from memory_services.conversations.records import (
     validate_append,
     validate_summary,
 )
-from memory_services.conversations.schema import (
-    ConversationEnded,
-    ConversationRequest,
-    ConversationResponse,
-)
 from memory_services.store.base import Scope
 from react_mem.errors import BadRequest
 from react_mem.processor.context import MessageContext
 from react_mem.processor.flow import Flow
+from react_mem.schema.conversations import (
+    ConversationEnded,
+    ConversationRequest,
+    ConversationResponse,
+)
 
 #: The producer spec conversation ends are announced on.
 ENDED = "ended"

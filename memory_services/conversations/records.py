@@ -15,13 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memory_services.conversations.schema import (
+from memory_services.store.base import Condition, Scope
+from react_mem.errors import BadRequest
+from react_mem.schema.conversations import (
     Conversation,
     ConversationRequest,
     ConversationTurn,
 )
-from memory_services.store.base import Condition, Scope
-from react_mem.errors import BadRequest
 
 _NAMESPACE = uuid.UUID("9b2e4c71-3d5a-5e8f-b6c0-1a7d9e2f4b63")
 HEADER, TURN = "header", "turn"

@@ -15,22 +15,22 @@ from memory_services.conversations.lifecycle import ConversationLifecycle
 from memory_services.conversations.memory import ConversationMemory
 from memory_services.conversations.operations import ENDED, ConversationOperations, send_ended
 from memory_services.conversations.records import ConversationLimits
-from memory_services.conversations.schema import (
-    OPERATIONS,
-    ConversationEnded,
-    ConversationRequest,
-    ConversationResponse,
-)
-from memory_services.embedding.base import Embedder
 from memory_services.processor import Clock, MemoryProcessor, unknown_operation
 from memory_services.runtime import MemorySettings
 from memory_services.scope_registry import ScopeRegistry
 from memory_services.store.base import VectorStore
 from react_mem.bus.transport import Transport
+from react_mem.embedding.base import Embedder
 from react_mem.errors import BadRequest, ConfigurationError
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.processor.specs import ProducerSpec
+from react_mem.schema.conversations import (
+    OPERATIONS,
+    ConversationEnded,
+    ConversationRequest,
+    ConversationResponse,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ of 5% of it (at most 50). Finding the oldest means reading the bucket (≈80 ms 
 episodes here, against ≈1 ms for a store), so a full bucket pays that once per batch, not
 on every store. Episodes older than ``max_age`` are never returned and are deleted by
 :meth:`EpisodeMemory.sweep`, which a background task runs; a workspace's
-``episode-retention-days`` (:mod:`memory_services.retention`) overrides ``max_age``.
+``episode-retention-days`` (:mod:`react_mem.retention`) overrides ``max_age``.
 Episodes merged into another by consolidation (:mod:`.consolidate`) stay in their bucket
 and count towards its limit.
 """
@@ -22,8 +22,6 @@ from collections.abc import Callable, Sequence
 
 from memory_services.consolidation.engine import Engine, Options, check_id
 from memory_services.consolidation.ledger import Ledger
-from memory_services.consolidation.schema import ConsolidationReport
-from memory_services.embedding.base import Embedder
 from memory_services.episodes.consolidate import EpisodeKind, keep_lineage
 from memory_services.episodes.records import (
     EpisodeLimits,
@@ -34,9 +32,7 @@ from memory_services.episodes.records import (
     to_episode,
     validate_store,
 )
-from memory_services.episodes.schema import Episode, EpisodeRequest
 from memory_services.forget import forget
-from memory_services.retention import WorkspaceRetention
 from memory_services.retry import retrying
 from memory_services.scope_registry import ScopeRegistry
 from memory_services.store.base import (
@@ -47,7 +43,11 @@ from memory_services.store.base import (
     Scope,
     VectorStore,
 )
+from react_mem.embedding.base import Embedder
 from react_mem.errors import BadRequest
+from react_mem.retention import WorkspaceRetention
+from react_mem.schema.consolidation import ConsolidationReport
+from react_mem.schema.episodes import Episode, EpisodeRequest
 from react_mem.schema.forget import Forgotten
 
 STORE, EMBEDDER = "vector store", "embedder"

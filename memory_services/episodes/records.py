@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memory_services.episodes.schema import Episode, EpisodeRequest
 from memory_services.store.base import Scope
 from react_mem.errors import BadRequest
 from react_mem.schema import AgentStep
+from react_mem.schema.episodes import Episode, EpisodeRequest
 
 _NAMESPACE = uuid.UUID("0d5f6a3e-8c41-5f0b-a2d7-6b9e1c4f8e21")
 

@@ -12,19 +12,19 @@ from pydantic import Field
 
 from memory_services.consolidation.engine import Options
 from memory_services.consolidation.metrics import Consolidations
-from memory_services.consolidation.schema import ConsolidationReport
-from memory_services.embedding.base import Embedder
 from memory_services.episodes.memory import EpisodeMemory
 from memory_services.episodes.records import EpisodeLimits
-from memory_services.episodes.schema import OPERATIONS, EpisodeRequest, EpisodeResponse
 from memory_services.processor import Clock, MemoryProcessor, unknown_operation
 from memory_services.runtime import MemorySettings
 from memory_services.scope_registry import ScopeRegistry
 from memory_services.store.base import Scope, VectorStore
 from react_mem.bus.transport import Transport
+from react_mem.embedding.base import Embedder
 from react_mem.errors import ConfigurationError
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
+from react_mem.schema.consolidation import ConsolidationReport
+from react_mem.schema.episodes import OPERATIONS, EpisodeRequest, EpisodeResponse
 
 logger = logging.getLogger(__name__)
 

@@ -8,11 +8,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memory_services.embedding.base import Embedder
 from memory_services.facts.records import FactPolicy
 from memory_services.retry import retrying
 from memory_services.scope_registry import ScopeRegistry
 from memory_services.store.base import Condition, Hit, Record, Scope, StoreScope, VectorStore
+from react_mem.embedding.base import Embedder
 from react_mem.errors import BadRequest
 
 Clock = Callable[[], float]

@@ -20,9 +20,9 @@ from memory_services.dedup_guard import may_merge
 from memory_services.facts import records as rec
 from memory_services.facts.context import FactContext
 from memory_services.facts.quota import check_quota
-from memory_services.facts.schema import FactInput, StoredFact
 from memory_services.store.base import Hit, Record, Scope
 from react_mem.errors import BadRequest
+from react_mem.schema.facts import FactInput, StoredFact
 
 
 @dataclass

@@ -7,14 +7,11 @@ from collections.abc import Callable, Sequence
 
 from memory_services.consolidation.engine import Engine, Options, check_id
 from memory_services.consolidation.ledger import Ledger
-from memory_services.consolidation.schema import ConsolidationReport
-from memory_services.embedding.base import Embedder
 from memory_services.facts import ingest, supersede
 from memory_services.facts import records as rec
 from memory_services.facts.access import AccessLog
 from memory_services.facts.consolidate import FactKind
 from memory_services.facts.context import Clock, FactContext, fact_ids, query_vector
-from memory_services.facts.schema import Fact, FactInput, StoredFact
 from memory_services.forget import forget
 from memory_services.retry import retrying
 from memory_services.scope_registry import ScopeRegistry
@@ -25,7 +22,10 @@ from memory_services.store.base import (
     StoreScope,
     VectorStore,
 )
+from react_mem.embedding.base import Embedder
 from react_mem.errors import BadRequest
+from react_mem.schema.consolidation import ConsolidationReport
+from react_mem.schema.facts import Fact, FactInput, StoredFact
 from react_mem.schema.forget import Forgotten
 
 

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memory_services.facts.schema import Fact
 from memory_services.store.base import Condition, FieldType, Scope
+from react_mem.schema.facts import Fact
 
 #: uuid5 namespace of fact ids (fixed: changing it would orphan every stored fact).
 FACT_NAMESPACE = uuid.UUID("6f1c1f0e-5b7a-4d0e-9a43-3f7f1e2a9c10")

@@ -11,20 +11,20 @@ from prometheus_client import CollectorRegistry
 from pydantic import Field
 
 from memory_services.consolidation.metrics import Consolidations
-from memory_services.consolidation.schema import ConsolidationReport
-from memory_services.embedding.base import Embedder
 from memory_services.facts.memory import FactMemory
 from memory_services.facts.quota import QuotaExceeded
 from memory_services.facts.records import FactPolicy
-from memory_services.facts.schema import FACT_OPERATIONS, FactRequest, FactResponse
 from memory_services.metrics import quota_evictions, quota_refusals
 from memory_services.processor import Clock, MemoryProcessor, unknown_operation
 from memory_services.runtime import MemorySettings
 from memory_services.store.base import Scope, VectorStore
 from react_mem.bus.transport import Transport
+from react_mem.embedding.base import Embedder
 from react_mem.errors import ConfigurationError
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
+from react_mem.schema.consolidation import ConsolidationReport
+from react_mem.schema.facts import FACT_OPERATIONS, FactRequest, FactResponse
 
 logger = logging.getLogger(__name__)
 

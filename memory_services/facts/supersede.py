@@ -13,9 +13,9 @@ from typing import Any
 from memory_services.facts import records as rec
 from memory_services.facts.context import FactContext
 from memory_services.facts.quota import check_quota
-from memory_services.facts.schema import Fact, FactInput, StoredFact
 from memory_services.store.base import Record, Scope
 from react_mem.errors import BadRequest
+from react_mem.schema.facts import Fact, FactInput, StoredFact
 
 MAX_HISTORY = 100
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from memory_services.conversations.schema import ConversationRequest
-from memory_services.episodes.schema import EpisodeRequest
-from memory_services.facts.schema import FactInput, FactRequest
-from memory_services.playbook.schema import DeltaOperation, PlaybookRequest
 from react_mem.schema import AgentStep, PlanStep, WireModel
+from react_mem.schema.conversations import ConversationRequest
+from react_mem.schema.episodes import EpisodeRequest
+from react_mem.schema.facts import FactInput, FactRequest
+from react_mem.schema.playbook import DeltaOperation, PlaybookRequest
 
 #: ``clean(kind, text)``: the text to store instead (or an error refusing it).
 Clean = Callable[[str, str], str]

@@ -27,8 +27,8 @@ from memory_services.playbook.records import (
     content_hash,
     normalise,
 )
-from memory_services.playbook.schema import Bullet, DeltaOperation
 from memory_services.playbook.scoring import infer_memory_type
+from react_mem.schema.playbook import Bullet, DeltaOperation
 
 DEFAULT_SECTION = "general"
 #: Wordings a bullet keeps besides its content (only restatements merge; see ``aliases``).

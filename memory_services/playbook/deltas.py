@@ -25,8 +25,8 @@ from memory_services.dedup_guard import may_merge
 from memory_services.playbook import bullets as ops_on
 from memory_services.playbook.playbook import Playbook, Vector
 from memory_services.playbook.records import PlaybookPolicy, bullet_id, content_hash, normalise
-from memory_services.playbook.schema import Bullet, BulletChange, ChangeKind, Delta, DeltaOperation
 from react_mem.errors import BadRequest
+from react_mem.schema.playbook import Bullet, BulletChange, ChangeKind, Delta, DeltaOperation
 
 logger = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable
 from memory_services.playbook.access import Access
 from memory_services.playbook.lifecycle import Playbooks
 from memory_services.playbook.records import ScopeKey, content_hash, normalise
-from memory_services.playbook.schema import Bullet, BulletChange, DeltaRecord
 from memory_services.playbook.versions import COLLECTION, decode, encode
 from memory_services.store.base import Record, Scope
+from react_mem.schema.playbook import Bullet, BulletChange, DeltaRecord
 
 logger = logging.getLogger(__name__)
 

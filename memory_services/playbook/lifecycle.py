@@ -21,18 +21,18 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
-from memory_services.embedding.base import Embedder
 from memory_services.playbook import deltas, refine, seeds
 from memory_services.playbook.metrics import PlaybookMetrics
 from memory_services.playbook.playbook import Playbook, Vector, as_vector
 from memory_services.playbook.records import PlaybookPolicy, ScopeKey, content_hash, normalise
-from memory_services.playbook.schema import Bullet, BulletChange, Delta, DeltaOperation, DeltaRecord
 from memory_services.playbook.scoring import DecayRates
 from memory_services.playbook.store import BulletStore
 from memory_services.playbook.versions import History, State
 from memory_services.retry import retrying
 from memory_services.scope_registry import ScopeRegistry
 from memory_services.store.base import VectorStore
+from react_mem.embedding.base import Embedder
+from react_mem.schema.playbook import Bullet, BulletChange, Delta, DeltaOperation, DeltaRecord
 
 logger = logging.getLogger(__name__)
 

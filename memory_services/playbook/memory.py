@@ -14,11 +14,11 @@ from memory_services.playbook.lifecycle import Applied
 from memory_services.playbook.playbook import Playbook, Vector, as_vector
 from memory_services.playbook.records import ScopeKey, expires_at, stored
 from memory_services.playbook.retrieve import Query, rank
-from memory_services.playbook.schema import Bullet, BulletChange, Delta, DeltaRecord, Weights
 from memory_services.playbook.scoring import resolve_weights
 from memory_services.playbook.versions import State
 from memory_services.retry import retrying
 from react_mem.errors import BadRequest
+from react_mem.schema.playbook import Bullet, BulletChange, Delta, DeltaRecord, Weights
 
 __all__ = ["Applied", "PlaybookMemory"]
 

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter
 
 from memory_services.metrics import memory_items
-from memory_services.playbook.schema import BulletChange
 from react_mem.metrics import per_registry
+from react_mem.schema.playbook import BulletChange
 
 
 def _create(registry: CollectorRegistry) -> tuple[Counter, Counter]:

@@ -16,8 +16,8 @@ import numpy as np
 import numpy.typing as npt
 
 from memory_services.playbook.records import INITIAL_STRENGTH, ScopeKey, expires_at
-from memory_services.playbook.schema import Bullet, MemoryType
 from memory_services.playbook.scoring import TYPE_PRIORITY, TYPES, access_indexes, strengths, words
+from react_mem.schema.playbook import Bullet, MemoryType
 
 Vector = npt.NDArray[np.float32]
 

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memory_services.playbook.schema import Bullet
 from memory_services.store.base import Condition, FieldType, Scope
+from react_mem.schema.playbook import Bullet
 
 #: uuid5 namespace of bullet and history record ids (fixed: changing it orphans records).
 NAMESPACE = uuid.UUID("3b0f8d6e-2c4a-5e1f-9b7d-6a5c4e3f2d10")

@@ -9,8 +9,8 @@ import numpy as np
 
 from memory_services.playbook.playbook import Playbook, Vector
 from memory_services.playbook.records import BASELINE_STRENGTH, PlaybookPolicy
-from memory_services.playbook.schema import Bullet, Weights
 from memory_services.playbook.scoring import DecayRates, Floats, decay_scores, jaccard, words
+from react_mem.schema.playbook import Bullet, Weights
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -25,8 +25,8 @@ import numpy as np
 import numpy.typing as npt
 
 from memory_services.playbook.records import BASELINE_STRENGTH
-from memory_services.playbook.schema import Bullet, MemoryType, Weights
 from react_mem.errors import BadRequest
+from react_mem.schema.playbook import Bullet, MemoryType, Weights
 
 Floats = npt.NDArray[np.float64]
 

@@ -11,8 +11,8 @@ import yaml
 from pydantic import ValidationError
 
 from memory_services.playbook.records import ScopeKey
-from memory_services.playbook.schema import Delta, DeltaOperation
 from react_mem.errors import ConfigurationError
+from react_mem.schema.playbook import Delta, DeltaOperation
 
 FIELDS = ("content", "section", "tags", "memory_type", "topic", "concept")
 

@@ -11,18 +11,10 @@ from typing import ClassVar
 from prometheus_client import CollectorRegistry
 from pydantic import Field, field_validator
 
-from memory_services.embedding.base import Embedder
 from memory_services.playbook import seeds
 from memory_services.playbook.memory import PlaybookMemory, bullet_ids
 from memory_services.playbook.metrics import PlaybookMetrics
 from memory_services.playbook.records import PlaybookPolicy, ScopeKey
-from memory_services.playbook.schema import (
-    OPERATIONS,
-    Delta,
-    DeltaOperation,
-    PlaybookRequest,
-    PlaybookResponse,
-)
 from memory_services.playbook.scoring import DecayRates
 from memory_services.processor import (
     MAX_SCOPE_ID_CHARS,
@@ -33,10 +25,18 @@ from memory_services.processor import (
 from memory_services.runtime import MemorySettings
 from memory_services.store.base import Scope, VectorStore
 from react_mem.bus.transport import Transport
+from react_mem.embedding.base import Embedder
 from react_mem.errors import BadRequest, ConfigurationError
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.schema.forget import Forgotten
+from react_mem.schema.playbook import (
+    OPERATIONS,
+    Delta,
+    DeltaOperation,
+    PlaybookRequest,
+    PlaybookResponse,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +72,7 @@ class PlaybookMemorySettings(MemorySettings):
     #: A YAML/JSON list of ``{content, section, tags, memory_type}`` written into every
     #: playbook the first time it is used (e.g. ``config/playbook/seed.yaml``); none: no seeds.
     seed_bullets: Path | None = None
+    group_relative: ClassVar[tuple[str, ...]] = ("flows", "seed_bullets")
     #: Seconds between sweeps that remove expired bullets (and refresh the size gauge).
     sweep_interval: float = Field(default=60.0, gt=0)
 

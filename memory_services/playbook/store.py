@@ -7,9 +7,9 @@ from collections.abc import Iterable, Sequence
 
 from memory_services.playbook.playbook import Vector, as_vector
 from memory_services.playbook.records import BULLET_INDEXES, ScopeKey, from_payload, to_payload
-from memory_services.playbook.schema import Bullet, MemoryType
 from memory_services.retry import retrying
 from memory_services.store.base import CollectionSpec, Condition, Record, StoreScope, VectorStore
+from react_mem.schema.playbook import Bullet, MemoryType
 
 PAGE = 1000
 

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_services.playbook.records import ScopeKey, stored
-from memory_services.playbook.schema import Bullet, DeltaRecord
 from memory_services.retry import retrying
 from memory_services.store.base import (
     CollectionSpec,
@@ -34,6 +33,7 @@ from memory_services.store.base import (
     Scope,
     VectorStore,
 )
+from react_mem.schema.playbook import Bullet, DeltaRecord
 
 COLLECTION = "playbook-history-1"
 INDEXES = {

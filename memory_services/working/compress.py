@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from memory_services.working.schema import SUMMARY_STEP_TYPE
-from memory_services.working.tokens import TokenCounter, count_steps, fit_text, render_step
 from react_mem.errors import ReactMemError
 from react_mem.schema import AgentStep
+from react_mem.schema.working import SUMMARY_STEP_TYPE
+from react_mem.tokens import TokenCounter, count_steps, fit_text, render_step
 
 TRUNCATED = " … [summary truncated]"
 _DIGEST_CHARS = 160

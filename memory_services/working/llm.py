@@ -9,9 +9,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from memory_services.working.compress import SummaryUnavailable
-from memory_services.working.tokens import TokenCounter, count_steps, fit_text, render_step
 from react_mem.errors import BadRequest, TransientError
 from react_mem.schema import AgentStep, TextCompletionRequest, TextCompletionResponse
+from react_mem.tokens import TokenCounter, count_steps, fit_text, render_step
 
 logger = logging.getLogger(__name__)
 

@@ -17,13 +17,6 @@ from pydantic import Field
 
 from memory_services.working.compress import Compression, Policy, compress
 from memory_services.working.llm import LLMSummariser
-from memory_services.working.schema import OPERATIONS, WorkingMemoryRequest, WorkingMemoryResponse
-from memory_services.working.tokens import (
-    HFTokenCounter,
-    TokenCounter,
-    count_steps,
-    render_step,
-)
 from react_mem.bus.transport import Transport
 from react_mem.errors import BadRequest
 from react_mem.metrics import per_registry
@@ -32,6 +25,13 @@ from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.processor.specs import RequestResponseSpec
 from react_mem.schema import TextCompletionRequest, TextCompletionResponse
+from react_mem.schema.working import OPERATIONS, WorkingMemoryRequest, WorkingMemoryResponse
+from react_mem.tokens import (
+    HFTokenCounter,
+    TokenCounter,
+    count_steps,
+    render_step,
+)
 
 TEXT_COMPLETION_REQUEST = "text-completion-request"
 TEXT_COMPLETION_RESPONSE = "text-completion-response"

@@ -14,8 +14,8 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memory_services.playbook.schema import Weights
 from react_mem.errors import ConfigurationError
+from react_mem.schema.playbook import Weights
 
 CONFIG_TYPE = "agent-mem"
 #: Keys of the same config type that other processors read (the memory services' PII

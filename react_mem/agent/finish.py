@@ -5,20 +5,16 @@ from __future__ import annotations
 import logging
 import time
 
-from memory_services.conversations.schema import ConversationRequest, ConversationResponse
 from react_mem.agent.config import AgentMemConfig
 from react_mem.agent.memory import CONVERSATIONS
 from react_mem.processor.flow import Flow
 from react_mem.schema import AgentRequest, AgentStep
 from react_mem.schema.agent import MemoryState
+from react_mem.schema.conversations import ConversationRequest, ConversationResponse
 from react_mem.schema.scope import Scope
-from react_mem.schema.trajectory import Outcome, Trajectory
+from react_mem.schema.trajectory import PARSE_ERROR_ACTION, Outcome, Trajectory
 
 logger = logging.getLogger(__name__)
-
-#: The action of a step that stands for a reply the agent could not parse.
-PARSE_ERROR_ACTION = "__parse_error__"
-
 
 def tool_errors(steps: list[AgentStep]) -> int:
     return sum(1 for s in steps if s.step_type == "tool-error")

@@ -14,10 +14,13 @@ from react_mem.agent.parse import Action, Final, ParseError
 
 ANSWER = "final-answer"
 
-FORMAT = f"""Reply with one JSON object and nothing else. "action" is a tool name (then give
-its "args") or "{ANSWER}" (then give the "answer" for the user). For example:
-{{"thought": "The user said hello; no tool is needed.", "action": "{ANSWER}",
- "answer": "Hello! How can I help you today?"}}"""
+FORMAT = f"""Reply with one JSON object and nothing else. Its keys:
+- "thought": your own reasoning about the Question, in one sentence;
+- "action": the name of one tool from the list, or "{ANSWER}" to answer now;
+- "args": with a tool, its arguments as an object of strings;
+- "answer": with "{ANSWER}", your reply to the Question, written for the user.
+Before answering, check what memory says about the user: when a fact bears on the
+Question, the answer must take it into account."""
 
 CORRECTION = f"Reply with one JSON object only, as described: {FORMAT}"
 

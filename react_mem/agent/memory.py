@@ -15,17 +15,17 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from memory_services.conversations.schema import (
+from react_mem.agent.config import AgentMemConfig
+from react_mem.embedding.base import Embedder
+from react_mem.processor.flow import Flow
+from react_mem.schema.conversations import (
     Conversation,
     ConversationRequest,
     ConversationResponse,
 )
-from memory_services.embedding.base import Embedder
-from memory_services.episodes.schema import Episode, EpisodeRequest, EpisodeResponse
-from memory_services.facts.schema import Fact, FactRequest, FactResponse
-from memory_services.playbook.schema import Bullet, PlaybookRequest, PlaybookResponse
-from react_mem.agent.config import AgentMemConfig
-from react_mem.processor.flow import Flow
+from react_mem.schema.episodes import Episode, EpisodeRequest, EpisodeResponse
+from react_mem.schema.facts import Fact, FactRequest, FactResponse
+from react_mem.schema.playbook import Bullet, PlaybookRequest, PlaybookResponse
 from react_mem.schema.scope import Scope
 
 logger = logging.getLogger(__name__)

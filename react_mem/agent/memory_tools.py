@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from memory_services.episodes.schema import EpisodeRequest, EpisodeResponse
-from memory_services.facts.schema import FactInput, FactRequest, FactResponse
 from react_mem.agent.memory import EPISODES, FACTS
 from react_mem.agent.tools import Argument, Invoke, Tool, ToolCall, ToolError
 from react_mem.processor.flow import Flow
+from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
+from react_mem.schema.facts import FactInput, FactRequest, FactResponse
 
 QUERY = (Argument("query", "string", "What to look for"),)
 

@@ -14,14 +14,14 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from memory_services.conversations.schema import Conversation
-from memory_services.episodes.schema import Episode
-from memory_services.facts.schema import Fact
-from memory_services.playbook.schema import Bullet
-from memory_services.working.schema import SUMMARY_STEP_TYPE
-from memory_services.working.tokens import TokenCounter, fit_text
 from react_mem.agent.tools import Tool
 from react_mem.schema.agent import AgentStep, MemoryRef
+from react_mem.schema.conversations import Conversation
+from react_mem.schema.episodes import Episode
+from react_mem.schema.facts import Fact
+from react_mem.schema.playbook import Bullet
+from react_mem.schema.working import SUMMARY_STEP_TYPE
+from react_mem.tokens import TokenCounter, fit_text
 
 MEMORY_OPEN, MEMORY_CLOSE = "<memory>", "</memory>"
 

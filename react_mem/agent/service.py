@@ -27,17 +27,9 @@ from typing import Any, ClassVar
 from prometheus_client import CollectorRegistry
 from pydantic import Field, SecretStr
 
-from memory_services.conversations.schema import ConversationRequest, ConversationResponse
-from memory_services.embedding.base import DEFAULT_BACKEND, Backend, Embedder
-from memory_services.episodes.schema import EpisodeRequest, EpisodeResponse
-from memory_services.facts.schema import FactRequest, FactResponse
-from memory_services.playbook.schema import PlaybookRequest, PlaybookResponse
-from memory_services.working.schema import WorkingMemoryRequest, WorkingMemoryResponse
-from memory_services.working.tokens import HFTokenCounter, TokenCounter, count_steps
 from react_mem.agent import json_reply, prompt
 from react_mem.agent.config import CONFIG_TYPE, AgentMemConfig
 from react_mem.agent.finish import (
-    PARSE_ERROR_ACTION,
     append_turn,
     short,
     tool_errors,
@@ -52,6 +44,7 @@ from react_mem.agent.respond import Responder, error_response
 from react_mem.agent.seal import StateSealer, invocation, load_key
 from react_mem.agent.tools import TOOL_CONFIG_TYPE, Tool, ToolCall, tools_from_config
 from react_mem.bus.transport import Transport
+from react_mem.embedding.base import DEFAULT_BACKEND, Backend, Embedder
 from react_mem.errors import BadRequest, ConfigurationError
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
@@ -66,6 +59,10 @@ from react_mem.schema import (
     TextCompletionResponse,
 )
 from react_mem.schema.agent import MemoryState
+from react_mem.schema.conversations import ConversationRequest, ConversationResponse
+from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
+from react_mem.schema.facts import FactRequest, FactResponse
+from react_mem.schema.playbook import PlaybookRequest, PlaybookResponse
 from react_mem.schema.scope import Scope
 from react_mem.schema.services import (
     GraphRagQuery,
@@ -75,7 +72,9 @@ from react_mem.schema.services import (
     ToolRequest,
     ToolResponse,
 )
-from react_mem.schema.trajectory import Outcome, Trajectory
+from react_mem.schema.trajectory import PARSE_ERROR_ACTION, Outcome, Trajectory
+from react_mem.schema.working import WorkingMemoryRequest, WorkingMemoryResponse
+from react_mem.tokens import HFTokenCounter, TokenCounter, count_steps
 
 logger = logging.getLogger(__name__)
 
@@ -187,7 +186,7 @@ class AgentProcessor(Processor):
         key_file = s.memory_state_key_file or s.state_dir / "agent" / "memory-state.key"
         self.sealer = StateSealer(await asyncio.to_thread(load_key, given, key_file))
         if self.embedder is None:
-            from memory_services.runtime import shared_embedder
+            from react_mem.embedding.shared import shared_embedder
 
             self.embedder = shared_embedder(s)
         await self.embedder.start()

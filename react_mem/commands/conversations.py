@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from memory_services.conversations.schema import (
+from react_mem.commands.common import BusArgs, Subparsers
+from react_mem.commands.operation import Operation, leaf, scope
+from react_mem.commands.table import plural, table, when
+from react_mem.schema.conversations import (
     Conversation,
     ConversationRequest,
     ConversationResponse,
 )
-from react_mem.commands.common import BusArgs, Subparsers
-from react_mem.commands.operation import Operation, leaf, scope
-from react_mem.commands.table import plural, table, when
 
 SERVICE = "conversation-memory"
 

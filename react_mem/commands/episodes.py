@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import TextIO, get_args
 
-from memory_services.episodes.schema import EpisodeRequest, EpisodeResponse, Outcome
 from react_mem.commands.common import BusArgs, Subparsers
 from react_mem.commands.operation import Operation, leaf, scope
 from react_mem.commands.table import plural, score, table
+from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse, Outcome
 
 SERVICE = "episode-memory"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from memory_services.facts.schema import FactRequest, FactResponse
 from react_mem.commands.common import BusArgs, Subparsers
 from react_mem.commands.operation import Operation, leaf, scope
 from react_mem.commands.table import plural, score, table
+from react_mem.schema.facts import FactRequest, FactResponse
 
 SERVICE = "fact-memory"
 

@@ -12,11 +12,11 @@ from typing import TextIO
 
 from pydantic import ValidationError
 
-from memory_services.playbook.schema import Feedback, RubricResult
 from react_mem.bus.queues import Queue
 from react_mem.bus.transport import Transport
 from react_mem.commands.common import BusArgs, Subparsers, bus_settings, flow_args, with_bus
 from react_mem.commands.sessions import SessionLog
+from react_mem.schema.playbook import Feedback, RubricResult
 
 VERDICTS = {"pass": True, "fail": False}
 

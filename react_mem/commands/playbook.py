@@ -16,13 +16,6 @@ from typing import Any, TextIO
 import yaml
 from pydantic import ValidationError
 
-from memory_services.playbook.schema import (
-    Bullet,
-    DeltaRecord,
-    PlaybookRequest,
-    PlaybookResponse,
-    Weights,
-)
 from react_mem.agent.prompt import as_prompt
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
@@ -38,6 +31,13 @@ from react_mem.commands.common import (
 from react_mem.commands.progress import Progress
 from react_mem.commands.table import plural, score, table, when
 from react_mem.errors import RequestTimeout
+from react_mem.schema.playbook import (
+    Bullet,
+    DeltaRecord,
+    PlaybookRequest,
+    PlaybookResponse,
+    Weights,
+)
 
 SERVICE = "playbook-memory"
 PRESETS = ("default", "relevance-dominant")

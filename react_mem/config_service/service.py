@@ -42,6 +42,8 @@ class ConfigServiceSettings(ProcessorSettings):
     #: A flow file (``{workspace: {type: {key: value}}}``) loaded into an empty store.
     seed: Path | None = None
 
+    group_relative: ClassVar[tuple[str, ...]] = ("flows", "seed")
+
     @property
     def store_dir(self) -> Path:
         return self.data_dir if self.data_dir is not None else self.state_dir / "config"

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from memory_services.playbook.schema import Delta, Feedback
 from react_mem.learner import records
 from react_mem.learner.curator import Mode, curate
 from react_mem.learner.extract import clip
 from react_mem.learner.llm import JsonLLM
 from react_mem.learner.reflector import Reflection, bullets_used, reflect
+from react_mem.schema.playbook import Delta, Feedback
 from react_mem.schema.trajectory import Trajectory
 
 PLAYBOOK_MEMORY = "playbook-memory-request"

@@ -23,11 +23,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from memory_services.playbook.schema import DeltaOperation, MemoryType
 from react_mem.learner.extract import DATA_NOTE, STOP, as_object, clip, words, wrap_record
 from react_mem.learner.llm import JsonLLM
 from react_mem.learner.reflector import Correction, Lesson, Reflection
 from react_mem.schema.agent import MemoryRef
+from react_mem.schema.playbook import DeltaOperation, MemoryType
 
 #: Seed 000: a lesson this similar to a bullet in the prompt reinforces it.
 REINFORCE_SIMILARITY = 0.9

@@ -9,10 +9,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from memory_services.conversations.schema import ConversationEnded
-from memory_services.episodes.schema import EpisodeRequest
-from memory_services.facts.schema import FactInput
-from memory_services.playbook.schema import Feedback
 from react_mem.learner import records
 from react_mem.learner.ace import AceConfig, AcePlan, plan_ace, worth_reflecting
 from react_mem.learner.explicit import explicit_facts
@@ -25,6 +21,10 @@ from react_mem.learner.extract import (
     merge_summary,
 )
 from react_mem.learner.llm import JsonLLM
+from react_mem.schema.conversations import ConversationEnded
+from react_mem.schema.episodes import EpisodeRequest
+from react_mem.schema.facts import FactInput
+from react_mem.schema.playbook import Feedback
 from react_mem.schema.trajectory import Trajectory
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memory_services.conversations.schema import ConversationEnded, ConversationTurn
-from react_mem.agent.finish import PARSE_ERROR_ACTION
 from react_mem.learner.extract import clip
 from react_mem.schema import AgentStep
-from react_mem.schema.trajectory import Outcome, Trajectory
+from react_mem.schema.conversations import ConversationEnded, ConversationTurn
+from react_mem.schema.trajectory import PARSE_ERROR_ACTION, Outcome, Trajectory
 
 BASE_SCORE = {"success": 1.0, "partial": 0.5, "failure": 0.0}
 

@@ -17,12 +17,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
 
-from memory_services.playbook.schema import Feedback
 from react_mem.learner import records
 from react_mem.learner.extract import DATA_NOTE, as_object, clip, fact_key, words, wrap_record
 from react_mem.learner.generic import leak
 from react_mem.learner.llm import JsonLLM
 from react_mem.schema.agent import MemoryRef
+from react_mem.schema.playbook import Feedback
 from react_mem.schema.trajectory import Trajectory
 
 LessonType = Literal["success", "failure", "domain", "tool"]

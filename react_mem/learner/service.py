@@ -25,16 +25,6 @@ from typing import ClassVar, Literal
 from prometheus_client import CollectorRegistry
 from pydantic import Field
 
-from memory_services.conversations.schema import (
-    ConversationEnded,
-    ConversationRequest,
-    ConversationResponse,
-)
-from memory_services.episodes.schema import EpisodeRequest, EpisodeResponse
-from memory_services.facts.schema import FactRequest, FactResponse
-from memory_services.playbook.schema import Feedback, PlaybookRequest, PlaybookResponse
-from memory_services.retention import CONFIG_TYPE as RETENTION_CONFIG_TYPE
-from memory_services.retention import WorkspaceRetention
 from react_mem.bus.transport import Transport
 from react_mem.errors import BadRequest, ConfigurationError, TransientError
 from react_mem.learner.ace import PLAYBOOK_MEMORY, AceConfig, feedback_key, window_key
@@ -56,8 +46,18 @@ from react_mem.processor.context import MessageContext
 from react_mem.processor.flow import Flow
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.processor.specs import ConsumerSpec, ProducerSpec, RequestResponseSpec
+from react_mem.retention import CONFIG_TYPE as RETENTION_CONFIG_TYPE
+from react_mem.retention import WorkspaceRetention
 from react_mem.schema import TextCompletionRequest, TextCompletionResponse, WireModel
+from react_mem.schema.conversations import (
+    ConversationEnded,
+    ConversationRequest,
+    ConversationResponse,
+)
+from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
+from react_mem.schema.facts import FactRequest, FactResponse
 from react_mem.schema.forget import MEMORY_FORGET, ForgetRequest, ForgetResponse, Forgotten
+from react_mem.schema.playbook import Feedback, PlaybookRequest, PlaybookResponse
 from react_mem.schema.scope import Scope
 from react_mem.schema.trajectory import Trajectory
 

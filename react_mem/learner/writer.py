@@ -13,16 +13,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from memory_services.conversations.schema import ConversationRequest, ConversationResponse
-from memory_services.episodes.schema import EpisodeResponse
-from memory_services.facts.schema import FactRequest, FactResponse
-from memory_services.playbook.schema import PlaybookRequest, PlaybookResponse
 from react_mem.errors import BadRequest, TransientError
 from react_mem.learner.ace import PLAYBOOK_MEMORY
 from react_mem.learner.metrics import LearnerMetrics
 from react_mem.learner.planner import Plan
 from react_mem.processor.flow import Flow
 from react_mem.schema import Error, WireModel
+from react_mem.schema.conversations import ConversationRequest, ConversationResponse
+from react_mem.schema.episodes import EpisodeResponse
+from react_mem.schema.facts import FactRequest, FactResponse
+from react_mem.schema.playbook import PlaybookRequest, PlaybookResponse
 from react_mem.schema.scope import Scope
 
 logger = logging.getLogger(__name__)

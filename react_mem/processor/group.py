@@ -15,9 +15,6 @@ import yaml
 from react_mem.errors import ConfigurationError
 from react_mem.processor.runtime import ProcessorEntry, resolve_processor
 
-#: Params that name files: relative to the group file.
-PATH_PARAMS = ("flows", "seed", "seed_bullets")
-
 
 def load_group(
     path: Path, *, settings_file: Path | None = None, shared: dict[str, Any] | None = None
@@ -40,7 +37,7 @@ def load_group(
         if "id" not in params:
             raise ConfigurationError(f"{where}: params.id is required (it labels metrics)")
         cls = resolve_processor(entry["class"])
-        for key in PATH_PARAMS:
+        for key in cls.Settings.group_relative:
             if isinstance(params.get(key), str):
                 params[key] = (path.parent / params[key]).resolve()
         try:

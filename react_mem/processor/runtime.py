@@ -11,6 +11,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from prometheus_client import start_http_server
@@ -26,35 +27,34 @@ logger = logging.getLogger(__name__)
 
 RESTART_DELAY = 4.0
 
-#: Short names for the processors react-mem ships; any ``module.Class`` path also works.
-PROCESSORS = {
-    "ping": "react_mem.ping.service.PingProcessor",
-    "agent-mem": "react_mem.agent.service.AgentProcessor",
-    "fact-memory": "memory_services.facts.service.FactMemoryProcessor",
-    "working-memory": "memory_services.working.service.WorkingMemoryProcessor",
-    "episode-memory": "memory_services.episodes.service.EpisodeMemoryProcessor",
-    "conversation-memory": "memory_services.conversations.service.ConversationMemoryProcessor",
-    "playbook-memory": "memory_services.playbook.service.PlaybookMemoryProcessor",
-    "config-service": "react_mem.config_service.service.ConfigServiceProcessor",
-    "memory-learner": "react_mem.learner.service.MemoryLearnerProcessor",
-    "text-completion-openai": "react_mem.llm.openai_compat.OpenAICompatibleProcessor",
-    "text-completion-llama-cpp": "react_mem.llm.llama_cpp.LlamaCppProcessor",
-}
+#: The entry-point group naming the processors an installed package provides
+#: (``name = "module:Class"`` in its ``pyproject.toml``); react-mem's own are declared there too.
+ENTRY_POINT_GROUP = "react_mem.processors"
+
+
+def registered_processors() -> dict[str, EntryPoint]:
+    """Short name -> entry point, for every processor the installed packages register."""
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
 def resolve_processor(name: str) -> type[Processor]:
-    dotted = PROCESSORS.get(name, name)
-    module_name, _, class_name = dotted.rpartition(".")
-    if not module_name:
-        raise ConfigurationError(
-            f"unknown processor {name!r}: use one of {', '.join(PROCESSORS)} or module.Class"
-        )
+    """A registered short name (``fact-memory``) or any ``module.Class`` path."""
+    registered = registered_processors()
     try:
-        cls = getattr(importlib.import_module(module_name), class_name)
+        if name in registered:
+            cls = registered[name].load()
+        else:
+            module_name, _, class_name = name.rpartition(".")
+            if not module_name:
+                raise ConfigurationError(
+                    f"unknown processor {name!r}: use one of {', '.join(sorted(registered))}"
+                    " or module.Class"
+                )
+            cls = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError) as exc:
-        raise ConfigurationError(f"cannot load processor {dotted!r}: {exc}") from exc
+        raise ConfigurationError(f"cannot load processor {name!r}: {exc}") from exc
     if not (isinstance(cls, type) and issubclass(cls, Processor)):
-        raise ConfigurationError(f"{dotted!r} is not a react-mem Processor")
+        raise ConfigurationError(f"{name!r} is not a react-mem Processor")
     return cls
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextvars
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import platformdirs
 from pydantic import AliasChoices, Field, ValidationError, field_validator
@@ -88,6 +88,9 @@ class BusSettings(BaseSettings, BackendSettings):
 
 class ProcessorSettings(BusSettings):
     """Settings every processor has; a processor subclasses this to add its own."""
+
+    #: Settings naming input files that a group file gives relative to itself.
+    group_relative: ClassVar[tuple[str, ...]] = ("flows",)
 
     id: str
     concurrency: int = Field(default=1, ge=1, le=1000)

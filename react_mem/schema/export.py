@@ -20,12 +20,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memory_services.consolidation import schema as consolidation
-from memory_services.conversations import schema as conversations
-from memory_services.episodes import schema as episodes
-from memory_services.facts import schema as facts
-from memory_services.playbook import schema as playbook
-from memory_services.working import schema as working
 from react_mem.schema import (
     agent,
     audit,
@@ -37,6 +31,12 @@ from react_mem.schema import (
     services,
     trajectory,
 )
+from react_mem.schema import consolidation as consolidation
+from react_mem.schema import conversations as conversations
+from react_mem.schema import episodes as episodes
+from react_mem.schema import facts as facts
+from react_mem.schema import playbook as playbook
+from react_mem.schema import working as working
 from react_mem.schema.base import WireModel
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"

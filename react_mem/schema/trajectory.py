@@ -11,6 +11,9 @@ from react_mem.schema.base import WireModel
 
 Outcome = Literal["success", "failure", "partial"]
 
+#: The action of a step that stands for a reply the agent could not parse.
+PARSE_ERROR_ACTION = "__parse_error__"
+
 
 class Trajectory(WireModel):
     """One finished invocation, published on the flow's persistent ``trajectory`` queue.

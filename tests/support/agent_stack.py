@@ -18,7 +18,6 @@ from prometheus_client import CollectorRegistry
 
 from memory_services.conversations.service import ConversationMemoryProcessor
 from memory_services.episodes.service import EpisodeMemoryProcessor
-from memory_services.facts.schema import FactRequest, FactResponse
 from memory_services.facts.service import FactMemoryProcessor
 from memory_services.processor import MemoryProcessor
 from memory_services.working.service import WorkingMemoryProcessor
@@ -33,6 +32,7 @@ from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.processor.specs import ConsumerSpec, ProducerSpec
 from react_mem.schema import AgentRequest, AgentResponse
+from react_mem.schema.facts import FactRequest, FactResponse
 from react_mem.schema.services import GraphRagQuery, GraphRagResponse
 from tests.support.scripted_llm import Script, ScriptedLLM
 

@@ -10,9 +10,9 @@ from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry
 
-from memory_services.facts.schema import Fact, FactInput, FactRequest, FactResponse
 from memory_services.facts.service import FactMemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
+from react_mem.schema.facts import Fact, FactInput, FactRequest, FactResponse
 from tests.support.memory_services import MovableClock, Running, serving, topics
 
 

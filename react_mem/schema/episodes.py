@@ -35,8 +35,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from memory_services.consolidation.schema import ConsolidationReport
 from react_mem.schema import AgentStep, Error, WireModel
+from react_mem.schema.consolidation import ConsolidationReport
 from react_mem.schema.forget import Forgotten
 
 Outcome = Literal["success", "failure", "partial"]

@@ -42,9 +42,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from memory_services.consolidation.schema import ConsolidationReport
 from react_mem.schema import Error
 from react_mem.schema.base import WireModel
+from react_mem.schema.consolidation import ConsolidationReport
 from react_mem.schema.forget import Forgotten
 
 FACT_OPERATIONS = (
