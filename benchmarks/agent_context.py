@@ -60,6 +60,7 @@ from memory_services.store.base import Scope as StoreScope
 from memory_services.store.edge import EdgeStore
 from react_mem.agent import prompt
 from react_mem.agent.config import AgentMemConfig
+from react_mem.agent.invocation import Invocation
 from react_mem.agent.memory import EPISODES, FACTS, MemoryRecall, Recall, Scope
 from react_mem.agent.service import AgentProcessor
 from react_mem.bus.embedded import EmbeddedBroker
@@ -568,9 +569,9 @@ async def append(s: Stack, conversation: str, turn: Turn) -> None:
         conversation_id=conversation,
         session_id=str(uuid.uuid4()),
     )
-    scope = Scope(COLLECTION, USER, conversation)
-    state = MemoryState(started_at=time.time())
-    await s.agent.append_turn(request, s.flow, scope, state, turn.answer, "success")
+    inv = Invocation.of(request, s.flow, s.config)
+    inv.state = MemoryState(started_at=time.time())
+    await s.agent.append_turn(inv, turn.answer, "success")
 
 
 # -- part 1: assembly latency ------------------------------------------------------------
@@ -705,7 +706,6 @@ async def tokens(transport: PulsarTransport, tmp: Path, agent_mem: dict[str, str
     turns, conversation = chat(50, seed=1), "chat-50"
     async with stack(transport, tmp / "chat", "chat", agent_mem) as s:
         cfg, counter, ws = s.config, s.counter, s.agent.workspace(WS)
-        scope = Scope(COLLECTION, USER, conversation)
         words = [len(t.answer.split()) for t in turns]
         print(
             f"\n== Prompt tokens over a {len(turns)}-turn conversation (MiniLM WordPiece counts;"
@@ -726,8 +726,9 @@ async def tokens(transport: PulsarTransport, tmp: Path, agent_mem: dict[str, str
                 question=turn.question, collection=COLLECTION, user=USER,
                 conversation_id=conversation, session_id=str(uuid.uuid4()),
             )  # fmt: skip
-            state = await s.agent.begin(request, s.flow, cfg, scope, True)
-            tools = s.agent.tools_for(ws, request, s.flow, True)
+            inv = Invocation.of(request, s.flow, cfg)
+            state = await s.agent.begin(inv)
+            tools = s.agent.tools_for(ws, inv)
             system = prompt.system_prompt(list(tools.values()), cfg.additional_context)
             memory = counter.count(system) + counter.count(
                 prompt.user_prompt(state.context, [], turn.question)

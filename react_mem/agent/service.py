@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -35,6 +34,7 @@ from react_mem.agent.finish import (
     tool_errors,
     trajectory,
 )
+from react_mem.agent.invocation import Invocation
 from react_mem.agent.llm import Deadline, LLMError, ReplyFormat, Usage, decide
 from react_mem.agent.memory import CONVERSATIONS, WORKING, MemoryRecall
 from react_mem.agent.memory_tools import memory_tools
@@ -48,7 +48,6 @@ from react_mem.embedding.base import DEFAULT_BACKEND, Backend, Embedder
 from react_mem.errors import BadRequest, ConfigurationError
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
-from react_mem.processor.flow import Flow
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.processor.specs import ConsumerSpec, ProducerSpec, RequestResponseSpec
 from react_mem.schema import (
@@ -63,7 +62,6 @@ from react_mem.schema.conversations import ConversationRequest, ConversationResp
 from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
 from react_mem.schema.facts import FactRequest, FactResponse
 from react_mem.schema.playbook import PlaybookRequest, PlaybookResponse
-from react_mem.schema.scope import Scope
 from react_mem.schema.services import (
     GraphRagQuery,
     GraphRagResponse,
@@ -229,30 +227,23 @@ class AgentProcessor(Processor):
 
     # -- one iteration -----------------------------------------------------------
     async def on_request(self, request: AgentRequest, ctx: MessageContext) -> None:
-        flow = ctx.flow
-        ws = self.workspace(flow.workspace)
+        ws = self.workspace(ctx.flow.workspace)
         cfg = ws.config
         deadline = Deadline.after(cfg.llm_timeout)
         if not request.question.strip():
             raise BadRequest("the request has no question", type="invalid")
-        request = request.model_copy(update={"session_id": request.session_id or str(uuid.uuid4())})
-        memory_on = cfg.memory_for(request.enable_memory)
-        # The request's owner: its user sees only its own memories, no user only the
-        # collection's shared ones (see react_mem.schema.scope).
-        scope = Scope(
-            flow.workspace, request.collection or "default", request.user, request.conversation_id
-        )
+        inv = Invocation.of(request, ctx.flow, cfg)
+        request, flow = inv.request, inv.flow
         bound_to = invocation(request, flow.workspace, flow.name)
         assert self.sealer is not None
-        state = request.memory
-        if state is None:
-            state = await self.begin(request, flow, cfg, scope, memory_on)
+        if request.memory is None:
+            inv.state = await self.begin(inv)
         else:  # only the agent's own state, for this invocation, reaches the prompt
-            state = self.sealer.open(state, bound_to)
-        state = state.model_copy(update={"iteration": state.iteration + 1})
-        respond = Responder(ctx, request.session_id, state.iteration, request.streaming)
+            inv.state = self.sealer.open(request.memory, bound_to)
+        inv.state = inv.state.model_copy(update={"iteration": inv.state.iteration + 1})
+        respond = Responder(ctx, request.session_id, inv.state.iteration, request.streaming)
 
-        if state.iteration > cfg.max_iterations:
+        if inv.state.iteration > cfg.max_iterations:
             message = (
                 f"No final answer within max-iterations ({cfg.max_iterations}); "
                 f"the last step was: {_last_observation(request.history)}"
@@ -260,20 +251,22 @@ class AgentProcessor(Processor):
             await respond.error(message)
             self.metrics.sessions.labels(processor=self.id, outcome="max-iterations").inc()
             self.metrics.iterations.labels(processor=self.id).observe(cfg.max_iterations)
-            await self.finish(request, flow, state, scope, cfg, "", "failure", message)
+            await self.finish(inv, "", "failure", message)
             return
 
-        history = await self.compact(request, flow, cfg, scope, state, deadline)
+        history = await self.compact(inv, deadline)
         if len(history) < len(request.history):
-            state = state.model_copy(update={"compressions": state.compressions + 1})
-        tools = self.tools_for(ws, request, flow, memory_on)
+            inv.state = inv.state.model_copy(update={"compressions": inv.state.compressions + 1})
+        tools = self.tools_for(ws, inv)
         form = ReplyFormat(json=cfg.reply_format == "json", tool_names=sorted(tools))
         system = prompt.system_prompt(
             list(tools.values()),
             cfg.additional_context,
             json_reply.FORMAT if form.json else prompt.FORMAT,
         )
-        user = prompt.user_prompt(state.context, history, request.question, state.post_context)
+        user = prompt.user_prompt(
+            inv.state.context, history, request.question, inv.state.post_context
+        )
 
         usage = Usage()
         sink = respond.stream_chunk if request.streaming else None
@@ -287,12 +280,13 @@ class AgentProcessor(Processor):
             logger.warning("%s: session %s: %s", self.id, request.session_id, exc)
             await respond.error(f"LLM error: {exc}", kind="llm-error")
             self.metrics.sessions.labels(processor=self.id, outcome="llm-error").inc()
-            self.metrics.iterations.labels(processor=self.id).observe(state.iteration)
+            self.metrics.iterations.labels(processor=self.id).observe(inv.state.iteration)
             return
         self.metrics.llm_duration.labels(processor=self.id).observe(time.perf_counter() - started)
         if retries:
             self.metrics.parse_retries.labels(processor=self.id).inc(retries)
-        state = state.model_copy(
+        state = inv.state
+        inv.state = state.model_copy(
             update={
                 "in_tokens": state.in_tokens + usage.in_tokens,
                 "out_tokens": state.out_tokens + usage.out_tokens,
@@ -302,41 +296,42 @@ class AgentProcessor(Processor):
 
         if isinstance(decision, Final):
             await respond.thought(decision.thought)
-            respond.in_token, respond.out_token = state.in_tokens, state.out_tokens
+            respond.in_token, respond.out_token = inv.state.in_tokens, inv.state.out_tokens
             respond.model = usage.model
             await respond.answer(decision.answer)
-            outcome: Outcome = "partial" if tool_errors(state.steps) else "success"
+            outcome: Outcome = "partial" if tool_errors(inv.state.steps) else "success"
             self.metrics.sessions.labels(processor=self.id, outcome="completed").inc()
-            self.metrics.iterations.labels(processor=self.id).observe(state.iteration)
-            await self.finish(request, flow, state, scope, cfg, decision.answer, outcome, None)
+            self.metrics.iterations.labels(processor=self.id).observe(inv.state.iteration)
+            await self.finish(inv, decision.answer, outcome, None)
             return
 
-        step = await self.act(decision, tools, request, flow, cfg, scope, respond)
+        step = await self.act(inv, decision, tools, respond)
         next_state = request.state
         if isinstance(decision, Action) and decision.name in tools:
             next_state = tools[decision.name].next_state(request.state or "undefined")
-        state = state.model_copy(update={"steps": [*state.steps, step]})
+        inv.state = inv.state.model_copy(update={"steps": [*inv.state.steps, step]})
         await flow.send(
             "next",
             request.model_copy(
                 update={
                     "history": [*history, step],
                     "state": next_state,
-                    "memory": self.sealer.seal(state, bound_to),
+                    "memory": self.sealer.seal(inv.state, bound_to),
                 }
             ),
             id=ctx.id,
         )
 
-    async def begin(
-        self, request: AgentRequest, flow: Flow, cfg: AgentMemConfig, scope: Scope, memory_on: bool
-    ) -> MemoryState:
+    async def begin(self, inv: Invocation) -> MemoryState:
         """Invocation start: recall memory and render it within the budget."""
+        request, cfg = inv.request, inv.cfg
         state = MemoryState(started_at=time.time(), steps=list(request.history))
-        if not memory_on or cfg.memory_token_budget == 0:
+        if not inv.memory_on or cfg.memory_token_budget == 0:
             return state
         started = time.perf_counter()
-        recall = await MemoryRecall(flow, self.embedder, cfg).recall(request.question, scope)
+        recall = await MemoryRecall(inv.flow, self.embedder, cfg).recall(
+            request.question, inv.scope
+        )
         self.metrics.memory_recall.labels(processor=self.id).observe(time.perf_counter() - started)
         for source in recall.missed:
             self.metrics.memory_missed.labels(processor=self.id, source=source).inc()
@@ -359,33 +354,26 @@ class AgentProcessor(Processor):
             update={"context": context.memory, "post_context": context.post, "used": context.used}
         )
 
-    def tools_for(
-        self, ws: Workspace, request: AgentRequest, flow: Flow, memory_on: bool
-    ) -> dict[str, Tool]:
+    def tools_for(self, ws: Workspace, inv: Invocation) -> dict[str, Tool]:
+        request = inv.request
         tools = {
             name: tool
             for name, tool in ws.tools.items()
             if tool.available(request.group, request.state)
         }
         cfg = ws.config
-        if memory_on and cfg.enable_memory_tools:
-            for tool in memory_tools(flow, cfg.fact_retrieval_top_k, cfg.episode_retrieval_top_k):
+        if inv.memory_on and cfg.enable_memory_tools:
+            for tool in memory_tools(
+                inv.flow, cfg.fact_retrieval_top_k, cfg.episode_retrieval_top_k
+            ):
                 tools.setdefault(tool.name, tool)
         return tools
 
-    async def compact(
-        self,
-        request: AgentRequest,
-        flow: Flow,
-        cfg: AgentMemConfig,
-        scope: Scope,
-        state: MemoryState,
-        deadline: Deadline,
-    ) -> list[AgentStep]:
+    async def compact(self, inv: Invocation, deadline: Deadline) -> list[AgentStep]:
         """Working memory over its threshold is compressed by the working-memory service;
         if that fails the steps go on uncompressed (the LLM sees more, nothing is lost).
         It may take half of what is left of ``deadline``; the rest is the reasoning call's."""
-        history = list(request.history)
+        history, cfg, scope, flow = list(inv.request.history), inv.cfg, inv.scope, inv.flow
         assert self.counter is not None
         if not history or not flow.has_client(WORKING):
             return history
@@ -415,18 +403,15 @@ class AgentProcessor(Processor):
 
     async def act(
         self,
+        inv: Invocation,
         decision: Action | ParseError,
         tools: dict[str, Tool],
-        request: AgentRequest,
-        flow: Flow,
-        cfg: AgentMemConfig,
-        scope: Scope,
         respond: Responder,
     ) -> AgentStep:
         """Run the chosen tool; every outcome, failures included, becomes the observation."""
         if isinstance(decision, ParseError):
             observation = f"Your reply could not be parsed: {decision}"
-            if request.streaming:
+            if inv.request.streaming:
                 await respond.thought("")  # closes a streamed thought, if one is open
             await respond.observation(observation)
             return AgentStep(action=PARSE_ERROR_ACTION, observation=observation)
@@ -440,14 +425,12 @@ class AgentProcessor(Processor):
         else:
             self.metrics.tool_calls.labels(**labels).inc()
             started = time.perf_counter()
+            timeout = inv.cfg.tool_timeout
             call = ToolCall(
-                flow=flow,
-                scope=scope,
-                arguments=decision.arguments,
-                timeout=cfg.tool_timeout,
+                flow=inv.flow, scope=inv.scope, arguments=decision.arguments, timeout=timeout
             )
             try:
-                observation = await asyncio.wait_for(tool.invoke(call), cfg.tool_timeout)
+                observation = await asyncio.wait_for(tool.invoke(call), timeout)
                 step_type = ""
             except Exception as exc:  # any tool failure is an observation
                 self.metrics.tool_errors.labels(**labels).inc()
@@ -466,39 +449,30 @@ class AgentProcessor(Processor):
 
     # -- invocation end ------------------------------------------------------------
     async def finish(
-        self,
-        request: AgentRequest,
-        flow: Flow,
-        state: MemoryState,
-        scope: Scope,
-        cfg: AgentMemConfig,
-        answer: str,
-        outcome: Outcome,
-        error: str | None,
+        self, inv: Invocation, answer: str, outcome: Outcome, error: str | None
     ) -> None:
         """After the reply: the conversation turn (synchronous, cheap), then the trajectory."""
-        if not cfg.memory_for(request.enable_memory):
+        if not inv.memory_on:
             return
-        if scope.conversation and flow.has_client(CONVERSATIONS):
-            await self.append_turn(request, flow, scope, state, answer, outcome)
-        if flow.has_producer("trajectory"):
-            record = trajectory(request, state, scope, cfg, answer, outcome, error)
+        if inv.scope.conversation and inv.flow.has_client(CONVERSATIONS):
+            await self.append_turn(inv, answer, outcome)
+        if inv.flow.has_producer("trajectory"):
+            request = inv.request
+            record = trajectory(request, inv.state, inv.scope, inv.cfg, answer, outcome, error)
             try:
-                await flow.send("trajectory", record, id=request.session_id)
+                await inv.flow.send("trajectory", record, id=request.session_id)
             except Exception as exc:
                 logger.error("trajectory %s not published: %r", request.session_id, exc)
 
-    async def append_turn(
-        self,
-        request: AgentRequest,
-        flow: Flow,
-        scope: Scope,
-        state: MemoryState,
-        answer: str,
-        outcome: Outcome,
-    ) -> None:
+    async def append_turn(self, inv: Invocation, answer: str, outcome: Outcome) -> None:
         await append_turn(
-            flow, request, scope, state, answer, outcome, self.agent_settings.memory_write_timeout
+            inv.flow,
+            inv.request,
+            inv.scope,
+            inv.state,
+            answer,
+            outcome,
+            self.agent_settings.memory_write_timeout,
         )
 
 
