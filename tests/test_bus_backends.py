@@ -25,11 +25,18 @@ BROKER_MODULES = {
     "react_mem.bus.pulsar",
     "react_mem.bus.embedded",
     "react_mem.bus.pulsar_backend",
+    "faststream",
+    "aio_pika",
+    "aiormq",
+    "react_mem.bus.rabbitmq",
+    "react_mem.bus.rabbitmq_backend",
 }
 ALLOWED = {
     "react_mem/bus/pulsar.py",
     "react_mem/bus/embedded.py",
     "react_mem/bus/pulsar_backend.py",
+    "react_mem/bus/rabbitmq.py",
+    "react_mem/bus/rabbitmq_backend.py",
     "react_mem/bus/backends.py",
 }
 

@@ -1,5 +1,5 @@
 """The transport contract: every transport (the Pulsar one over the embedded broker, the
-in-memory one) delivers, settles and subscribes by the same rules the framework relies on.
+RabbitMQ one over a private node, the in-memory one) delivers, settles and subscribes by the same rules the framework relies on.
 
 A new transport joins ``TRANSPORTS``; ``test_every_backend_is_held_to_the_contract`` fails
 until it does.
@@ -17,11 +17,17 @@ from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.memory import MemoryTransport
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
 from react_mem.bus.queues import Queue
+from react_mem.bus.rabbitmq import RabbitMQTransport
 from react_mem.bus.transport import Consumer, Delivery, Transport
 from react_mem.errors import BusError
+from tests.support.rabbitmq import RabbitMQNode, rabbitmq_node  # noqa: F401 (fixture)
 
 #: The transports under contract; those needing a real broker are marked ``broker``.
-TRANSPORTS = {"pulsar": [pytest.mark.broker], "memory": []}
+TRANSPORTS = {
+    "pulsar": [pytest.mark.broker],
+    "rabbitmq": [pytest.mark.rabbitmq],
+    "memory": [],
+}
 ALL_CLASSES = ["flow", "request", "response", "notify"]
 SHARED_CLASSES = ["flow", "request"]
 
@@ -37,6 +43,9 @@ async def bus(request: pytest.FixtureRequest) -> AsyncIterator[Transport]:
         transport = PulsarTransport(
             PulsarOptions(url=broker.url, nack_delay=0.05, connect_timeout=10)
         )
+    elif request.param == "rabbitmq":
+        node: RabbitMQNode = request.getfixturevalue("rabbitmq_node")
+        transport = node.transport()
     else:
         transport = MemoryTransport()
     await transport.connect()
@@ -152,6 +161,8 @@ async def test_every_subscription_gets_its_own_copy(bus: Transport, unique: str,
 
 
 async def test_from_earliest_starts_at_the_oldest_held_message(bus: Transport, unique: str) -> None:
+    if isinstance(bus, RabbitMQTransport):
+        pytest.skip("a RabbitMQ subscription is a queue: a new one holds only what follows it")
     queue = Queue.parse(f"flow:tg:earliest-{unique}")
     await bus.consumer(queue, "holder")  # holds the backlog, as a slow subscriber would
     producer = await bus.producer(queue)

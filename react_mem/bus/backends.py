@@ -14,8 +14,9 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from react_mem.bus import pulsar_backend
+from react_mem.bus import pulsar_backend, rabbitmq_backend
 from react_mem.bus.pulsar_backend import PulsarSettings
+from react_mem.bus.rabbitmq_backend import RabbitMQSettings
 from react_mem.bus.transport import Transport
 from react_mem.errors import ConfigurationError
 
@@ -45,10 +46,13 @@ BACKENDS: dict[str, Backend] = {
     "pulsar": Backend(
         "pulsar", pulsar_backend.add_args, pulsar_backend.describe, pulsar_backend.connect
     ),
+    "rabbitmq": Backend(
+        "rabbitmq", rabbitmq_backend.add_args, rabbitmq_backend.describe, rabbitmq_backend.connect
+    ),
 }
 
 
-class BackendSettings(PulsarSettings):
+class BackendSettings(PulsarSettings, RabbitMQSettings):
     """Every backend's own keys, flat as TrustGraph's flags (``pulsar_host``, ...)."""
 
 
