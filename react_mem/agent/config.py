@@ -18,6 +18,10 @@ from react_mem.errors import ConfigurationError
 from react_mem.schema.playbook import Weights
 
 CONFIG_TYPE = "agent-mem"
+#: TrustGraph agent-manager's config type (its ``--config-type`` default). Of it the agent
+#: reads what agent-manager reads, ``additional-context``; ``agent-mem`` wins over it.
+AGENT_CONFIG_TYPE = "agent"
+AGENT_KEYS = ("additional-context",)
 #: Keys of the same config type that other processors read (the memory services' PII
 #: policy and retention, the learner's ledger retention): known here, not the agent's.
 SHARED_KEYS = frozenset(
@@ -105,6 +109,16 @@ class AgentMemConfig(BaseModel):
             return cls.model_validate(data)
         except ValidationError as exc:
             raise ConfigurationError(f"invalid {CONFIG_TYPE} config: {exc}") from exc
+
+
+def agent_values(config: dict[str, dict[str, str]], config_type: str) -> dict[str, str]:
+    """A workspace's settings: agent-manager's keys of config type ``agent``, then
+    ``config_type``'s (``agent-mem``), which win."""
+    own = config.get(config_type, {})
+    if config_type == AGENT_CONFIG_TYPE:
+        return dict(own)
+    shared = config.get(AGENT_CONFIG_TYPE, {})
+    return {**{k: shared[k] for k in AGENT_KEYS if k in shared}, **own}
 
 
 def _value(raw: Any) -> Any:

@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry
 from pydantic import Field, SecretStr
 
 from react_mem.agent import json_reply, prompt
-from react_mem.agent.config import CONFIG_TYPE, AgentMemConfig
+from react_mem.agent.config import AGENT_CONFIG_TYPE, CONFIG_TYPE, AgentMemConfig, agent_values
 from react_mem.agent.finish import (
     append_turn,
     short,
@@ -174,7 +174,8 @@ class AgentProcessor(Processor):
         for spec in _clients():
             self.register_specification(spec)
         self.register_config_handler(
-            [TOOL_CONFIG_TYPE, self.agent_settings.config_type], self.on_agent_config
+            [TOOL_CONFIG_TYPE, AGENT_CONFIG_TYPE, self.agent_settings.config_type],
+            self.on_agent_config,
         )
 
     async def start(self) -> None:
@@ -207,7 +208,7 @@ class AgentProcessor(Processor):
         raw = {**current.raw, **config}
         try:
             parsed = AgentMemConfig.parse(
-                raw.get(self.agent_settings.config_type, {}), defaults=self.defaults()
+                agent_values(raw, self.agent_settings.config_type), defaults=self.defaults()
             )
         except ConfigurationError as exc:
             logger.error(
