@@ -5,6 +5,7 @@ changing the running agent (config types ``agent`` and ``agent-mem``)."""
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -56,7 +57,7 @@ async def test_per_workspace_config_queues_serve_trustgraphs_config_client(
             await default.workspaces_for_type("prompt")
         assert await system.workspaces_for_type("prompt") == {"default"}
         # A workspace registered as TrustGraph's bootstrapper does gets its own queues.
-        await system.put("__workspaces__", "workspace", ws, '{"id": "%s"}' % ws)
+        await system.put("__workspaces__", "workspace", ws, json.dumps({"id": ws}))
         async with trustgraph_config(backend, ws) as own:
             await own.put(ws, "tool", "t1", "{}")
             assert await own.keys(ws, "tool") == ["t1"]
