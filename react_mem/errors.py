@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from react_mem.schema.errors import ErrorType
+
 
 class ReactMemError(Exception):
     """Root of every error react-mem raises on purpose."""
@@ -10,9 +15,9 @@ class ReactMemError(Exception):
 class BadRequest(ReactMemError):
     """The message is malformed or invalid: answered with an error, never retried."""
 
-    def __init__(self, message: str, *, type: str = "bad-request") -> None:
+    def __init__(self, message: str, *, type: ErrorType = "bad-request") -> None:
         super().__init__(message)
-        self.type = type
+        self.type: str = type
 
 
 class TransientError(ReactMemError):
@@ -29,3 +34,58 @@ class BusError(TransientError):
 
 class RequestTimeout(TransientError):
     """No response arrived for a request within its timeout."""
+
+
+# -- what a client of a service raises (see react_mem.clients.errors for the mapping) --------
+
+
+class ServiceError(ReactMemError):
+    """A service did not serve a request: ``service`` names it (its spec name), ``type``
+    the ``Error.type`` of its error reply (or of the failure seen instead of one)."""
+
+    def __init__(self, message: str, *, service: str = "", type: str = "processing-failed"):
+        super().__init__(message)
+        self.service, self.type = service, type
+
+
+class ServiceRefused(ServiceError, BadRequest):
+    """The service refused the request for good (invalid, too large, ...): never retried."""
+
+
+class NotFound(ServiceRefused):
+    """What the request names does not exist in its scope."""
+
+
+class Forbidden(ServiceRefused):
+    """The requester may not do this (not the owner or an editor)."""
+
+
+class QuotaExceeded(ServiceRefused):
+    """The scope is full."""
+
+
+class ServiceFailed(ServiceError, TransientError):
+    """The service failed to serve the request (``processing-failed``): worth a retry."""
+
+
+class ServiceUnavailable(ServiceError, TransientError):
+    """No reply: the bus refused the request or the service is not there."""
+
+
+class ServiceTimeout(ServiceUnavailable, RequestTimeout):
+    """No reply within the caller's timeout."""
+
+
+class BadReply(ServiceError):
+    """The reply could not be read (not the schema, not JSON): a defect of the service."""
+
+
+class LLMError(ServiceError):
+    """No usable completion: an error reply, a malformed or empty one."""
+
+    def __init__(self, message: str, *, service: str = "", type: str = "llm-error"):
+        super().__init__(message, service=service, type=type)
+
+
+class LLMUnavailable(LLMError, ServiceUnavailable):
+    """The LLM did not answer (down, overloaded, past the deadline): worth a retry."""

@@ -28,6 +28,9 @@ FRAMEWORK = {
     "react_mem.tokens",
     "react_mem.retention",
 }
+#: The typed clients of the services, the layer just above the framework: they import only
+#: the framework, and every service and the command line may use them.
+CLIENTS = {"react_mem.clients"}
 #: Memory plumbing every memory service may use (the store, the service base, screening).
 MEMORY_PLUMBING = {
     "memory_services",
@@ -75,8 +78,10 @@ def allowed(importer: str, imported: str) -> bool:
     """May a module of unit ``importer`` import something of unit ``imported``?"""
     if importer == imported or imported in FRAMEWORK:
         return True
-    if importer in FRAMEWORK:
-        return False  # the framework never reaches up
+    if importer in FRAMEWORK or importer in CLIENTS:
+        return False  # the framework never reaches up, nor do the clients
+    if imported in CLIENTS:
+        return True
     if imported.startswith("memory_services"):
         # Memory services use their plumbing; nothing in react_mem imports memory_services
         # (processors are found through the entry-point registry).

@@ -26,6 +26,7 @@ from memory_services.playbook import bullets as ops_on
 from memory_services.playbook.playbook import Playbook, Vector
 from memory_services.playbook.records import PlaybookPolicy, bullet_id, content_hash, normalise
 from react_mem.errors import BadRequest
+from react_mem.schema.errors import ErrorType
 from react_mem.schema.playbook import Bullet, BulletChange, ChangeKind, Delta, DeltaOperation
 
 logger = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ MAX_TAG_CHARS = 64
 MAX_NOTE_CHARS = 2000
 
 
-def _bad(message: str, type: str = "bad-delta") -> BadRequest:
+def _bad(message: str, type: ErrorType = "bad-delta") -> BadRequest:
     return BadRequest(message, type=type)
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from react_mem.schema.errors import ErrorType
+
 #: Deepest nesting a message may have; TrustGraph's deepest (quoted triples in explain
 #: messages) is well under this.
 MAX_DEPTH = 64
@@ -30,9 +32,10 @@ def needs_check(data: bytes, *, max_depth: int = MAX_DEPTH) -> bool:
 class PayloadError(ValueError):
     """The payload breaks a limit; ``path`` names the field (``history.0.thought``)."""
 
-    def __init__(self, path: str, problem: str, *, type: str) -> None:
+    def __init__(self, path: str, problem: str, *, type: ErrorType) -> None:
         super().__init__(f"{path or '<root>'}: {problem}")
-        self.path, self.type = path, type
+        self.path = path
+        self.type: ErrorType = type
 
 
 def check_payload(payload: Any, *, max_depth: int = MAX_DEPTH) -> None:

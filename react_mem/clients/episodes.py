@@ -1,0 +1,180 @@
+"""The episode-memory client: one method per :data:`~react_mem.schema.episodes.OPERATIONS`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from react_mem.clients.base import Page, Service, ServiceClient, build, owner
+from react_mem.errors import BadReply
+from react_mem.schema.agent import AgentStep
+from react_mem.schema.consolidation import ConsolidationReport
+from react_mem.schema.episodes import Episode, EpisodeRequest, EpisodeResponse, Outcome
+from react_mem.schema.forget import Forgotten
+from react_mem.schema.scope import Scope
+
+EPISODE_MEMORY: Service[EpisodeRequest, EpisodeResponse] = Service(
+    "episode-memory", EpisodeRequest, EpisodeResponse
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    id: str
+    #: False: this session's episode was stored before (nothing changed).
+    created: bool
+    #: Episodes removed at the scope's limit to make room.
+    evicted: int = 0
+
+
+class EpisodeClient(ServiceClient[EpisodeRequest, EpisodeResponse]):
+    service = EPISODE_MEMORY
+
+    async def store(
+        self,
+        scope: Scope,
+        *,
+        goal: str,
+        steps: Sequence[AgentStep] = (),
+        outcome: Outcome,
+        score: float = 0.0,
+        lessons: Sequence[str] = (),
+        tokens: int = 0,
+        duration_seconds: float = 0.0,
+        session_id: str | None = None,
+    ) -> Stored:
+        request = build(
+            EpisodeRequest,
+            operation="store",
+            goal=goal,
+            steps=list(steps),
+            outcome=outcome,
+            score=score,
+            lessons=list(lessons),
+            tokens=tokens,
+            duration_seconds=duration_seconds,
+            session_id=session_id,
+            **owner(scope),
+        )
+        return await self.store_request(request)
+
+    async def store_request(self, request: EpisodeRequest) -> Stored:
+        """Store an episode already shaped as a request (the learner plans them so)."""
+        response = await self.call(request.model_copy(update={"operation": "store"}))
+        if response.id is None:
+            raise BadReply("episode-memory: store reply without an id", service="episode-memory")
+        return Stored(response.id, bool(response.created), response.evicted or 0)
+
+    async def retrieve(
+        self,
+        scope: Scope,
+        *,
+        goal: str = "",
+        context: str = "",
+        vector: Sequence[float] | None = None,
+        top_k: int | None = None,
+        outcome: Outcome | None = None,
+        min_score: float | None = None,
+    ) -> list[Episode]:
+        """The episodes most similar to ``goal``/``context`` (or ``vector``), best first."""
+        response = await self.call(
+            build(
+                EpisodeRequest,
+                operation="retrieve",
+                goal=goal,
+                context=context,
+                vector=None if vector is None else list(vector),
+                top_k=top_k,
+                outcome=outcome,
+                min_score=min_score,
+                **owner(scope),
+            )
+        )
+        return response.episodes
+
+    async def get(self, scope: Scope, ids: Sequence[str]) -> list[Episode]:
+        response = await self.call(
+            build(EpisodeRequest, operation="get", ids=list(ids), **owner(scope))
+        )
+        return response.episodes
+
+    async def page(
+        self,
+        scope: Scope,
+        *,
+        limit: int = 20,
+        offset: str | None = None,
+        outcome: Outcome | None = None,
+    ) -> Page[Episode]:
+        response = await self.call(
+            build(
+                EpisodeRequest,
+                operation="list",
+                limit=limit,
+                offset=offset,
+                outcome=outcome,
+                **owner(scope),
+            )
+        )
+        return Page(response.episodes, response.next_offset)
+
+    async def delete(self, scope: Scope, ids: Sequence[str]) -> int:
+        response = await self.call(
+            build(EpisodeRequest, operation="delete", ids=list(ids), **owner(scope))
+        )
+        return response.count or 0
+
+    async def purge(self, scope: Scope) -> int:
+        response = await self.call(build(EpisodeRequest, operation="purge", **owner(scope)))
+        return response.count or 0
+
+    async def consolidate(
+        self,
+        scope: Scope,
+        *,
+        consolidation_id: str | None = None,
+        similarity_threshold: float | None = None,
+        importance_threshold: float | None = None,
+        dry_run: bool = False,
+    ) -> ConsolidationReport:
+        response = await self.call(
+            build(
+                EpisodeRequest,
+                operation="consolidate",
+                consolidation_id=consolidation_id,
+                similarity_threshold=similarity_threshold,
+                importance_threshold=importance_threshold,
+                dry_run=dry_run,
+                **owner(scope),
+            )
+        )
+        return _report(response.consolidation)
+
+    async def unconsolidate(self, scope: Scope, consolidation_id: str) -> ConsolidationReport:
+        response = await self.call(
+            build(
+                EpisodeRequest,
+                operation="unconsolidate",
+                consolidation_id=consolidation_id,
+                **owner(scope),
+            )
+        )
+        return _report(response.consolidation)
+
+    async def forget(self, user: str, *, collection: str = "default") -> Forgotten:
+        response = await self.call(
+            build(EpisodeRequest, operation="forget", user=user, collection=collection)
+        )
+        if response.forgotten is None:
+            raise BadReply(
+                "episode-memory: forget reply without its report", service="episode-memory"
+            )
+        return response.forgotten
+
+
+def _report(report: ConsolidationReport | None) -> ConsolidationReport:
+    if report is None:
+        raise BadReply(
+            "episode-memory: consolidation reply without its report", service="episode-memory"
+        )
+    return report

@@ -1,0 +1,139 @@
+"""The fact-memory client: one method per :data:`~react_mem.schema.facts.FACT_OPERATIONS`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from react_mem.clients.base import Page, Service, ServiceClient, build, owner
+from react_mem.errors import BadReply
+from react_mem.schema.consolidation import ConsolidationReport
+from react_mem.schema.facts import Fact, FactInput, FactRequest, FactResponse, StoredFact
+from react_mem.schema.forget import Forgotten
+from react_mem.schema.scope import Scope
+
+FACT_MEMORY: Service[FactRequest, FactResponse] = Service("fact-memory", FactRequest, FactResponse)
+
+
+class FactClient(ServiceClient[FactRequest, FactResponse]):
+    service = FACT_MEMORY
+
+    async def store(
+        self, scope: Scope, facts: Sequence[FactInput], *, evict: bool = False
+    ) -> FactResponse:
+        """``stored`` (each fact's id and status) and ``evicted`` (ids, with ``evict``)."""
+        return await self.call(
+            build(FactRequest, operation="store", facts=list(facts), evict=evict, **owner(scope))
+        )
+
+    async def update(self, scope: Scope, fact_id: str, fact: FactInput) -> StoredFact:
+        response = await self.call(
+            build(FactRequest, operation="update", fact_id=fact_id, fact=fact, **owner(scope))
+        )
+        return _one(response.stored)
+
+    async def retrieve(
+        self,
+        scope: Scope,
+        query: str | None = None,
+        *,
+        vector: Sequence[float] | None = None,
+        top_k: int = 5,
+        min_score: float | None = None,
+    ) -> list[Fact]:
+        """The facts most similar to ``query`` (or ``vector``), best first."""
+        response = await self.call(
+            build(
+                FactRequest,
+                operation="retrieve",
+                query=query,
+                vector=None if vector is None else list(vector),
+                top_k=top_k,
+                min_score=min_score,
+                **owner(scope),
+            )
+        )
+        return response.facts
+
+    async def get(self, scope: Scope, ids: Sequence[str]) -> tuple[list[Fact], list[str]]:
+        """The facts found and the ids not found."""
+        response = await self.call(
+            build(FactRequest, operation="get", ids=list(ids), **owner(scope))
+        )
+        return response.facts, response.missing
+
+    async def history(self, scope: Scope, fact_id: str) -> list[Fact]:
+        response = await self.call(
+            build(FactRequest, operation="history", fact_id=fact_id, **owner(scope))
+        )
+        return response.facts
+
+    async def page(self, scope: Scope, *, limit: int = 50, cursor: str | None = None) -> Page[Fact]:
+        response = await self.call(
+            build(FactRequest, operation="list", limit=limit, cursor=cursor, **owner(scope))
+        )
+        return Page(response.facts, response.next_cursor)
+
+    async def delete(self, scope: Scope, ids: Sequence[str]) -> int:
+        """How many of ``ids`` were deleted."""
+        response = await self.call(
+            build(FactRequest, operation="delete", ids=list(ids), **owner(scope))
+        )
+        return response.deleted
+
+    async def purge(self, scope: Scope) -> int:
+        """Delete every fact of ``scope`` with its history; how many records went."""
+        return (await self.call(build(FactRequest, operation="purge", **owner(scope)))).deleted
+
+    async def consolidate(
+        self,
+        scope: Scope,
+        *,
+        consolidation_id: str | None = None,
+        similarity_threshold: float | None = None,
+        importance_threshold: float | None = None,
+        dry_run: bool = False,
+    ) -> ConsolidationReport:
+        response = await self.call(
+            build(
+                FactRequest,
+                operation="consolidate",
+                consolidation_id=consolidation_id,
+                similarity_threshold=similarity_threshold,
+                importance_threshold=importance_threshold,
+                dry_run=dry_run,
+                **owner(scope),
+            )
+        )
+        return _report(response.consolidation)
+
+    async def unconsolidate(self, scope: Scope, consolidation_id: str) -> ConsolidationReport:
+        response = await self.call(
+            build(
+                FactRequest,
+                operation="unconsolidate",
+                consolidation_id=consolidation_id,
+                **owner(scope),
+            )
+        )
+        return _report(response.consolidation)
+
+    async def forget(self, user: str, *, collection: str = "default") -> Forgotten:
+        """Delete every fact of ``user`` in every collection of the flow's workspace."""
+        response = await self.call(
+            build(FactRequest, operation="forget", user=user, collection=collection)
+        )
+        if response.forgotten is None:
+            raise BadReply("fact-memory: forget reply without its report", service="fact-memory")
+        return response.forgotten
+
+
+def _one(stored: list[StoredFact]) -> StoredFact:
+    if len(stored) != 1:
+        raise BadReply(f"fact-memory: {len(stored)} results for one update", service="fact-memory")
+    return stored[0]
+
+
+def _report(report: ConsolidationReport | None) -> ConsolidationReport:
+    if report is None:
+        raise BadReply("fact-memory: consolidation reply without its report", service="fact-memory")
+    return report
