@@ -86,9 +86,7 @@ def allowed(importer: str, imported: str) -> bool:
         # Memory services use their plumbing; nothing in react_mem imports memory_services
         # (processors are found through the entry-point registry).
         return importer.startswith("memory_services") and imported in MEMORY_PLUMBING
-    if importer in TOP:
-        return True
-    return False  # services do not import each other
+    return importer in TOP  # services do not import each other
 
 
 @functools.cache
