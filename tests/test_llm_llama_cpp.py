@@ -163,3 +163,22 @@ def test_a_missing_model_is_a_configuration_error(
     with pytest.raises(ConfigurationError, match="local-llm") as raised:
         backend.model_file(LlamaCppSettings.load({"id": "x"}))
     assert "model_path" in str(raised.value)
+
+
+def test_a_flows_model_and_temperature_apply_and_another_model_is_refused(
+    tmp_path: Path,
+) -> None:
+    """TrustGraph's blueprint passes ``model`` and ``temperature`` to each flow."""
+    from react_mem.llm.base import LLMError, Prompt
+
+    gguf = tmp_path / "tiny-model.gguf"
+    gguf.write_bytes(b"GGUF")  # never loaded: only the request arguments are built
+    llama = backend.LlamaCppBackend(
+        LlamaCppSettings.load({"id": "x", "model_path": gguf, "temperature": 0.1})
+    )
+    assert llama._arguments(Prompt(system="", prompt="hi"))["temperature"] == 0.1
+    for own in ("tiny-model", "tiny-model.gguf"):
+        args = llama._arguments(Prompt(system="", prompt="hi", model=own, temperature=0.7))
+        assert args["temperature"] == 0.7
+    with pytest.raises(LLMError, match=r"'gpt-4o'.*serves tiny-model only"):
+        llama._arguments(Prompt(system="", prompt="hi", model="gpt-4o"))

@@ -362,3 +362,66 @@ async def test_key_and_url_come_from_the_environment(
         await tc.ask(prompt="who am I?")
     assert server.requests[-1].headers["authorization"] == "Bearer sk-from-env"
     assert resolve_processor("text-completion-openai") is OpenAICompatibleProcessor
+
+
+async def test_a_flows_model_and_temperature_parameters_are_honoured(
+    transport: PulsarTransport,
+    registry: CollectorRegistry,
+    tmp_path: Path,
+    unique: str,
+    server: OpenAIServer,
+) -> None:
+    """TrustGraph's blueprint gives each text-completion flow ``model`` and ``temperature``
+    (strings); requests on that flow use them, other flows keep the processor's."""
+    pid = f"tc-{unique}"
+
+    def flow(name: str, parameters: dict[str, str]) -> dict[str, Any]:
+        tail = f"tc-{unique}:default:{name}"
+        topics = {"request": f"request:tg:{tail}", "response": f"response:tg:{tail}"}
+        return {"topics": topics, "parameters": parameters}
+
+    flows = {
+        "plain": flow("plain", {}),
+        "tuned": flow("tuned", {"model": "flow-model", "temperature": "0.7"}),
+        "broken": flow("broken", {"temperature": "hot"}),
+    }
+    path = tmp_path / "flows.yaml"
+    path.write_text(json.dumps({"default": {f"processor:{pid}": flows}}))
+    settings = {"id": pid, "flows": path, "base_url": server.url, "model": "served-model"}
+    processor = OpenAICompatibleProcessor(
+        OpenAISettings.load(settings | {"api_key": KEY}), transport, registry=registry
+    )
+    await processor.start()
+    try:
+        for name, model, temperature in (
+            ("plain", "served-model", 0),
+            ("tuned", "flow-model", 0.7),
+        ):
+            topics = flows[name]["topics"]
+            client: RequestResponseClient[TextCompletionRequest, TextCompletionResponse] = (
+                RequestResponseClient(
+                    transport, topics["request"], topics["response"], TextCompletionResponse
+                )
+            )
+            await client.start()
+            try:
+                reply = await client.request(TextCompletionRequest(prompt="hi"), timeout=15)
+                assert reply.error is None
+                await client.request(TextCompletionRequest(prompt="hi", streaming=True), timeout=15)
+            finally:
+                await client.close()
+            for sent in server.requests[-2:]:
+                assert (sent.body["model"], sent.body["temperature"]) == (model, temperature)
+        topics = flows["broken"]["topics"]
+        client = RequestResponseClient(
+            transport, topics["request"], topics["response"], TextCompletionResponse
+        )
+        await client.start()
+        try:
+            refused = await client.request(TextCompletionRequest(prompt="hi"), timeout=15)
+        finally:
+            await client.close()
+        assert refused.error is not None and "temperature 'hot'" in refused.error.message
+        assert len(server.requests) == 4
+    finally:
+        await processor.stop()

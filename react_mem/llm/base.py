@@ -8,6 +8,10 @@ never redelivered: a stream already partly sent cannot be taken back. These retr
 only ones between a caller and the model (the SDK's are off; callers do not retry): a
 request's ``timeout`` bounds them all, and the error comes before it runs out.
 
+A flow's ``model`` and ``temperature`` parameters (TrustGraph's blueprint passes them, as
+strings, to each ``text-completion:{id}``) override the processor's settings for requests on
+that flow; a backend that cannot serve the named model answers an ``llm-error``.
+
 The processor receives up to ``concurrency`` requests but generates ``parallel`` at once;
 the rest wait at a :class:`PriorityGate`, where the learner's ``background`` requests go
 after everyone else's, so an ask never queues behind background learning. The caller's
@@ -66,6 +70,9 @@ class Prompt:
     #: Constrained JSON output requested; ``schema`` (a JSON Schema) narrows it further.
     json: bool = False
     schema: dict[str, Any] | None = None
+    #: The flow's ``model`` and ``temperature`` parameters; ``None``: the backend's own.
+    model: str | None = None
+    temperature: float | None = None
 
     def messages(self) -> list[dict[str, str]]:
         system = [{"role": "system", "content": self.system}] if self.system else []
@@ -172,7 +179,10 @@ class TextCompletionProcessor(Processor, ABC):
         await self.backend.close()
 
     # -- requests ------------------------------------------------------------------
-    def parse(self, request: TextCompletionRequest) -> Prompt:
+    def parse(
+        self, request: TextCompletionRequest, parameters: dict[str, Any] | None = None
+    ) -> Prompt:
+        """The request as a :class:`Prompt`, with its flow's ``parameters`` applied."""
         if not request.prompt.strip() and not request.system.strip():
             raise BadRequest("prompt and system are both empty")
         size = len(request.prompt) + len(request.system)
@@ -188,28 +198,35 @@ class TextCompletionProcessor(Processor, ABC):
                 "use 'json' or leave it empty"
             )
         json_wanted = request.response_format == "json" or request.schema_ is not None
+        model, temperature = flow_parameters(parameters or {})
         return Prompt(
-            system=request.system, prompt=request.prompt, json=json_wanted, schema=request.schema_
+            system=request.system,
+            prompt=request.prompt,
+            json=json_wanted,
+            schema=request.schema_,
+            model=model,
+            temperature=temperature,
         )
 
     async def on_request(self, request: TextCompletionRequest, ctx: MessageContext) -> None:
-        prompt = self.parse(request)
+        prompt = self.parse(request, ctx.flow.definition.parameters)
+        model = prompt.model or self.backend.model
         started = time.monotonic()
         tries = Tries()
         try:
             final = await self._complete(request, prompt, ctx, tries)
         except LLMError as exc:
-            self.llm_metrics.failed(self.backend.model)
+            self.llm_metrics.failed(model)
             logger.warning("%s: completion failed: %s", self.id, exc)
             await ctx.reply(
                 TextCompletionResponse(
                     error=Error(type="llm-error", message=str(exc)),
-                    model=self.backend.model,
+                    model=model,
                     end_of_stream=True,
                 )
             )
             return
-        self.llm_metrics.completed(final, time.monotonic() - started, self.backend.model)
+        self.llm_metrics.completed(final, time.monotonic() - started, model)
 
     async def _complete(
         self, request: TextCompletionRequest, prompt: Prompt, ctx: MessageContext, tries: Tries
@@ -316,3 +333,19 @@ class TextCompletionProcessor(Processor, ABC):
             model=completion.model or self.backend.model,
             end_of_stream=end,
         )
+
+
+def flow_parameters(parameters: dict[str, Any]) -> tuple[str | None, float | None]:
+    """A flow's ``model`` and ``temperature`` (strings in TrustGraph's flow config; empty
+    means unset). A temperature that is not a number in [0, 2] is refused."""
+    model = str(parameters.get("model") or "").strip() or None
+    raw = parameters.get("temperature")
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return model, None
+    try:
+        temperature = float(raw)
+    except (TypeError, ValueError):
+        raise BadRequest(f"flow parameter temperature {raw!r} is not a number") from None
+    if not 0 <= temperature <= 2:
+        raise BadRequest(f"flow parameter temperature {raw!r} is outside [0, 2]")
+    return model, temperature

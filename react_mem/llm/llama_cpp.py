@@ -21,7 +21,14 @@ from typing import Any, ClassVar, TypeVar, cast
 from pydantic import Field
 
 from react_mem.errors import BadRequest, ConfigurationError
-from react_mem.llm.base import Backend, Completion, LLMSettings, Prompt, TextCompletionProcessor
+from react_mem.llm.base import (
+    Backend,
+    Completion,
+    LLMError,
+    LLMSettings,
+    Prompt,
+    TextCompletionProcessor,
+)
 from react_mem.processor.settings import ProcessorSettings
 
 logger = logging.getLogger(__name__)
@@ -127,9 +134,15 @@ class LlamaCppBackend:
         return await asyncio.get_running_loop().run_in_executor(self._thread, call)
 
     def _arguments(self, prompt: Prompt) -> dict[str, Any]:
+        # One GGUF file is loaded: a flow naming another model is answered, not misserved.
+        if prompt.model not in (None, self.model, self.path.name):
+            raise LLMError(
+                f"flow parameter model {prompt.model!r}: this processor serves {self.model} only"
+            )
+        temperature = prompt.temperature
         args: dict[str, Any] = {
             "messages": prompt.messages(),
-            "temperature": self.settings.temperature,
+            "temperature": self.settings.temperature if temperature is None else temperature,
             "max_tokens": self.settings.max_tokens,
         }
         if prompt.json:  # grammar-constrained: the output parses, and fits the schema if given

@@ -91,9 +91,11 @@ class OpenAIBackend:
 
     def _arguments(self, prompt: Prompt) -> dict[str, Any]:
         args: dict[str, Any] = {
-            "model": self.settings.model,
+            "model": prompt.model or self.settings.model,
             "messages": prompt.messages(),
-            "temperature": self.settings.temperature,
+            "temperature": (
+                self.settings.temperature if prompt.temperature is None else prompt.temperature
+            ),
         }
         if self.settings.max_tokens is not None:
             args["max_tokens"] = self.settings.max_tokens
@@ -119,7 +121,7 @@ class OpenAIBackend:
             text=reply.choices[0].message.content or "",
             in_token=usage.prompt_tokens if usage else None,
             out_token=usage.completion_tokens if usage else None,
-            model=reply.model or self.model,
+            model=reply.model or prompt.model or self.model,
         )
 
     async def stream(self, prompt: Prompt) -> AsyncGenerator[Completion, None]:
@@ -127,7 +129,7 @@ class OpenAIBackend:
         if self.settings.stream_usage:
             args["stream_options"] = {"include_usage": True}
         in_token = out_token = None
-        model = self.model
+        model = prompt.model or self.model
         try:
             chunks = await self.client.chat.completions.create(**args)
             async with chunks:
