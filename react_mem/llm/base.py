@@ -41,7 +41,9 @@ from tenacity import (
 )
 
 from react_mem.bus.transport import Transport
-from react_mem.errors import BadRequest, ReactMemError, TransientError
+from react_mem.errors import BadRequest, ReactMemError
+from react_mem.errors import LLMError as LLMError  # re-exported for the backends
+from react_mem.errors import LLMUnavailable as LLMUnavailable
 from react_mem.llm.gate import PriorityGate
 from react_mem.llm.metrics import LLMMetrics
 from react_mem.processor.base import Processor
@@ -55,12 +57,8 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class LLMError(ReactMemError):
-    """The backend failed for good (a refused request, a broken model): answered, not retried."""
-
-
-class LLMUnavailable(LLMError, TransientError):
-    """The backend failed in a way worth retrying: connection, timeout, 429, 5xx."""
+# A backend's failures: LLMError for good (a refused request, a broken model: answered, not
+# retried), LLMUnavailable when worth retrying (connection, timeout, 429, 5xx).
 
 
 @dataclass(frozen=True, kw_only=True)
