@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from memory_services.store.base import (
+    DEFAULT_RETRIEVAL,
     SCOPE_KEYS,
     AllOwners,
     CollectionSpec,
@@ -17,6 +18,7 @@ from memory_services.store.base import (
     FieldType,
     Hit,
     Record,
+    Retrieval,
     Scope,
     ScopeRequired,
     StoreScope,
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from memory_services.store.qdrant_server import QdrantServerStore
 
 __all__ = [
+    "DEFAULT_RETRIEVAL",
     "SCOPE_KEYS",
     "AllOwners",
     "CollectionSpec",
@@ -38,6 +41,7 @@ __all__ = [
     "Hit",
     "QdrantServerStore",
     "Record",
+    "Retrieval",
     "Scope",
     "ScopeRequired",
     "StoreScope",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from react_mem.schema.scope import SCOPE_KEYS, Scope, ScopeRequired
 
@@ -23,6 +23,7 @@ __all__ = [
     "FieldType",
     "Hit",
     "Record",
+    "Retrieval",
     "Scope",
     "ScopeRequired",
     "StoreScope",
@@ -107,11 +108,57 @@ class Hit:
 
 @dataclass(frozen=True, slots=True)
 class CollectionSpec:
-    """A collection: its name should show the kind and vector size, e.g. ``facts-384``."""
+    """A collection: its name should show the kind and vector size, e.g. ``facts-384``.
+
+    Every collection holds a sparse lexical vector next to the dense one; ``text_field``
+    names the payload field it is computed from at each upsert (None: no lexical vector, so
+    lexical and hybrid searches fall back to dense). A later payload change does not
+    recompute it: the field should be one a record keeps for life."""
 
     name: str
     vector_size: int
     indexes: Mapping[str, FieldType] = field(default_factory=dict)
+    text_field: str | None = None
+
+
+Mode = Literal["dense", "lexical", "hybrid"]
+FusionKind = Literal["rrf", "dbsf"]
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    """How a search with query text ranks: by the dense vector, the lexical (BM25) one, or
+    both fused by Qdrant's Query API (each side a prefetch under the same scope filter).
+
+    ``min_score`` (a cosine) bounds the dense side only; lexical scores are BM25 sums.
+    ``weights`` (dense, lexical) weigh RRF's ranks; DBSF normalises scores and has none.
+    ``depth`` is how many candidates each prefetch brings (0: four times the limit, at
+    least 20)."""
+
+    mode: Mode = "hybrid"
+    fusion: FusionKind = "rrf"
+    weights: tuple[float, float] = (1.0, 1.0)
+    rrf_k: int = 60
+    depth: int = 0
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("dense", "lexical", "hybrid"):
+            raise ValueError(f"retrieval mode must be dense, lexical or hybrid, not {self.mode!r}")
+        if self.fusion not in ("rrf", "dbsf"):
+            raise ValueError(f"fusion must be rrf or dbsf, not {self.fusion!r}")
+        if len(self.weights) != 2 or not all(0 <= w <= 100 for w in self.weights):
+            raise ValueError("weights must be two numbers (dense, lexical) within [0, 100]")
+        if not sum(self.weights):
+            raise ValueError("at least one weight must be positive")
+        if self.rrf_k < 1 or not 0 <= self.depth <= 1000:
+            raise ValueError("rrf_k must be positive and depth within [0, 1000]")
+
+    def candidates(self, limit: int) -> int:
+        return self.depth or max(4 * limit, 20)
+
+
+#: What a search ranks by when the caller names nothing.
+DEFAULT_RETRIEVAL = Retrieval()
 
 
 class VectorStore(Protocol):
@@ -132,7 +179,11 @@ class VectorStore(Protocol):
         limit: int,
         min_score: float | None = None,
         where: Sequence[Condition] = (),
-    ) -> list[Hit]: ...
+        text: str | None = None,
+        retrieval: Retrieval = DEFAULT_RETRIEVAL,
+    ) -> list[Hit]:
+        """The records nearest ``vector``; given the query ``text`` too, ranked as
+        ``retrieval`` says (without it, or in a collection with no text field: dense)."""
 
     async def search_many(
         self,
@@ -143,8 +194,10 @@ class VectorStore(Protocol):
         limit: int,
         min_score: float | None = None,
         where: Sequence[Condition] = (),
+        texts: Sequence[str] | None = None,
+        retrieval: Retrieval = DEFAULT_RETRIEVAL,
     ) -> list[list[Hit]]:
-        """:meth:`search` for each vector, as one batch (one pass over unindexed points)."""
+        """:meth:`search` for each vector (and its text in ``texts``), as one batch."""
 
     async def get(self, collection: str, ids: Sequence[str], *, scope: StoreScope) -> list[Record]:
         """Records by id, only those inside ``scope``; vectors included."""

@@ -48,13 +48,15 @@ from typing import Any, TypeVar
 
 import qdrant_edge as qe
 
-from memory_services.store import checks, edge_build, residency
+from memory_services.store import checks, edge_build, edge_query, lexical, residency
 from memory_services.store.base import (
+    DEFAULT_RETRIEVAL,
     SCOPE_KEYS,
     CollectionSpec,
     Condition,
     Hit,
     Record,
+    Retrieval,
     StoreScope,
     require_scope,
 )
@@ -100,6 +102,8 @@ class EdgeStore:
         self.on_indexed = on_indexed or (lambda collection, seconds: None)
         self._shards: dict[str, qe.EdgeShard] = {}
         self._sizes: dict[str, int] = {}
+        #: Each collection's text field, the source of its lexical vectors.
+        self._fields: dict[str, str | None] = {}
         self._dirty: set[str] = set()
         self._written: dict[str, int] = {}
         self._wanted: dict[str, dict[str, str]] = {}
@@ -134,6 +138,12 @@ class EdgeStore:
             else:
                 shard = await self._load(name, spec.vector_size)
                 self._shards[name], self._sizes[name] = shard, spec.vector_size
+                self._fields[name] = spec.text_field
+                lexical = functools.partial(
+                    edge_query.add_lexical, shard, name, spec.text_field
+                )  # a collection from before lexical search gains its vectors here, once
+                if await asyncio.to_thread(self._run, lexical):
+                    self._dirty.add(name)
                 info = await asyncio.to_thread(self._run, shard.info)
                 self._written[name] = info.points_count - info.indexed_vectors_count
             # The workspace is the tenant: optimised segments are laid out by it.
@@ -161,7 +171,7 @@ class EdgeStore:
         exists = await asyncio.to_thread((path / "edge_config.json").exists)
         try:
             if exists:
-                shard = await asyncio.to_thread(qe.EdgeShard.load, str(path), config)
+                shard = await asyncio.to_thread(_load_shard, path, size)
             else:
                 shard = await asyncio.to_thread(qe.EdgeShard.create, str(path), config)
         except Exception as exc:
@@ -197,7 +207,11 @@ class EdgeStore:
 
     async def upsert(self, collection: str, records: Sequence[Record]) -> None:
         shard, size = self._shard(collection), self._sizes[collection]
-        points = [qe.Point(*checks.record(rec, size)) for rec in records]
+        field = self._fields[collection]
+        points = [
+            qe.Point(i, edge_query.vectors(v, p, field), p)
+            for i, v, p in (checks.record(rec, size) for rec in records)
+        ]
         if points:
             self._call(lambda: shard.update(qe.UpdateOperation.upsert_points(points)))
             self._wrote(collection, [str(p.id) for p in points])
@@ -211,9 +225,18 @@ class EdgeStore:
         limit: int,
         min_score: float | None = None,
         where: Sequence[Condition] = (),
+        text: str | None = None,
+        retrieval: Retrieval = DEFAULT_RETRIEVAL,
     ) -> list[Hit]:
         [hits] = await self.search_many(
-            collection, [vector], scope=scope, limit=limit, min_score=min_score, where=where
+            collection,
+            [vector],
+            scope=scope,
+            limit=limit,
+            min_score=min_score,
+            where=where,
+            texts=None if text is None else [text],
+            retrieval=retrieval,
         )
         return hits
 
@@ -226,19 +249,25 @@ class EdgeStore:
         limit: int,
         min_score: float | None = None,
         where: Sequence[Condition] = (),
+        texts: Sequence[str] | None = None,
+        retrieval: Retrieval = DEFAULT_RETRIEVAL,
     ) -> list[list[Hit]]:
         shard, size = self._shard(collection), self._sizes[collection]
         selected, limit = scope_filter(scope, where), checks.limit(limit)
+        if self._fields[collection] is None:
+            texts = None  # no lexical vectors: dense
         requests = [
-            qe.QueryRequest(
+            edge_query.request(
+                checks.vector(vector, size),
+                text,
+                selected=selected,
                 limit=limit,
-                query=qe.Query.Nearest(checks.vector(vector, size)),
-                filter=selected,
-                score_threshold=min_score,
-                with_payload=True,
-                with_vector=False,
+                min_score=min_score,
+                retrieval=retrieval,
             )
-            for vector in vectors
+            for vector, text in zip(
+                vectors, edge_query.search_texts(texts, len(vectors)), strict=True
+            )
         ]
         if not requests:
             return []
@@ -495,6 +524,17 @@ class EdgeStore:
             self._owner.release()
 
 
+def _load_shard(path: Path, size: int) -> qe.EdgeShard:
+    """An existing shard; one from before lexical search opens without its lexical vector,
+    which :func:`edge_query.add_lexical` then adds."""
+    try:
+        return qe.EdgeShard.load(str(path), edge_build.config(size))
+    except Exception as exc:
+        if "vector storages" not in str(exc) or lexical.VECTOR not in str(exc):
+            raise
+    return qe.EdgeShard.load(str(path), edge_build.config(size, with_terms=False))
+
+
 def _close(shard: qe.EdgeShard) -> None:
     try:
         shard.flush()
@@ -503,5 +543,4 @@ def _close(shard: qe.EdgeShard) -> None:
 
 
 def _record(rec: qe.Record) -> Record:
-    vec = rec.vector
-    return Record(str(rec.id), rec.payload or {}, list(vec) if isinstance(vec, list) else None)  # type: ignore[arg-type]
+    return Record(str(rec.id), rec.payload or {}, edge_query.dense_of(rec.vector))

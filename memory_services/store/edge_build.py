@@ -28,6 +28,8 @@ from typing import IO, Any
 
 import qdrant_edge as qe
 
+from memory_services.store import lexical
+
 #: Payload index kinds by name (kept as names: they cross the process boundary as text).
 _SCHEMAS: dict[str, Any] = {
     "keyword": qe.PayloadSchemaType.Keyword,
@@ -39,13 +41,16 @@ TENANT = "tenant"  # a keyword index that lays out optimised segments by its val
 _LIVE = "@live"
 
 
-def config(size: int) -> qe.EdgeConfig:
+def config(size: int, *, with_terms: bool = True) -> qe.EdgeConfig:
     """A shard of ``size``-d cosine vectors. Vectors and payloads are ``Cold``: mapped files
     read as searches touch them. The engine's default for vectors (``Cached``) reads every
     vector file whole into the process when a shard opens (64 MiB resident per shard on a
-    restart, with 35 MiB of vectors), on top of the pages searches touch."""
+    restart, with 35 MiB of vectors), on top of the pages searches touch. The lexical
+    vector's index stays in memory (a few bytes per term of a record)."""
     vectors = qe.EdgeVectorParams(size=size, distance=qe.Distance.Cosine, memory=qe.Memory.Cold)
-    return qe.EdgeConfig(vectors=vectors, payload_memory=qe.Memory.Cold)
+    idf = qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)
+    terms = {lexical.VECTOR: idf} if with_terms else None
+    return qe.EdgeConfig(vectors=vectors, sparse_vectors=terms, payload_memory=qe.Memory.Cold)
 
 
 def index_fields(shard: qe.EdgeShard, wanted: Mapping[str, str]) -> None:
@@ -96,7 +101,20 @@ def remove_stale(root: Path, name: str) -> None:
 
 
 # -- the build ------------------------------------------------------------------------------
-Page = tuple[list[str], list[dict[str, Any]], list[list[float]]]
+#: Ids, payloads, and vectors: the dense one, and the lexical one as (indices, values) or None.
+Page = tuple[list[str], list[dict[str, Any]], list[tuple[list[float], lexical.Sparse | None]]]
+
+
+def _portable(vector: Any) -> tuple[list[float], lexical.Sparse | None]:
+    if not isinstance(vector, dict):
+        return vector, None
+    terms = vector.get(lexical.VECTOR)
+    return vector[""], None if terms is None else (list(terms.indices), list(terms.values))
+
+
+def _native(vector: tuple[list[float], lexical.Sparse | None]) -> Any:
+    dense, terms = vector
+    return dense if terms is None else {"": dense, lexical.VECTOR: qe.SparseVector(*terms)}
 
 
 def export_page(shard: qe.EdgeShard, offset: Any, limit: int) -> tuple[bytes, Any, int]:
@@ -107,7 +125,7 @@ def export_page(shard: qe.EdgeShard, offset: Any, limit: int) -> tuple[bytes, An
     page: Page = (
         [str(r.id) for r in records],
         [r.payload or {} for r in records],
-        [r.vector for r in records],  # type: ignore[misc]
+        [_portable(r.vector) for r in records],
     )
     return pickle.dumps(page, protocol=pickle.HIGHEST_PROTOCOL), following, len(records)
 
@@ -160,7 +178,9 @@ def build(path: Path, size: int, wanted: Mapping[str, str], stream: IO[bytes]) -
     try:
         index_fields(shard, wanted)
         for ids, payloads, vectors in _pages(stream):
-            points = [qe.Point(*p) for p in zip(ids, vectors, payloads, strict=True)]
+            points = [
+                qe.Point(i, _native(v), p) for i, v, p in zip(ids, vectors, payloads, strict=True)
+            ]
             shard.update(qe.UpdateOperation.upsert_points(points))
         return shard.optimize()
     finally:

@@ -9,25 +9,32 @@ request is acknowledged only after its write is in the server's write-ahead log.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from qdrant_client import AsyncQdrantClient, models
 
-from memory_services.store import checks
+from memory_services.store import checks, lexical
 from memory_services.store.base import (
+    DEFAULT_RETRIEVAL,
     SCOPE_KEYS,
     CollectionSpec,
     Condition,
     FieldType,
     Hit,
     Record,
+    Retrieval,
     StoreScope,
 )
 from memory_services.store.server_filter import scope_filter
 from react_mem.errors import ConfigurationError, ReactMemError, TransientError
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
+#: Records given their lexical vector per call when an old collection is migrated.
+BACKFILL_PAGE = 256
+_TERMS = models.SparseVectorParams(modifier=models.Modifier.IDF)
 
 _INDEX: dict[FieldType, models.PayloadSchemaType] = {
     FieldType.KEYWORD: models.PayloadSchemaType.KEYWORD,
@@ -57,6 +64,7 @@ class QdrantServerStore:
         self._check_compatibility = check_compatibility
         self._client: AsyncQdrantClient | None = None
         self._sizes: dict[str, int] = {}
+        self._fields: dict[str, str | None] = {}
 
     @property
     def local(self) -> bool:
@@ -102,11 +110,19 @@ class QdrantServerStore:
                     f"qdrant collection {name!r} holds {size}-d vectors, not {spec.vector_size}"
                 )
             present = set(info.payload_schema)
+            if lexical.VECTOR not in (info.config.params.sparse_vectors or {}):
+                idf = models.SparseVectorConfig(modifier=models.Modifier.IDF)
+                config = models.SparseVectorNameConfig(sparse=idf)
+                await self._call(client.create_vector_name(name, lexical.VECTOR, config))
         else:
             params = models.VectorParams(size=spec.vector_size, distance=models.Distance.COSINE)
-            await self._call(client.create_collection(name, vectors_config=params))
+            terms = {lexical.VECTOR: _TERMS}
+            await self._call(
+                client.create_collection(name, vectors_config=params, sparse_vectors_config=terms)
+            )
             present = set()
-        self._sizes[name] = spec.vector_size
+        self._sizes[name], self._fields[name] = spec.vector_size, spec.text_field
+        await self._add_lexical(name, spec.text_field)
         if not self.payload_indexes:
             return
         # The workspace is the tenant: Qdrant lays segments out by it.
@@ -129,8 +145,9 @@ class QdrantServerStore:
 
     async def upsert(self, collection: str, records: Sequence[Record]) -> None:
         size = self._size(collection)
+        field = self._fields[collection]
         points = [
-            models.PointStruct(id=i, vector=v, payload=p)
+            models.PointStruct(id=i, vector=_vectors(v, p, field), payload=p)
             for i, v, p in (checks.record(rec, size) for rec in records)
         ]
         if points:
@@ -145,9 +162,18 @@ class QdrantServerStore:
         limit: int,
         min_score: float | None = None,
         where: Sequence[Condition] = (),
+        text: str | None = None,
+        retrieval: Retrieval = DEFAULT_RETRIEVAL,
     ) -> list[Hit]:
         [hits] = await self.search_many(
-            collection, [vector], scope=scope, limit=limit, min_score=min_score, where=where
+            collection,
+            [vector],
+            scope=scope,
+            limit=limit,
+            min_score=min_score,
+            where=where,
+            texts=None if text is None else [text],
+            retrieval=retrieval,
         )
         return hits
 
@@ -160,23 +186,49 @@ class QdrantServerStore:
         limit: int,
         min_score: float | None = None,
         where: Sequence[Condition] = (),
+        texts: Sequence[str] | None = None,
+        retrieval: Retrieval = DEFAULT_RETRIEVAL,
     ) -> list[list[Hit]]:
         size, selected = self._size(collection), scope_filter(scope, where)
         limit = checks.limit(limit)
+        if texts is not None and len(texts) != len(vectors):
+            raise ValueError(f"{len(texts)} texts for {len(vectors)} vectors")
+        if texts is None or self._fields[collection] is None:
+            texts = [None] * len(vectors)  # type: ignore[list-item]
         requests = [
-            models.QueryRequest(
-                query=checks.vector(vector, size),
-                filter=selected,
-                limit=limit,
-                score_threshold=min_score,
-                with_payload=True,
-            )
-            for vector in vectors
+            _request(checks.vector(vector, size), text, selected, limit, min_score, retrieval)
+            for vector, text in zip(vectors, texts, strict=True)
         ]
         if not requests:
             return []
         found = await self._call(self.client.query_batch_points(collection, requests))
         return [[Hit(str(p.id), p.score, p.payload or {}) for p in r.points] for r in found]
+
+    async def _add_lexical(self, name: str, field: str | None) -> None:
+        """Give every record without a lexical vector one (a collection from before lexical
+        search), logging progress."""
+        missing = models.Filter(must_not=[models.HasVectorCondition(has_vector=lexical.VECTOR)])
+        total = (await self._call(self.client.count(name, missing, exact=True))).count
+        if not total:
+            return
+        logger.info("re-indexing %s for lexical search: %d records", name, total)
+        done = 0
+        while True:
+            page, _ = await self._call(
+                self.client.scroll(name, missing, limit=BACKFILL_PAGE, with_payload=True)
+            )
+            if not page:
+                return
+            updates = [
+                models.PointVectors(
+                    id=r.id, vector={lexical.VECTOR: _sparse(lexical.document(
+                        lexical.record_text(r.payload or {}, field)))},
+                )
+                for r in page
+            ]  # fmt: skip
+            await self._call(self.client.update_vectors(name, updates, wait=True))
+            done += len(page)
+            logger.info("re-indexing %s for lexical search: %d/%d", name, done, total)
 
     async def get(self, collection: str, ids: Sequence[str], *, scope: StoreScope) -> list[Record]:
         self._size(collection)
@@ -265,6 +317,52 @@ class QdrantServerStore:
             await self._call(client.close())
 
 
+def _sparse(pair: lexical.Sparse) -> models.SparseVector:
+    return models.SparseVector(indices=pair[0], values=pair[1])
+
+
+def _vectors(dense: list[float], payload: Mapping[str, Any], field: str | None) -> Any:
+    terms = _sparse(lexical.document(lexical.record_text(payload, field)))
+    return {"": dense, lexical.VECTOR: terms}
+
+
+def _request(
+    vector: list[float],
+    text: str | None,
+    selected: models.Filter,
+    limit: int,
+    min_score: float | None,
+    retrieval: Retrieval,
+) -> models.QueryRequest:
+    """One search: dense without text (or when ``retrieval`` says so), else lexical or the
+    fusion of a dense and a lexical prefetch, each under the scope filter."""
+    if text is None or retrieval.mode == "dense":
+        return models.QueryRequest(
+            query=vector, filter=selected, limit=limit, score_threshold=min_score,
+            with_payload=True,
+        )  # fmt: skip
+    terms = _sparse(lexical.query(text))
+    if retrieval.mode == "lexical":
+        return models.QueryRequest(
+            query=terms, using=lexical.VECTOR, filter=selected, limit=limit, with_payload=True
+        )
+    depth = retrieval.candidates(limit)
+    prefetch = [
+        models.Prefetch(query=vector, filter=selected, limit=depth, score_threshold=min_score),
+        models.Prefetch(query=terms, using=lexical.VECTOR, filter=selected, limit=depth),
+    ]
+    fusion: models.Query = (
+        models.RrfQuery(rrf=models.Rrf(k=retrieval.rrf_k, weights=list(retrieval.weights)))
+        if retrieval.fusion == "rrf"
+        else models.FusionQuery(fusion=models.Fusion.DBSF)
+    )
+    return models.QueryRequest(
+        prefetch=prefetch, query=fusion, filter=selected, limit=limit, with_payload=True
+    )
+
+
 def _record(rec: models.Record) -> Record:
-    vec = rec.vector
-    return Record(str(rec.id), rec.payload or {}, vec if isinstance(vec, list) else None)  # type: ignore[arg-type]
+    vec: Any = rec.vector
+    if isinstance(vec, dict):
+        vec = vec.get("")
+    return Record(str(rec.id), rec.payload or {}, vec if isinstance(vec, list) else None)

@@ -1,0 +1,107 @@
+"""Qdrant Edge requests for dense, lexical and hybrid search, and the lexical vector's upkeep.
+
+Hybrid search is the engine's Query API: a dense and a lexical prefetch, each under the scope
+filter, fused by RRF (weighted) or DBSF; the fused query carries the filter too.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import qdrant_edge as qe
+
+from memory_services.store import lexical
+from memory_services.store.base import Retrieval
+
+logger = logging.getLogger(__name__)
+
+#: Records given their lexical vector per engine call when an old collection is migrated.
+BACKFILL_PAGE = 512
+_MISSING = qe.Filter(must_not=[qe.HasVectorCondition(lexical.VECTOR)])
+
+
+def sparse(pair: lexical.Sparse) -> qe.SparseVector:
+    return qe.SparseVector(*pair)
+
+
+def vectors(dense: list[float], payload: Mapping[str, Any], field: str | None) -> Any:
+    """A point's vectors: the dense one, and the lexical one of its text field's value."""
+    return {
+        "": dense,
+        lexical.VECTOR: sparse(lexical.document(lexical.record_text(payload, field))),
+    }
+
+
+def dense_of(vector: Any) -> list[float] | None:
+    """The dense vector of a point read back (a plain list, or the map of named vectors)."""
+    if isinstance(vector, dict):
+        vector = vector.get("")
+    return list(vector) if isinstance(vector, list) else None
+
+
+def request(
+    vector: list[float],
+    text: str | None,
+    *,
+    selected: qe.Filter,
+    limit: int,
+    min_score: float | None,
+    retrieval: Retrieval,
+) -> qe.QueryRequest:
+    """One search: dense when there is no text (or ``retrieval`` says so), else lexical or
+    the fusion of both."""
+    common: dict[str, Any] = {"limit": limit, "with_payload": True, "with_vector": False}
+    if text is None or retrieval.mode == "dense":
+        dense = qe.Query.Nearest(vector)
+        return qe.QueryRequest(query=dense, filter=selected, score_threshold=min_score, **common)
+    terms = qe.Query.Nearest(sparse(lexical.query(text)), using=lexical.VECTOR)
+    if retrieval.mode == "lexical":
+        return qe.QueryRequest(query=terms, filter=selected, **common)
+    depth = retrieval.candidates(limit)
+    prefetches = [
+        qe.Prefetch(
+            depth, query=qe.Query.Nearest(vector), filter=selected, score_threshold=min_score
+        ),
+        qe.Prefetch(depth, query=terms, filter=selected),
+    ]
+    fusion: Any = (
+        qe.Fusion.Rrf(k=retrieval.rrf_k, weights=list(retrieval.weights))
+        if retrieval.fusion == "rrf"
+        else qe.Fusion.Dbsf()
+    )
+    return qe.QueryRequest(query=fusion, prefetches=prefetches, filter=selected, **common)
+
+
+def add_lexical(shard: qe.EdgeShard, name: str, field: str | None) -> int:
+    """Give the shard its lexical vector if it lacks one (idempotent), and every record
+    without one its vector, logging progress; return how many records were given one."""
+    shard.update(qe.UpdateOperation.create_sparse_vector(lexical.VECTOR, qe.Modifier.Idf))
+    total = shard.count(qe.CountRequest(exact=True, filter=_MISSING))
+    if not total:
+        return 0
+    logger.info("re-indexing %s for lexical search: %d records", name, total)
+    done = 0
+    while True:
+        request = qe.ScrollRequest(limit=BACKFILL_PAGE, filter=_MISSING, with_payload=True)
+        page, _ = shard.scroll(request)
+        if not page:
+            break
+        updates = [
+            qe.PointVectors(r.id, {lexical.VECTOR: sparse(lexical.document(
+                lexical.record_text(r.payload or {}, field)))})
+            for r in page
+        ]  # fmt: skip
+        shard.update(qe.UpdateOperation.update_vectors(updates))
+        done += len(page)
+        logger.info("re-indexing %s for lexical search: %d/%d", name, done, total)
+    return done
+
+
+def search_texts(texts: Sequence[str] | None, count: int) -> list[str | None]:
+    if texts is None:
+        return [None] * count
+    if len(texts) != count:
+        raise ValueError(f"{len(texts)} texts for {count} vectors")
+    return list(texts)
