@@ -61,8 +61,9 @@ from memory_services.store.edge import EdgeStore
 from react_mem.agent import prompt
 from react_mem.agent.config import AgentMemConfig
 from react_mem.agent.invocation import Invocation
-from react_mem.agent.memory import EPISODES, FACTS, MemoryRecall, Recall, Scope
+from react_mem.agent.memory import MemoryRecall, Recall
 from react_mem.agent.service import AgentProcessor
+from react_mem.agent.sources import EPISODES, FACTS
 from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
 from react_mem.processor.flow import Flow
@@ -71,6 +72,7 @@ from react_mem.schema import AgentRequest, AgentStep
 from react_mem.schema.agent import MemoryState
 from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
 from react_mem.schema.facts import FactInput, FactRequest, FactResponse
+from react_mem.schema.scope import Scope
 from react_mem.tokens import HFTokenCounter
 
 WS, FLOW, COLLECTION, USER = "default", "bench", "bench", "maya"
@@ -541,9 +543,10 @@ async def write_facts(service: FactMemoryProcessor, texts: list[str], vectors: n
 
 
 async def store_episodes(flow: Flow, requests: list[EpisodeRequest]) -> None:
+    episodes = flow.client(EPISODES.client)
     for first in range(0, len(requests), 16):  # concurrent stores share embedding batches
         replies: list[EpisodeResponse] = await asyncio.gather(
-            *(flow.client(EPISODES).request(r, timeout=120) for r in requests[first : first + 16])
+            *(episodes.request(r, timeout=120) for r in requests[first : first + 16])
         )
         for reply in replies:
             assert reply.error is None, reply.error
@@ -556,7 +559,7 @@ async def store_facts(flow: Flow, facts: list[str]) -> None:
         user=USER,
         facts=[FactInput(content=f) for f in facts],
     )
-    reply: FactResponse = await flow.client(FACTS).request(request, timeout=120)
+    reply: FactResponse = await flow.client(FACTS.client).request(request, timeout=120)
     assert reply.error is None, reply.error
 
 
@@ -581,15 +584,7 @@ async def assemble(s: Stack, question: str, scope: Scope) -> tuple[float, Recall
     started = time.perf_counter()
     recall = await MemoryRecall(s.flow, s.agent.embedder, cfg).recall(question, scope)
     rendered = time.perf_counter()
-    context, _ = prompt.render_memory(
-        s.counter,
-        cfg.memory_token_budget,
-        {
-            "facts": prompt.fact_items(recall.facts),
-            "conversation": prompt.conversation_items(recall.conversation, cfg.conversation_turns),
-            "episodes": prompt.episode_items(recall.episodes),
-        },
-    )
+    context, _ = prompt.render_memory(s.counter, cfg.memory_token_budget, recall.items)
     done = time.perf_counter()
     return done - started, recall, done - rendered, context
 
@@ -617,7 +612,7 @@ async def latency(s: Stack, asked: list[str], warmup: int, conversation: str, si
         totals.append(total)
         for name, seconds in {**recall.timings, "render": render}.items():
             parts.setdefault(name, []).append(seconds)
-        facts.append(len(recall.facts))
+        facts.append(len(recall.items.get("facts", [])))
         tokens.append(s.counter.count(context))
         # Sources this stack does not run (the playbook) are absent, not missed.
         missed += any(why != "not in this flow" for why in recall.missed.values())

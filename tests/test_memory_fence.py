@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from react_mem.agent import prompt
+from react_mem.agent import items, prompt
 from react_mem.schema.conversations import Conversation, ConversationTurn
 from react_mem.schema.episodes import Episode
 from react_mem.schema.facts import Fact
@@ -123,4 +123,4 @@ def test_every_character_that_folds_to_a_bracket_is_escaped() -> None:
     for cp in range(sys.maxunicode + 1):
         c = chr(cp)
         if "<" in unicodedata.normalize("NFKD", c) or ">" in unicodedata.normalize("NFKD", c):
-            assert not set("<>") & set(unicodedata.normalize("NFKD", prompt._clean(c))), hex(cp)
+            assert not set("<>") & set(unicodedata.normalize("NFKD", items.clean(c))), hex(cp)

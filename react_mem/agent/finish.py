@@ -6,7 +6,7 @@ import logging
 import time
 
 from react_mem.agent.config import AgentMemConfig
-from react_mem.agent.memory import CONVERSATIONS
+from react_mem.agent.sources import CONVERSATIONS
 from react_mem.processor.flow import Flow
 from react_mem.schema import AgentRequest, AgentStep
 from react_mem.schema.agent import MemoryState
@@ -15,6 +15,7 @@ from react_mem.schema.scope import Scope
 from react_mem.schema.trajectory import PARSE_ERROR_ACTION, Outcome, Trajectory
 
 logger = logging.getLogger(__name__)
+
 
 def tool_errors(steps: list[AgentStep]) -> int:
     return sum(1 for s in steps if s.step_type == "tool-error")
@@ -77,7 +78,7 @@ async def append_turn(
     said = answer if answer else "no answer"
     summary = f"User asked: {short(request.question)} Agent answered{did}: {short(said)}"
     try:
-        response: ConversationResponse = await flow.client(CONVERSATIONS).request(
+        response: ConversationResponse = await flow.client(CONVERSATIONS.client).request(
             ConversationRequest(
                 operation="append",
                 collection=scope.collection,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from react_mem.agent.memory import EPISODES, FACTS
+from react_mem.agent.sources import EPISODES, FACTS
 from react_mem.agent.tools import Argument, Invoke, Tool, ToolCall, ToolError
 from react_mem.processor.flow import Flow
 from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
@@ -33,7 +33,7 @@ def retrieve_facts(top_k: int) -> Invoke:
             query=query,
             top_k=max(top_k, 1),
         )
-        response: FactResponse = await call.flow.client(FACTS).request(
+        response: FactResponse = await call.flow.client(FACTS.client).request(
             request, timeout=call.timeout
         )
         _checked(response, "fact-memory")
@@ -54,7 +54,7 @@ def recall_episodes(top_k: int) -> Invoke:
             goal=query,
             top_k=max(top_k, 1),
         )
-        response: EpisodeResponse = await call.flow.client(EPISODES).request(
+        response: EpisodeResponse = await call.flow.client(EPISODES.client).request(
             request, timeout=call.timeout
         )
         _checked(response, "episode-memory")
@@ -78,7 +78,9 @@ async def _store_fact(call: ToolCall) -> str:
         conversation_id=call.scope.conversation,
         facts=[FactInput(content=content)],
     )
-    response: FactResponse = await call.flow.client(FACTS).request(request, timeout=call.timeout)
+    response: FactResponse = await call.flow.client(FACTS.client).request(
+        request, timeout=call.timeout
+    )
     _checked(response, "fact-memory")
     status = response.stored[0].status if response.stored else "added"
     return "Stored." if status == "added" else f"Already known ({status})."
@@ -87,7 +89,7 @@ async def _store_fact(call: ToolCall) -> str:
 def memory_tools(flow: Flow, fact_top_k: int, episode_top_k: int) -> list[Tool]:
     """The memory tools whose services run in ``flow``."""
     tools = []
-    if flow.has_client(FACTS):
+    if flow.has_client(FACTS.client):
         tools.append(
             Tool(
                 "RetrieveFacts",
@@ -104,7 +106,7 @@ def memory_tools(flow: Flow, fact_top_k: int, episode_top_k: int) -> list[Tool]:
                 _store_fact,
             )
         )
-    if flow.has_client(EPISODES):
+    if flow.has_client(EPISODES.client):
         tools.append(
             Tool(
                 "RecallEpisodes",

@@ -36,9 +36,10 @@ from react_mem.agent.finish import (
 )
 from react_mem.agent.invocation import Invocation
 from react_mem.agent.llm import Deadline, LLMError, ReplyFormat, Usage, decide
-from react_mem.agent.memory import CONVERSATIONS, WORKING, MemoryRecall
+from react_mem.agent.memory import WORKING, MemoryRecall
 from react_mem.agent.memory_tools import memory_tools
 from react_mem.agent.metrics import agent_metrics
+from react_mem.agent.sources import CONVERSATIONS, SOURCES
 from react_mem.agent.parse import Action, Final, ParseError
 from react_mem.agent.respond import Responder, error_response
 from react_mem.agent.seal import StateSealer, invocation, load_key
@@ -58,10 +59,6 @@ from react_mem.schema import (
     TextCompletionResponse,
 )
 from react_mem.schema.agent import MemoryState
-from react_mem.schema.conversations import ConversationRequest, ConversationResponse
-from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
-from react_mem.schema.facts import FactRequest, FactResponse
-from react_mem.schema.playbook import PlaybookRequest, PlaybookResponse
 from react_mem.schema.services import (
     GraphRagQuery,
     GraphRagResponse,
@@ -108,13 +105,8 @@ def _clients() -> list[RequestResponseSpec]:
         ("prompt", PromptRequest, PromptResponse, True),
         ("mcp-tool", ToolRequest, ToolResponse, True),
     ]
-    pairs += [
-        ("fact-memory", FactRequest, FactResponse, True),
-        ("episode-memory", EpisodeRequest, EpisodeResponse, True),
-        ("conversation-memory", ConversationRequest, ConversationResponse, True),
-        ("working-memory", WorkingMemoryRequest, WorkingMemoryResponse, True),
-        ("playbook-memory", PlaybookRequest, PlaybookResponse, True),
-    ]
+    pairs += [(s.service, s.request, s.response, True) for s in SOURCES]
+    pairs.append(("working-memory", WorkingMemoryRequest, WorkingMemoryResponse, True))
     return [
         RequestResponseSpec(
             request=f"{name}-request",
@@ -337,17 +329,10 @@ class AgentProcessor(Processor):
         for source in recall.missed:
             self.metrics.memory_missed.labels(processor=self.id, source=source).inc()
         assert self.counter is not None
-        sections = {
-            "facts": prompt.fact_items(recall.facts),
-            "conversation": prompt.conversation_items(recall.conversation, cfg.conversation_turns),
-            "episodes": prompt.episode_items(recall.episodes),
-        }
-        if recall.bullets:
-            sections["playbook"] = prompt.bullet_items(recall.bullets)
         context = prompt.render_context(
             self.counter,
             cfg.memory_token_budget,
-            sections,
+            recall.items,
             playbook_share=cfg.playbook_token_share,
             post_context=cfg.playbook_injection == "post_context",
         )
@@ -455,7 +440,7 @@ class AgentProcessor(Processor):
         """After the reply: the conversation turn (synchronous, cheap), then the trajectory."""
         if not inv.memory_on:
             return
-        if inv.scope.conversation and inv.flow.has_client(CONVERSATIONS):
+        if inv.scope.conversation and inv.flow.has_client(CONVERSATIONS.client):
             await self.append_turn(inv, answer, outcome)
         if inv.flow.has_producer("trajectory"):
             request = inv.request
