@@ -23,7 +23,7 @@ def _required(call: ToolCall, tool: str, name: str) -> str:
     return value
 
 
-def retrieve_facts(top_k: int) -> Invoke:
+def retrieve_facts(top_k: int, min_score: float | None = None) -> Invoke:
     async def invoke(call: ToolCall) -> str:
         query = _required(call, "RetrieveFacts", "query")
         request = FactRequest(
@@ -32,6 +32,7 @@ def retrieve_facts(top_k: int) -> Invoke:
             user=call.scope.user,
             query=query,
             top_k=max(top_k, 1),
+            min_score=min_score,
         )
         response: FactResponse = await call.flow.client(FACTS.client).request(
             request, timeout=call.timeout
@@ -44,7 +45,7 @@ def retrieve_facts(top_k: int) -> Invoke:
     return invoke
 
 
-def recall_episodes(top_k: int) -> Invoke:
+def recall_episodes(top_k: int, min_score: float | None = None) -> Invoke:
     async def invoke(call: ToolCall) -> str:
         query = _required(call, "RecallEpisodes", "query")
         request = EpisodeRequest(
@@ -53,6 +54,7 @@ def recall_episodes(top_k: int) -> Invoke:
             user=call.scope.user,
             goal=query,
             top_k=max(top_k, 1),
+            min_score=min_score,
         )
         response: EpisodeResponse = await call.flow.client(EPISODES.client).request(
             request, timeout=call.timeout
@@ -86,8 +88,16 @@ async def _store_fact(call: ToolCall) -> str:
     return "Stored." if status == "added" else f"Already known ({status})."
 
 
-def memory_tools(flow: Flow, fact_top_k: int, episode_top_k: int) -> list[Tool]:
-    """The memory tools whose services run in ``flow``."""
+def memory_tools(
+    flow: Flow,
+    fact_top_k: int,
+    episode_top_k: int,
+    *,
+    fact_min_score: float | None = None,
+    episode_min_score: float | None = None,
+) -> list[Tool]:
+    """The memory tools whose services run in ``flow``; the score floors are those of the
+    memory recalled into the prompt (``fact-min-score``, ``episode-min-score``)."""
     tools = []
     if flow.has_client(FACTS.client):
         tools.append(
@@ -95,7 +105,7 @@ def memory_tools(flow: Flow, fact_top_k: int, episode_top_k: int) -> list[Tool]:
                 "RetrieveFacts",
                 "Retrieve more facts from long-term memory",
                 QUERY,
-                retrieve_facts(fact_top_k),
+                retrieve_facts(fact_top_k, fact_min_score),
             )
         )
         tools.append(
@@ -112,7 +122,7 @@ def memory_tools(flow: Flow, fact_top_k: int, episode_top_k: int) -> list[Tool]:
                 "RecallEpisodes",
                 "Search similar past problem-solving episodes and their lessons",
                 QUERY,
-                recall_episodes(episode_top_k),
+                recall_episodes(episode_top_k, episode_min_score),
             )
         )
     return tools

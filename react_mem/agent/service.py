@@ -350,7 +350,11 @@ class AgentProcessor(Processor):
         cfg = ws.config
         if inv.memory_on and cfg.enable_memory_tools:
             for tool in memory_tools(
-                inv.flow, cfg.fact_retrieval_top_k, cfg.episode_retrieval_top_k
+                inv.flow,
+                cfg.fact_retrieval_top_k,
+                cfg.episode_retrieval_top_k,
+                fact_min_score=cfg.fact_min_score,
+                episode_min_score=cfg.episode_min_score,
             ):
                 tools.setdefault(tool.name, tool)
         return tools

@@ -35,3 +35,37 @@ async def trustgraph_config(
         yield client
     finally:
         await client.close()
+
+
+@contextlib.asynccontextmanager
+async def trustgraph_agent(backend: Any, topics: dict[str, str]) -> AsyncIterator[Any]:
+    """TrustGraph's ``AgentClient`` as its flows build it (``AgentClientSpec.register``) on
+    the agent's ``request``/``response`` queues."""
+    from types import SimpleNamespace
+
+    from trustgraph.base.agent_client import AgentClientSpec
+
+    flow = SimpleNamespace(consumer={})
+    processor = SimpleNamespace(async_backend=backend, id="trustgraph-test")
+    spec = AgentClientSpec(request_name="agent-request", response_name="agent-response")
+    definition = {
+        "topics": {"agent-request": topics["request"], "agent-response": topics["response"]}
+    }
+    client = await spec.register(flow, processor, definition)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def converse(client: Any, request: Any, *, timeout: float = 60) -> list[Any]:
+    """Every ``AgentResponse`` (TrustGraph's dataclass, as its deserialiser reads it) for
+    ``request``, through the dialog's end."""
+    got: list[Any] = []
+
+    async def recipient(response: Any) -> bool:
+        got.append(response)
+        return bool(response.end_of_dialog)
+
+    await client.request(request, recipient=recipient, timeout=timeout)
+    return got
