@@ -47,7 +47,13 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: What aio-pika and aiormq raise when the broker, the connection or a channel fails.
-_ERRORS = (aio_pika.exceptions.AMQPException, aiormq.exceptions.AMQPError, ConnectionError, OSError)
+_ERRORS = (
+    aio_pika.exceptions.AMQPException,
+    aiormq.exceptions.AMQPError,
+    aiormq.exceptions.ChannelInvalidStateError,
+    ConnectionError,
+    OSError,
+)
 #: The header carrying how often a message was handed back (react-mem's, not TrustGraph's).
 COUNT_HEADER = "x-react-mem-redeliveries"
 #: The subscription holding a dead-letter queue's messages: ``{exchange}.dead-letters``.
@@ -113,6 +119,14 @@ def _properties(message: AbstractIncomingMessage) -> tuple[dict[str, str], int]:
     return properties, count + (1 if message.redelivered else 0)
 
 
+def _stale(message: AbstractIncomingMessage) -> bool:
+    """Delivered on a channel since lost with its connection: RabbitMQ delivers it again."""
+    try:
+        return message.channel.is_closed
+    except aiormq.exceptions.ChannelInvalidStateError:
+        return True
+
+
 class RabbitMQProducer:
     def __init__(self, transport: RabbitMQTransport, queue: Queue, exchange: RabbitExchange):
         self._transport, self._queue, self._exchange = transport, queue, exchange
@@ -153,9 +167,8 @@ class RabbitMQConsumer:
             if message is None or self.closed:
                 self._incoming.put_nowait(None)
                 raise BusError(f"consumer on {self.name} is closed")
-            if not message.channel.is_closed:
+            if not _stale(message):
                 break
-            # Delivered on a channel lost with the connection: RabbitMQ delivers it again.
         self._unsettled.add(message)
         properties, count = _properties(message)
         return Delivery(message.body, properties, count, message)

@@ -104,10 +104,11 @@ class RabbitMQNode:
     def start(self) -> None:
         if not SERVER.exists():
             pytest.skip(INSTALL)
+        env = self._env()
         with self.log.open("ab") as log:
             self._process = subprocess.Popen(
                 [str(SERVER)],
-                env=self._env(),
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
