@@ -419,3 +419,31 @@ def test_lessons_are_distinct_and_capped(limit: int) -> None:
     r = heuristic_reflection(t, limit=limit)
     assert len(r.lessons) == limit
     assert len({x.content for x in r.lessons}) == limit
+
+
+# -- helpful only with evidence -------------------------------------------------------------
+def test_a_bare_final_answer_is_no_evidence_bullets_stay_neutral() -> None:
+    canned = trajectory(steps=[], answer="Hello! How can I help you today?")
+    assert tags(heuristic_reflection(canned)) == {"b1": "neutral", "b2": "neutral"}
+    # The same answer with evidence: a tool that ran, a ground truth it matches, feedback.
+    assert tags(heuristic_reflection(trajectory()))["b1"] == "helpful"
+    truth = canned.model_copy(update={"ground_truth": "Hello"})
+    assert tags(heuristic_reflection(truth))["b1"] == "helpful"
+    liked = Feedback(session_id="s1", helpful=True)
+    assert tags(heuristic_reflection(canned, liked))["b1"] == "helpful"
+    # A failed tool is no evidence of a good answer either.
+    failed = AgentStep(action="knowledge-query", observation="boom", step_type="tool-error")
+    assert tags(heuristic_reflection(canned.model_copy(update={"steps": [failed]})))["b1"] == (
+        "neutral"
+    )
+
+
+async def test_the_llm_calling_a_bullet_helpful_is_not_evidence() -> None:
+    canned = trajectory(steps=[], answer="Hello! How can I help you today?")
+    said = REFLECTION | {
+        "bullet_tags": [{"id": "b1", "tag": "helpful"}, {"id": "b2", "tag": "harmful"}]
+    }
+    llm, _ = scripted(json.dumps(said))
+    assert tags(await reflect(llm, canned)) == {"b1": "neutral", "b2": "harmful"}
+    llm, _ = scripted(json.dumps(said))
+    assert tags(await reflect(llm, trajectory()))["b1"] == "helpful"  # a tool answered

@@ -84,7 +84,7 @@ def trajectory(session: str = "s1", conversation: str = "c1", **fields: Any) -> 
                 thought="Look her up.",
                 action="knowledge-query",
                 arguments={"question": "Where does Maria live?"},
-                observation="Maria has lived in Alfama, Lisbon since 2019.",
+                observation="Maria has lived in the Alfama district of Lisbon since 2019.",
             )
         ],
         "iterations": 2,

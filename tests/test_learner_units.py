@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from react_mem.errors import RequestTimeout
 from react_mem.learner.explicit import about_user, explicit_facts
 from react_mem.learner.extract import FactReply, SummaryReply, clip, keep_facts, merge_summary
+from react_mem.learner.grounding import fact_grounded, summary_grounded, ungrounded
 from react_mem.learner.ledger import Ledger
 from react_mem.learner.llm import Complete, JsonLLM, LLMUnavailable, first_json, parse
 from react_mem.learner.planner import Limits, Planner
@@ -50,14 +53,17 @@ def test_facts_that_restate_the_question_or_describe_the_exchange_are_dropped() 
         42,
         "Too short",
     ]
-    kept = keep_facts(items, questions=["What is the capital of France?"], limit=10, max_chars=200)
+    question = "What is the capital of France?"
+    # What the user said earlier in the conversation grounds the facts (see the test below).
+    said = [question, "Paris is lovely; I want to visit in May. Lyon: third-largest city?"]
+    kept = keep_facts(items, questions=[question], said=said, limit=10, max_chars=200)
     assert [f.content for f in kept] == [
         "The capital of France is Paris.",
         "The user wants to visit Paris in May.",
         "Lyon is the third-largest city of France.",
     ]
     assert kept[2].importance == 1.0  # clamped into 0..1
-    assert len(keep_facts(items, questions=[], limit=1, max_chars=200)) == 1
+    assert len(keep_facts(items, questions=[], said=said, limit=1, max_chars=200)) == 1
 
 
 def test_the_fallback_summary_stays_bounded_and_keeps_the_latest_turn() -> None:
@@ -238,13 +244,18 @@ ADA = "Hi, I'm Ada. Please remember that I am allergic to peanuts."
 
 async def test_explicit_facts_are_in_every_plan_and_not_repeated_by_the_llm() -> None:
     t = Trajectory(trajectory_id="s", conversation_id="c", question=ADA)
-    llm = JsonLLM(_complete(["the user is allergic to  peanuts", "Ada lives in Leeds."]))
+    llm = JsonLLM(
+        _complete(
+            ["the user is allergic to  peanuts", "Ada has a peanut allergy.", "Ada lives in Leeds."]
+        )
+    )
     plan = await Planner(llm, Limits()).for_trajectory(t, None)
     assert [(f.content, f.importance, f.metadata["extracted-by"]) for f in plan.facts] == [
         ("The user's name is Ada.", 0.8, "explicit-request"),
         ("The user is allergic to peanuts.", 0.8, "explicit-request"),
-        ("Ada lives in Leeds.", None, "llm"),
+        ("Ada has a peanut allergy.", None, "llm"),
     ]
+    assert plan.ungrounded == {"fact": 1}  # Leeds was never said
     assert {f.source_conversation for f in plan.facts} == {"c"}
 
     # Junk from the LLM, no LLM at all: the explicit facts still.
@@ -314,4 +325,69 @@ async def test_a_summary_echoing_the_prompt_or_its_tags_is_cleaned_or_refused(
     async def complete(request: TextCompletionRequest, timeout: float) -> TextCompletionResponse:
         return TextCompletionResponse(response=json.dumps({"summary": said}))
 
-    assert await merge_summary(JsonLLM(complete), "", "User asked: hi", max_chars=400) == kept
+    turn = "User asked: hi, I'm Ada and allergic to peanuts. Agent answered directly. Result: hello"
+    assert await merge_summary(JsonLLM(complete), "", turn, max_chars=400) == kept
+
+
+# -- nothing stored that was not said -------------------------------------------------------
+def test_a_fact_whose_key_terms_the_user_never_said_is_dropped_and_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    said = [ADA]
+    dropped: Counter[str] = Counter()
+    items = [
+        "The user is a Rust developer.",  # never said
+        "Ada has a peanut allergy.",  # said in other forms: peanuts, allergic
+        "Ada is allergic to tree nuts.",  # "tree nuts" never said
+    ]
+    with caplog.at_level(logging.INFO, logger="react_mem.learner.extract"):
+        kept = keep_facts(items, questions=said, limit=5, max_chars=200, dropped=dropped)
+    assert [f.content for f in kept] == ["Ada has a peanut allergy."]
+    assert dropped == Counter({"fact": 2})
+    assert "dropped 2 fact(s)" in caplog.text and "Rust" not in caplog.text
+
+
+def test_grounding_matches_word_forms_not_lookalikes() -> None:
+    said = ["I'm allergic to peanuts and I develop apps in Go."]
+    assert fact_grounded("The user's name is Ada.", ["I'm Ada"])
+    assert fact_grounded("The user has peanut allergies.", said)
+    assert ungrounded("The user is an approved developer of apps.", said) == ["approved"]
+    assert not fact_grounded("The user.", said)  # no key term at all
+    assert summary_grounded("Ada asked the agent to remember her peanut allergy.", [ADA])
+    assert not summary_grounded("Your request has been approved and processed.", [ADA])
+
+
+async def test_an_invented_summary_is_refused_and_the_fallback_used() -> None:
+    invented = "Your request has been approved. Thank you for choosing our bank."
+    t = Trajectory(trajectory_id="s", conversation_id="c", question=ADA, answer="Noted, Ada.")
+    llm = JsonLLM(_complete_summary(invented))
+    dropped: Counter[str] = Counter()
+    turn = invocation_summary(t)
+    assert await merge_summary(llm, "", turn, max_chars=400, dropped=dropped) is None
+    assert dropped == Counter({"summary": 1})
+    plan = await Planner(JsonLLM(_complete_summary(invented)), Limits()).for_trajectory(t, "")
+    assert plan.summary == fallback_merge("", turn, Limits().summary_chars)
+    assert plan.ungrounded["summary"] == 1
+
+
+def _complete_summary(summary: str) -> Complete:
+    async def complete(request: TextCompletionRequest, timeout: float) -> TextCompletionResponse:
+        reply = {"summary": summary} if "summary" in request.system else {"facts": []}
+        return TextCompletionResponse(response=json.dumps(reply))
+
+    return complete
+
+
+async def test_tool_results_ground_facts_the_agents_own_reply_does_not() -> None:
+    looked_up = AgentStep(action="lookup", observation="Maria has lived in Lisbon since 2019.")
+    failed = AgentStep(action="lookup", observation="Porto is down.", step_type="tool-error")
+    t = Trajectory(
+        trajectory_id="s",
+        question="Where does my sister Maria live?",
+        answer="Maria lives in Lisbon, near Porto, in a big house.",
+        steps=[looked_up, failed],
+    )
+    facts = ["Maria lives in Lisbon.", "Maria lives near Porto.", "Maria has a big house."]
+    plan = await Planner(JsonLLM(_complete(facts)), Limits()).for_trajectory(t, None)
+    assert [f.content for f in plan.facts] == ["Maria lives in Lisbon."]
+    assert plan.ungrounded == {"fact": 2}

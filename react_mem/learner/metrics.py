@@ -21,6 +21,7 @@ class LearnerFamilies:
     rejected: Counter
     evicted: Counter
     records: Counter
+    ungrounded: Counter
     age: Gauge
 
 
@@ -77,6 +78,13 @@ def _create(registry: CollectorRegistry) -> LearnerFamilies:
             ["processor", "kind", "outcome"],
             registry=registry,
         ),
+        ungrounded=Counter(
+            "tg_memory_learner_ungrounded_total",
+            "What the LLM proposed that was not said in the conversation, dropped: facts "
+            "whose key terms the user never said, summaries not made of the conversation",
+            ["processor", "kind"],
+            registry=registry,
+        ),
         age=Gauge(
             "tg_memory_learner_trajectory_age_seconds",
             "Seconds since the oldest trajectory being learned finished (its finished_at): "
@@ -113,6 +121,10 @@ class LearnerMetrics:
 
     def evicted(self, kind: str, count: int) -> None:
         self._fam.evicted.labels(processor=self._processor, kind=kind).inc(count)
+
+    def ungrounded(self, kind: str, count: int) -> None:
+        if count:
+            self._fam.ungrounded.labels(processor=self._processor, kind=kind).inc(count)
 
     def record(self, kind: str, outcome: str) -> None:
         self._fam.records.labels(processor=self._processor, kind=kind, outcome=outcome).inc()

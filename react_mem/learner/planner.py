@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from react_mem.learner.extract import (
     fact_key,
     merge_summary,
 )
+from react_mem.learner.grounding import tool_results
 from react_mem.learner.llm import JsonLLM
 from react_mem.schema.conversations import ConversationEnded
 from react_mem.schema.episodes import EpisodeRequest
@@ -38,6 +40,8 @@ class Plan(BaseModel):
     episode: EpisodeRequest | None = None
     #: The reflection and the playbook delta (ACE), when the flow learns a playbook.
     ace: AcePlan | None = None
+    #: What the LLM made that was not said, dropped: counts by kind (``fact``, ``summary``).
+    ungrounded: dict[str, int] = Field(default_factory=dict)
 
     def empty(self) -> bool:
         """Nothing to write."""
@@ -68,6 +72,7 @@ class Planner:
 
     def __init__(self, llm: JsonLLM | None, limits: Limits) -> None:
         self._llm, self._limits = llm, limits
+        self._dropped: Counter[str] = Counter()
 
     async def for_trajectory(
         self,
@@ -90,7 +95,10 @@ class Planner:
             plan.summary = await self._merge(previous, t)
 
         async def facts() -> None:
-            plan.facts = await self._facts(record, [t.question], t.conversation_id, "invocation")
+            said = [t.question, *tool_results(t.steps)]
+            plan.facts = await self._facts(
+                record, [t.question], t.conversation_id, "invocation", said
+            )
 
         async def reflection(ace: AceConfig) -> None:
             source = f"trajectory:{t.trajectory_id or t.session_id}"
@@ -108,6 +116,7 @@ class Planner:
         )
         if t.record_episode and records.is_task(t, lim.min_episode_steps):
             plan.episode = await self._episode(t, record, plan.ace)
+        plan.ungrounded = dict(self._dropped)
         return plan
 
     async def for_feedback(
@@ -143,6 +152,7 @@ class Planner:
                 score=records.BASE_SCORE[records.conversation_outcome(event.turns)],
                 session_id=f"conversation-end:{event.event_id}",
             )
+        plan.ungrounded = dict(self._dropped)
         return plan
 
     async def _merge(self, previous: str, t: Trajectory) -> str:
@@ -150,7 +160,9 @@ class Planner:
         limit = self._limits.summary_chars
         merged = None
         if self._llm is not None:
-            merged = await merge_summary(self._llm, previous, turn, max_chars=limit)
+            merged = await merge_summary(
+                self._llm, previous, turn, max_chars=limit, dropped=self._dropped
+            )
         return merged or records.fallback_merge(previous, turn, limit)
 
     async def _episode(self, t: Trajectory, record: str, ace: AcePlan | None) -> EpisodeRequest:
@@ -176,9 +188,16 @@ class Planner:
         )
 
     async def _facts(
-        self, record: str, questions: list[str], conversation: str, origin: str
+        self,
+        record: str,
+        questions: list[str],
+        conversation: str,
+        origin: str,
+        said: list[str] | None = None,
     ) -> list[FactInput]:
-        """The user's explicit requests first, then the LLM's facts that say something else."""
+        """The user's explicit requests first, then the LLM's facts that say something else
+        and say only what was said (``said``: the user's words and tool results; by default
+        ``questions``)."""
         lim = self._limits
         asked = [
             FactCandidate(content=c, importance=lim.explicit_importance)
@@ -192,6 +211,8 @@ class Planner:
                 questions=questions,
                 limit=lim.max_facts,
                 max_chars=lim.max_fact_chars,
+                said=said,
+                dropped=self._dropped,
             )
         seen = {fact_key(f.content) for f in asked}
         found = [f for f in found if fact_key(f.content) not in seen]

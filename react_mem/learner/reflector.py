@@ -137,12 +137,14 @@ REFLECTOR_SYSTEM = (
     "worked, what went wrong and why. " + DATA_NOTE + "\n"
     'Reply {{"reasoning": "...", "error_identification": "...", "root_cause": "...", '
     '"correct_approach": "...", "key_insight": "...", "lessons": [{{"content": "...", '
-    '"type": "success", "tags": ["..."], "section": "..."}}], "bullet_tags": [{{"id": "...", '
-    '"tag": "helpful"}}], "corrections": []}}.\n'
+    '"type": "success | failure | domain | tool", "tags": ["..."], "section": "..."}}], '
+    '"bullet_tags": [{{"id": "...", '
+    '"tag": "helpful | harmful | neutral"}}], "corrections": []}}.\n'
     "lessons: at most {limit}, each one short sentence that will help with similar tasks "
     "later (a strategy to follow, a pitfall to avoid, a fact of the domain, how a tool "
     "behaves); type is success, failure, domain or tool. bullet_tags: for each listed "
-    "bullet id, helpful, harmful or neutral for this task. corrections: only for a listed "
+    "bullet id, helpful only if the bullet clearly led to a result the user or a tool "
+    "confirmed, harmful if it misled, else neutral. corrections: only for a listed "
     'bullet that is wrong ({{"id": "...", "content": "what it should say", "reason": "..."}}) '
     'or obsolete ({{"id": "...", "content": "", "reason": "..."}}); usually none. If there '
     'is nothing to learn, reply with "lessons": [].'
@@ -180,6 +182,26 @@ def feedback_verdict(feedback: Feedback, answer: str) -> Verdict:
     return "neutral"
 
 
+def evidence(t: Trajectory, feedback: Feedback | None = None) -> str | None:
+    """What shows the answer was good, if anything: user feedback, a ground truth, or a tool
+    that ran without error. A final answer alone is no evidence (a small model answers
+    something every time)."""
+    if feedback is not None and feedback_verdict(feedback, t.answer) != "neutral":
+        return "feedback"
+    if t.ground_truth and t.ground_truth.strip():
+        return "ground-truth"
+    if any(s.action and not records.malformed(s) and s.step_type in ("", "tool") for s in t.steps):
+        return "tool-outcome"
+    return None
+
+
+def bullet_tag(t: Trajectory, feedback: Feedback | None, found: Verdict) -> Tag:
+    """The tag a bullet used in ``t`` earns: helpful only with :func:`evidence`."""
+    if found == "positive" and evidence(t, feedback) is None:
+        return "neutral"
+    return TAG_FOR[found]
+
+
 def verdict(t: Trajectory, feedback: Feedback | None = None) -> Verdict:
     if feedback is not None:
         return feedback_verdict(feedback, t.answer)
@@ -200,7 +222,9 @@ def heuristic_reflection(
         error_identification=clip(_line(t.error or ""), 300) if found == "negative" else "",
         key_insight=lessons[0].content if lessons else "",
         lessons=lessons,
-        bullet_tags=[BulletTag(id=b.id, tag=TAG_FOR[found]) for b in bullets_used(t)],
+        bullet_tags=[
+            BulletTag(id=b.id, tag=bullet_tag(t, feedback, found)) for b in bullets_used(t)
+        ],
     )
     return generalised(reflection, t, feedback)
 
@@ -359,8 +383,9 @@ async def reflect(
     )
     if reply is None:
         return fallback.model_copy(update={"by": "heuristic-fallback"})
+    proven = evidence(t, feedback) is not None
     return generalised(
-        _llm_reflection(reply, fallback, used, feedback, limit, max_chars), t, feedback
+        _llm_reflection(reply, fallback, used, feedback, limit, max_chars, proven), t, feedback
     )
 
 
@@ -371,6 +396,7 @@ def _llm_reflection(
     feedback: Feedback | None,
     limit: int,
     max_chars: int,
+    proven: bool,
 ) -> Reflection:
     lessons = _checked(
         [x for x in (_item(Lesson, i) for i in reply.lessons) if x is not None], limit, max_chars
@@ -380,6 +406,11 @@ def _llm_reflection(
     if feedback is None:
         found = (_item(BulletTag, i) for i in reply.bullet_tags)
         tags = {x.id: x for x in found if x is not None and x.id in known}
+        if not proven:  # the model's "helpful" is its opinion, not evidence
+            tags = {
+                i: x.model_copy(update={"tag": "neutral"}) if x.tag == "helpful" else x
+                for i, x in tags.items()
+            }
     # Bullets the LLM left out are tagged as the heuristic would.
     for tag in fallback.bullet_tags:
         tags.setdefault(tag.id, tag)

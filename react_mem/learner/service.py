@@ -26,44 +26,41 @@ from prometheus_client import CollectorRegistry
 from pydantic import Field
 
 from react_mem.bus.transport import Transport
-from react_mem.errors import BadRequest, ConfigurationError, TransientError
-from react_mem.learner.ace import PLAYBOOK_MEMORY, AceConfig, feedback_key, window_key
+from react_mem.clients.conversations import CONVERSATION_MEMORY
+from react_mem.clients.episodes import EPISODE_MEMORY
+from react_mem.clients.facts import FACT_MEMORY
+from react_mem.clients.llm import TEXT_COMPLETION, TextCompletionClient
+from react_mem.clients.playbook import PLAYBOOK_MEMORY, PlaybookClient
+from react_mem.errors import (
+    BadRequest,
+    ConfigurationError,
+    LLMUnavailable,
+    ServiceRefused,
+    TransientError,
+)
+from react_mem.learner.ace import AceConfig, feedback_key, window_key
 from react_mem.learner.ledger import Ledger
-from react_mem.learner.llm import JsonLLM, LLMUnavailable
+from react_mem.learner.llm import JsonLLM
 from react_mem.learner.locks import KeyedLocks
 from react_mem.learner.metrics import Lag, LearnerMetrics
 from react_mem.learner.planner import Limits, Plan, Planner
-from react_mem.learner.writer import (
-    CONVERSATION_MEMORY,
-    EPISODE_MEMORY,
-    FACT_MEMORY,
-    MemoryRefused,
-    Writer,
-)
+from react_mem.learner.writer import Writer
 from react_mem.processor.base import Processor
 from react_mem.processor.config_source import WorkspaceConfig
 from react_mem.processor.context import MessageContext
 from react_mem.processor.flow import Flow
 from react_mem.processor.settings import ProcessorSettings
-from react_mem.processor.specs import ConsumerSpec, ProducerSpec, RequestResponseSpec
+from react_mem.processor.specs import ConsumerSpec, ProducerSpec
 from react_mem.retention import CONFIG_TYPE as RETENTION_CONFIG_TYPE
 from react_mem.retention import WorkspaceRetention
-from react_mem.schema import TextCompletionRequest, TextCompletionResponse, WireModel
-from react_mem.schema.conversations import (
-    ConversationEnded,
-    ConversationRequest,
-    ConversationResponse,
-)
-from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
-from react_mem.schema.facts import FactRequest, FactResponse
+from react_mem.schema.conversations import ConversationEnded
 from react_mem.schema.forget import MEMORY_FORGET, ForgetRequest, ForgetResponse, Forgotten
-from react_mem.schema.playbook import Feedback, PlaybookRequest, PlaybookResponse
+from react_mem.schema.playbook import Feedback
 from react_mem.schema.scope import Scope
 from react_mem.schema.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
 
-TEXT_COMPLETION = "text-completion-request"
 AGENT_MEM = "agent-mem"
 MAX_ID_CHARS = 256
 
@@ -194,24 +191,10 @@ class MemoryLearnerProcessor(Processor):
             ProducerSpec(name=f"{MEMORY_FORGET}-response", schema=ForgetResponse, optional=True)
         )
         s = self.learner_settings
-        clients: list[tuple[str, type[WireModel], type[WireModel], float]] = [
-            (TEXT_COMPLETION, TextCompletionRequest, TextCompletionResponse, s.llm_timeout),
-            (FACT_MEMORY, FactRequest, FactResponse, s.memory_timeout),
-            (EPISODE_MEMORY, EpisodeRequest, EpisodeResponse, s.memory_timeout),
-            (CONVERSATION_MEMORY, ConversationRequest, ConversationResponse, s.memory_timeout),
-        ]
-        clients.append((PLAYBOOK_MEMORY, PlaybookRequest, PlaybookResponse, s.memory_timeout))
-        for request, req_schema, resp_schema, timeout in clients:
-            self.register_specification(
-                RequestResponseSpec(
-                    request=request,
-                    response=request.removesuffix("-request") + "-response",
-                    request_schema=req_schema,
-                    response_schema=resp_schema,
-                    timeout=timeout,
-                    optional=request == PLAYBOOK_MEMORY,
-                )
-            )
+        self.register_specification(TEXT_COMPLETION.spec(timeout=s.llm_timeout))
+        for memory in (FACT_MEMORY, EPISODE_MEMORY, CONVERSATION_MEMORY):
+            self.register_specification(memory.spec(timeout=s.memory_timeout))
+        self.register_specification(PLAYBOOK_MEMORY.spec(timeout=s.memory_timeout, optional=True))
         self.register_config_handler([AGENT_MEM], self.on_agent_mem)
 
     @property
@@ -384,7 +367,7 @@ class MemoryLearnerProcessor(Processor):
     # -- ACE -----------------------------------------------------------------------------
     def _ace_in(self, flow: Flow) -> AceConfig | None:
         """The ACE settings where this flow learns a playbook; None where it does not."""
-        if self.learner_settings.playbook and flow.has_client(PLAYBOOK_MEMORY):
+        if self.learner_settings.playbook and PlaybookClient.available(flow):
             return self._ace
         return None
 
@@ -412,7 +395,7 @@ class MemoryLearnerProcessor(Processor):
     ) -> bool:
         """Plan once, write each step once; False when the record was learned before.
 
-        A write a service refuses for good (:class:`MemoryRefused`, e.g. ``quota-exceeded``)
+        A write a service refuses for good (:class:`ServiceRefused`, e.g. ``quota-exceeded``)
         is recorded (metric, log, the ledger's outcome) and not retried; the other steps
         still run. A plan with nothing to write leaves no ledger entry."""
         workspace = ctx.flow.workspace
@@ -427,6 +410,8 @@ class MemoryLearnerProcessor(Processor):
                 plan, done = Plan.model_validate(entry.plan), entry.steps
             else:
                 plan, done = await self._plan(ctx, make_plan), []
+                for what, count in plan.ungrounded.items():
+                    self.metrics.ungrounded(what, count)
                 if plan.empty():
                     self.metrics.record(kind, "empty")
                     return True
@@ -444,7 +429,7 @@ class MemoryLearnerProcessor(Processor):
                 nonlocal done
                 try:
                     wrote = await write(to, plan)
-                except MemoryRefused as exc:
+                except ServiceRefused as exc:
                     wrote = True
                     refused.append(f"{step}: {exc.type}")
                     self.metrics.rejected(STEP_KINDS[step], exc.type)
@@ -480,15 +465,8 @@ class MemoryLearnerProcessor(Processor):
         self, ctx: MessageContext, make_plan: Callable[[Planner], Awaitable[Plan]]
     ) -> Plan:
         s = self.learner_settings
-        client = ctx.flow.client(TEXT_COMPLETION)
-
-        async def complete(
-            request: TextCompletionRequest, timeout: float
-        ) -> TextCompletionResponse:
-            response: TextCompletionResponse = await client.request(request, timeout=timeout)
-            return response
-
-        llm = JsonLLM(complete, attempts=s.llm_attempts, timeout=s.llm_timeout)
+        client = TextCompletionClient.of(ctx.flow)
+        llm = JsonLLM(client, attempts=s.llm_attempts, timeout=s.llm_timeout)
         try:
             return await make_plan(Planner(llm, self._limits))
         except LLMUnavailable:
