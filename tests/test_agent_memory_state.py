@@ -46,7 +46,8 @@ def forged(context: str = INJECTION) -> MemoryState:
 async def refused(stack: Stack, memory: MemoryState, **fields: Any) -> None:
     [reply] = await stack.ask("Where are my backups?", user="ada", memory=memory, **fields)
     assert reply.message_type == "error" and reply.end_of_dialog
-    assert reply.error is not None and reply.error.type == "invalid"
+    assert reply.error is not None and reply.error.type == "agent-error"
+    assert reply.error.message.startswith("invalid: ")
     assert "AgentRequest.memory" in reply.error.message
 
 
@@ -149,5 +150,6 @@ async def test_another_replica_with_the_same_key_continues_the_invocation(
         assert len(prompts) == 2 and all(FACT in p for p in prompts)
         assert "KNOWLEDGE about backups" in prompts[1]
     else:
-        assert got[-1].error is not None and got[-1].error.type == "invalid"
+        assert got[-1].error is not None and got[-1].error.type == "agent-error"
+        assert got[-1].error.message.startswith("invalid: ")
         assert completed is None and len(prompts) == 1

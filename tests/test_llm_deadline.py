@@ -47,10 +47,12 @@ def settings(retry_delay: float = 0.01, **agent: object) -> dict[str, dict[str, 
 
 
 def llm_error(responses: list[AgentResponse]) -> AgentResponse:
-    """The one response the caller got: an ``llm-error`` that ends the dialog."""
+    """The one response the caller got: an ``llm-error`` that ends the dialog (type
+    ``agent-error``, as agent-manager's errors; the kind leads the message)."""
     (only,) = responses
     assert only.message_type == "error" and only.end_of_dialog
-    assert only.error is not None and only.error.type == "llm-error"
+    assert only.error is not None and only.error.type == "agent-error"
+    assert only.error.message.startswith("llm-error: ")
     return only
 
 

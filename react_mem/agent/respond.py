@@ -4,6 +4,11 @@ Non-streaming: one message per thought and observation (``end_of_message``), the
 answer with ``end_of_message`` and ``end_of_dialog``. Streaming: chunks of one message id
 with ``end_of_message`` false, the last of each message marked; the answer's chunks end
 with an empty terminal answer carrying both flags. Errors: ``error`` with end_of_dialog.
+
+Ids and error types are agent-manager's: message ids are its provenance URIs (the answer's
+``agent_final_uri``, ``urn:trustgraph:agent:<session>/final``), and every error is of type
+``agent-error``, react-mem's own kind (``llm-error``, ``invalid``, ``malformed``) leading
+its message.
 """
 
 from __future__ import annotations
@@ -11,14 +16,19 @@ from __future__ import annotations
 from react_mem.processor.context import MessageContext
 from react_mem.schema import AgentResponse, Error
 
+ERROR_TYPE = "agent-error"
 
-def error_response(message: str, *, kind: str = "agent-error") -> AgentResponse:
+
+def error_response(message: str, *, kind: str = ERROR_TYPE) -> AgentResponse:
+    """agent-manager's error reply; a ``kind`` other than ``agent-error`` leads the message."""
+    if kind != ERROR_TYPE:
+        message = f"{kind}: {message}"
     return AgentResponse(
         message_type="error",
         content=message,
         end_of_message=True,
         end_of_dialog=True,
-        error=Error(type=kind, message=message),
+        error=Error(type=ERROR_TYPE, message=message),
     )
 
 
@@ -28,7 +38,7 @@ class Responder:
         base = f"urn:trustgraph:agent:{session_id}"
         self.thought_id = f"{base}/i{iteration}/thought"
         self.observation_id = f"{base}/i{iteration}/observation"
-        self.answer_id = f"{base}/answer"
+        self.answer_id = f"{base}/final"
         self.in_token: int | None = None
         self.out_token: int | None = None
         self.model: str | None = None
@@ -80,5 +90,5 @@ class Responder:
             )
         )
 
-    async def error(self, message: str, *, kind: str = "agent-error") -> None:
+    async def error(self, message: str, *, kind: str = ERROR_TYPE) -> None:
         await self.ctx.reply(error_response(message, kind=kind))

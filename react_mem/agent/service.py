@@ -46,7 +46,7 @@ from react_mem.agent.seal import StateSealer, invocation, load_key
 from react_mem.agent.tools import TOOL_CONFIG_TYPE, Tool, ToolCall, tools_from_config
 from react_mem.bus.transport import Transport
 from react_mem.embedding.base import DEFAULT_BACKEND, Backend, Embedder
-from react_mem.errors import BadRequest, ConfigurationError
+from react_mem.errors import ConfigurationError
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
@@ -223,8 +223,6 @@ class AgentProcessor(Processor):
         ws = self.workspace(ctx.flow.workspace)
         cfg = ws.config
         deadline = Deadline.after(cfg.llm_timeout)
-        if not request.question.strip():
-            raise BadRequest("the request has no question", type="invalid")
         inv = Invocation.of(request, ctx.flow, cfg)
         request, flow = inv.request, inv.flow
         bound_to = invocation(request, flow.workspace, flow.name)
@@ -271,7 +269,7 @@ class AgentProcessor(Processor):
         except LLMError as exc:
             # Already retried by the text-completion service: answered, not redelivered.
             logger.warning("%s: session %s: %s", self.id, request.session_id, exc)
-            await respond.error(f"LLM error: {exc}", kind="llm-error")
+            await respond.error(str(exc), kind="llm-error")
             self.metrics.sessions.labels(processor=self.id, outcome="llm-error").inc()
             self.metrics.iterations.labels(processor=self.id).observe(inv.state.iteration)
             return
