@@ -1,0 +1,182 @@
+"""Interop on RabbitMQ with TrustGraph's own code (trustgraph-base 2.11.1, the test extra)
+as the peer: its RabbitMQ backend, its serialization and its clients, against react-mem's
+processors on the same private node.
+
+- TrustGraph's ``AgentClient`` (registered through its ``AgentClientSpec``, as a TrustGraph
+  processor does) asks react-mem's agent and gets the answer with its thoughts streamed.
+- A config service written with TrustGraph's backend and schema answers react-mem's
+  config fetches and pushes a change on ``notify:tg:config``; the react-mem processor
+  takes up the flow it names and serves it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from react_mem.bus.rabbitmq import RabbitMQTransport
+from react_mem.bus.rpc import RequestResponseClient
+from react_mem.ping.service import PingProcessor
+from react_mem.schema.ping import PingRequest, PingResponse
+from tests.support.agent_stack import agent_stack
+from tests.support.ping import answered
+from tests.support.rabbitmq import RabbitMQNode, rabbitmq_node  # noqa: F401 (fixture)
+from tests.test_agent import ANSWER, LOOKUP, tool_then_answer
+
+tg_rabbitmq = pytest.importorskip(
+    "trustgraph.base.async_rabbitmq_backend",
+    reason="needs trustgraph-base==2.11.1 (the test extra: scripts/setup test)",
+)
+tg_agent = pytest.importorskip("trustgraph.base.agent_client")
+tg_config = pytest.importorskip("trustgraph.schema.config")
+
+pytestmark = pytest.mark.rabbitmq
+
+
+@pytest.fixture
+async def transport(rabbitmq_node: RabbitMQNode) -> AsyncIterator[RabbitMQTransport]:  # noqa: F811
+    bus = rabbitmq_node.transport()
+    await bus.connect()
+    yield bus
+    await bus.close()
+
+
+@pytest.fixture
+async def trustgraph(rabbitmq_node: RabbitMQNode) -> AsyncIterator[Any]:  # noqa: F811
+    """TrustGraph's own RabbitMQ backend on the node, as its processors configure it."""
+    backend = tg_rabbitmq.AsyncRabbitMQBackend(host="127.0.0.1", port=rabbitmq_node.port)
+    yield backend
+    await backend.close()
+
+
+class Flow:
+    """What TrustGraph's specs register clients on."""
+
+    def __init__(self) -> None:
+        self.consumer: dict[str, Any] = {}
+
+
+class Peer:
+    """A TrustGraph processor as its specs see it; no ``id``, so no metrics of its own."""
+
+    def __init__(self, backend: Any) -> None:
+        self.async_backend = backend
+
+
+async def test_trustgraphs_agent_client_gets_react_mems_answer(
+    transport: RabbitMQTransport, trustgraph: Any, tmp_path: Path, unique: str
+) -> None:
+    async with agent_stack(
+        transport,  # type: ignore[arg-type]
+        tmp_path,
+        unique,
+        script=tool_then_answer(),  # type: ignore[no-untyped-call]
+        services=(),
+        tools={"lookup": LOOKUP},
+    ) as stack:
+        topics = stack.topics["agent"]
+        client = await tg_agent.AgentClientSpec("agent", "agent-response").register(
+            Flow(),
+            Peer(trustgraph),
+            {"topics": {"agent": topics["request"], "agent-response": topics["response"]}},
+        )
+        thoughts: list[str] = []
+
+        async def think(content: str, end_of_message: bool) -> None:
+            thoughts.append(content)
+
+        try:
+            answer = await client.invoke("What is the capital of France?", think=think, timeout=60)
+        finally:
+            await client.stop()
+    assert answer == ANSWER
+    assert thoughts == ["I should ask the graph", "I know it now"]
+
+
+@contextlib.asynccontextmanager
+async def trustgraph_config_service(
+    backend: Any, store: dict[str, dict[str, dict[str, str]]], version: list[int]
+) -> AsyncIterator[None]:
+    """A config service on TrustGraph's backend and schema: getkeys-all-ws and getvalues
+    from ``store`` ({workspace: {type: {key: value}}}) at ``version[0]``."""
+    schema = tg_config
+    requests = await backend.create_consumer(
+        topic=schema.config_request_queue, subscription="config-svc", schema=schema.ConfigRequest
+    )
+    responses = await backend.create_producer(
+        topic=schema.config_response_queue, schema=schema.ConfigResponse
+    )
+
+    def answer(request: Any) -> Any:
+        if request.operation == "getkeys-all-ws":
+            values = [
+                schema.ConfigValue(type=request.type, key=key, workspace=ws)
+                for ws, types in store.items()
+                for key in types.get(request.type, {})
+            ]
+        elif request.operation == "getvalues":
+            entries = store.get(request.workspace, {}).get(request.type, {})
+            values = [
+                schema.ConfigValue(type=request.type, key=k, value=v, workspace=request.workspace)
+                for k, v in entries.items()
+            ]
+        else:
+            raise AssertionError(f"unexpected config operation {request.operation}")
+        return schema.ConfigResponse(version=version[0], values=values)
+
+    async def serve() -> None:
+        while True:
+            message = await requests.receive()
+            reply = answer(message.value())
+            await responses.send(reply, {"id": message.properties()["id"]})
+            await requests.acknowledge(message)
+
+    task = asyncio.create_task(serve())
+    try:
+        yield
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await requests.close()
+        await responses.close()
+
+
+async def test_trustgraphs_config_push_reaches_a_react_mem_processor(
+    transport: RabbitMQTransport, trustgraph: Any, tmp_path: Path, unique: str
+) -> None:
+    pid = f"ping-{unique}"
+    topics = {"request": f"request:tg:ping-{unique}", "response": f"response:tg:ping-{unique}"}
+    store: dict[str, dict[str, dict[str, str]]] = {}
+    version = [1]
+    settings = PingProcessor.Settings.load({"id": pid, "config_timeout": 5})
+    processor = PingProcessor(settings, transport, registry=CollectorRegistry())
+    client: RequestResponseClient[PingRequest, PingResponse] = RequestResponseClient(
+        transport, topics["request"], topics["response"], PingResponse, timeout=5
+    )
+    push = await trustgraph.create_producer(
+        topic=tg_config.config_push_queue, schema=tg_config.ConfigPush
+    )
+    async with trustgraph_config_service(trustgraph, store, version):
+        await processor.start()
+        await client.start()
+        try:
+            assert processor.flows == {}  # the config service has nothing for it yet
+            store["default"] = {f"processor:{pid}": {"f1": json.dumps({"topics": topics})}}
+            version[0] = 2
+            await push.send(
+                tg_config.ConfigPush(version=2, changes={f"processor:{pid}": ["default"]}), {}
+            )
+            reply = await answered(client, timeout=30)
+            assert reply.error is None and reply.processor == pid
+            assert reply.flow == "f1"
+        finally:
+            await client.close()
+            await processor.stop()
+            await push.close()
