@@ -141,6 +141,11 @@ async def run_playbook(transport: Transport, *argv: str) -> tuple[int, str, str]
     return code, out.getvalue(), err.getvalue()
 
 
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
 def rows(out: str) -> list[list[str]]:
     return [line.split() for line in out.splitlines()[1:]]
 
@@ -223,7 +228,7 @@ async def apply(
 
 
 async def test_playbook_show_search_export_history_and_rollback(
-    transport: PulsarTransport, tmp_path: Path, unique: str
+    transport: PulsarTransport, tmp_path: Path, unique: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     where = ["--collection", "games", "--workspace", f"cli-{unique}", "--flow", "f1"]
     async with playbook_service(transport, tmp_path, unique) as service:
@@ -340,6 +345,16 @@ async def test_playbook_show_search_export_history_and_rollback(
         assert yaml.safe_load(out) == exported
         code, markdown, _ = await run_playbook(transport, "export", "--format", "markdown", *where)
         assert markdown == (await run_playbook(transport, "show", *where))[1]
+        # Page by page, a line per page on a terminal (stderr); the export is the same.
+        monkeypatch.setattr(playbook, "PAGE", 1)
+        args = build_parser().parse_args(["playbook", "export", *where])
+        paged, terminal = io.StringIO(), Terminal()
+        assert await playbook.execute(transport, args, out=paged, err=terminal) == 0
+        assert json.loads(paged.getvalue()) == exported
+        assert [line.split("\r\x1b[K")[-1] for line in terminal.getvalue().splitlines()] == [
+            "export: 1 bullet fetched, more to come",
+            "export: 2 bullets fetched, all",
+        ]
 
         code, out, _ = await run_playbook(transport, "history", *where)
         assert out.splitlines()[0].split() == ["VERSION", "APPLIED", "DELTA", "SOURCE", "CHANGES"]

@@ -6,6 +6,7 @@ while bob's canary stays. Real broker, services, qdrant-edge and embedder; scrip
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from memory_services.playbook.service import PlaybookMemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.commands.common import ServiceQueues
 from react_mem.commands.forget import LEARNER, Report, forget_user
+from react_mem.commands.progress import Progress
 from react_mem.schema import TextCompletionRequest
 from tests.support.agent_stack import Stack, agent_stack, facts_of, forget_queues
 from tests.support.memory_services import until
@@ -66,6 +68,11 @@ def files_with(root: Path, text: str) -> list[str]:
     )
 
 
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
 async def test_forgetting_a_user_leaves_no_byte_of_their_canary(
     transport: PulsarTransport, tmp_path: Path, unique: str
 ) -> None:
@@ -93,7 +100,14 @@ async def test_forgetting_a_user_leaves_no_byte_of_their_canary(
             for name in ("fact-memory", "episode-memory", "conversation-memory", "playbook-memory")
         }
         to[LEARNER] = forget_queues(unique)
-        reports = await forget_user(stack.transport, to, user="alice", timeout=120)
+        terminal = Terminal()
+        progress = Progress(terminal, "forget")
+        reports = await forget_user(
+            stack.transport, to, user="alice", timeout=120, progress=progress
+        )
+        lines = [line.split() for line in terminal.getvalue().splitlines()]
+        assert [words[1] for words in lines] == [f"{n}/5" for n in range(1, 6)]  # as they answer
+        assert sorted(words[2] for words in lines) == sorted(to)
         by = {r.service: r for r in reports}
 
         assert await facts_of(stack, "alice") == []

@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TextIO
@@ -18,6 +19,7 @@ from typing import TextIO
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
 from react_mem.commands.common import BusArgs, ServiceQueues, Subparsers, flow_args
+from react_mem.commands.progress import Progress
 from react_mem.errors import RequestTimeout
 from react_mem.schema.base import WireModel
 from react_mem.schema.forget import MEMORY_FORGET, Forgotten
@@ -81,12 +83,23 @@ async def forget_user(
     user: str,
     collection: str = "",
     timeout: float = 120.0,
+    progress: Progress | None = None,
 ) -> list[Report]:
-    """Send ``forget`` to each of ``to`` at once; one report per service, in order."""
+    """Send ``forget`` to each of ``to`` at once; one report per service, in order (and a
+    line on ``progress`` as each answers)."""
     request = ServiceForget(user=user, collection=collection)
-    reports = await asyncio.gather(
-        *(_one(transport, name, queues, request, timeout) for name, queues in to.items())
-    )
+    started, answered = time.monotonic(), 0
+
+    async def one(name: str, queues: ServiceQueues) -> Report:
+        nonlocal answered
+        report = await _one(transport, name, queues, request, timeout)
+        answered += 1
+        if progress is not None:
+            took = time.monotonic() - started
+            progress.line(f"forget: {answered}/{len(to)} {name} {report.status} ({took:.1f}s)")
+        return report
+
+    reports = await asyncio.gather(*(one(name, queues) for name, queues in to.items()))
     return [*reports, Report("dead-letters", "not reached", detail=DEAD_LETTERS)]
 
 
@@ -142,9 +155,19 @@ async def execute(
     if not args.yes and not _confirmed(f"everything user {args.user} owns in {where}", err):
         return 1
     to = to or targets(args.workspace, args.flow)
-    reports = await forget_user(
-        transport, to, user=args.user, collection=args.collection, timeout=args.timeout
-    )
+    progress = Progress(err, f"forget: waiting for {len(to)} services")
+    progress.start()
+    try:
+        reports = await forget_user(
+            transport,
+            to,
+            user=args.user,
+            collection=args.collection,
+            timeout=args.timeout,
+            progress=progress,
+        )
+    finally:
+        await progress.stop()
     if args.json:
         rows = [
             {

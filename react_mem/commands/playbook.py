@@ -310,7 +310,10 @@ async def execute(
         transport, queues.request, queues.response, PlaybookResponse, subscriber="react-mem-cli"
     )
 
+    fetched = 0
+
     async def ask(request: PlaybookRequest) -> PlaybookResponse:
+        nonlocal fetched
         progress.start()
         try:
             response = await client.request(request, timeout=args.timeout)
@@ -324,6 +327,10 @@ async def execute(
         if response.error is not None:
             error = response.error
             raise Failed(f"{SERVICE} error ({error.type}): {error.message}")
+        if request.operation == "list" and (fetched or response.next_offset):
+            fetched += len(response.bullets)  # a line per page when there are several
+            more = ", more to come" if response.next_offset else ", all"
+            progress.line(f"{args.action}: {plural(fetched, 'bullet')} fetched{more}")
         return response
 
     progress = Progress(err, f"waiting for {SERVICE}")

@@ -1,4 +1,5 @@
-"""A status line while a command waits: elapsed seconds on a terminal, nothing elsewhere."""
+"""A status line while a command waits: elapsed seconds on a terminal, nothing elsewhere;
+and, for long operations, a line per step done (a page fetched, a service answered)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,14 @@ class Progress:
     def start(self) -> None:
         if self._task is None and self._stream.isatty():
             self._task = asyncio.create_task(self._draw(time.monotonic()))
+
+    def line(self, text: str) -> None:
+        """A lasting line above the status line, on a terminal only."""
+        if not self._stream.isatty():
+            return
+        self._stream.write(("\r\033[K" if self._drawn else "") + text + "\n")
+        self._stream.flush()
+        self._drawn = False
 
     async def stop(self) -> None:
         task, self._task = self._task, None
