@@ -31,7 +31,11 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "config" / "trustgraph"
 
 #: Services a TrustGraph flow provides that react-mem's processors call.
-TRUSTGRAPH_SERVICES = {"text-completion", "prompt-rag", "graph-rag", "mcp-tool"}
+TRUSTGRAPH_SERVICES = {"text-completion", "prompt-rag", "graph-rag", "mcp-tool"} | {
+    "structured-query",
+    "embeddings",
+    "row-embeddings-query",
+}
 #: Queues fed from outside the flow's processors: `react-mem feedback` and `react-mem memory
 #: forget` (or any client).
 EXTERNAL_PRODUCERS = {"agent-feedback", "memory-forget"}

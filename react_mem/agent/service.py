@@ -28,6 +28,7 @@ from pydantic import Field, SecretStr
 
 from react_mem.agent import json_reply, prompt
 from react_mem.agent.config import AGENT_CONFIG_TYPE, CONFIG_TYPE, AgentMemConfig, agent_values
+from react_mem.agent.data_tools import CLIENTS, TOOL_SERVICE_CONFIG_TYPE
 from react_mem.agent.finish import (
     append_turn,
     short,
@@ -105,6 +106,7 @@ def _clients() -> list[RequestResponseSpec]:
         ("prompt", PromptRequest, PromptResponse, True),
         ("mcp-tool", ToolRequest, ToolResponse, True),
     ]
+    pairs += [(name, req, resp, True) for name, req, resp in CLIENTS]
     pairs += [(s.service, s.request, s.response, True) for s in SOURCES]
     pairs.append(("working-memory", WorkingMemoryRequest, WorkingMemoryResponse, True))
     return [
@@ -166,7 +168,12 @@ class AgentProcessor(Processor):
         for spec in _clients():
             self.register_specification(spec)
         self.register_config_handler(
-            [TOOL_CONFIG_TYPE, AGENT_CONFIG_TYPE, self.agent_settings.config_type],
+            [
+                TOOL_CONFIG_TYPE,
+                TOOL_SERVICE_CONFIG_TYPE,
+                AGENT_CONFIG_TYPE,
+                self.agent_settings.config_type,
+            ],
             self.on_agent_config,
         )
 
@@ -207,7 +214,9 @@ class AgentProcessor(Processor):
                 "%s: %s (workspace %s keeps its previous settings)", self.id, exc, workspace
             )
             parsed = current.config if workspace in self.workspaces else self.workspace("").config
-        tools = tools_from_config(raw.get(TOOL_CONFIG_TYPE, {}))
+        tools = tools_from_config(
+            raw.get(TOOL_CONFIG_TYPE, {}), raw.get(TOOL_SERVICE_CONFIG_TYPE, {})
+        )
         self.workspaces[workspace] = Workspace(raw=raw, config=parsed, tools=tools)
         logger.info(
             "%s: workspace %s config v%d: %d tools, max-iterations %d",

@@ -1,9 +1,11 @@
 """The agent's tools: TrustGraph's tool types from config type ``tool``, and memory tools.
 
 A tool config value is TrustGraph's JSON: ``type`` (knowledge-query, text-completion,
-mcp-tool, prompt), ``name``, ``description``, and per type ``collection``, ``mcp-tool``,
-``template`` and ``arguments`` ([{name, type, description}]); ``group``, ``state`` and
-``applicable-states`` filter tools per request as TrustGraph's tool groups do.
+mcp-tool, prompt, structured-query, row-embeddings-query, tool-service), ``name``,
+``description``, and per type ``collection``, ``mcp-tool``, ``template``, ``schema-name``,
+``index-name``, ``limit``, ``service`` and ``arguments`` ([{name, type, description}]);
+``group``, ``state`` and ``applicable-states`` filter tools per request as TrustGraph's tool
+groups do. The data-service types are in :mod:`react_mem.agent.data_tools`.
 """
 
 from __future__ import annotations
@@ -149,8 +151,13 @@ def mcp_tool(tool_id: str) -> Invoke:
 QUESTION = (Argument("question", "string", "The question to ask"),)
 
 
-def tool_from_config(value: str | dict[str, Any]) -> Tool:
-    """One ``tool`` config entry; raises ConfigurationError naming what is wrong."""
+def tool_from_config(
+    value: str | dict[str, Any], services: dict[str, dict[str, Any]] | None = None
+) -> Tool:
+    """One ``tool`` config entry (``services``: config type ``tool-service``, parsed);
+    raises ConfigurationError naming what is wrong."""
+    from react_mem.agent import data_tools
+
     try:
         data = json.loads(value) if isinstance(value, str) else dict(value)
     except json.JSONDecodeError as exc:
@@ -176,15 +183,43 @@ def tool_from_config(value: str | dict[str, Any]) -> Tool:
         if not data.get("mcp-tool"):
             raise ConfigurationError(f"tool {name}: type mcp-tool needs 'mcp-tool'")
         return Tool(name, description, _arguments(data), mcp_tool(str(data["mcp-tool"])), data)
+    if kind == "structured-query":
+        invoke = data_tools.structured_query(data.get("collection"))
+        return Tool(name, description, data_tools.STRUCTURED_QUESTION, invoke, data)
+    if kind == "row-embeddings-query":
+        try:
+            limit = int(data.get("limit", 10))
+        except (TypeError, ValueError):
+            raise ConfigurationError(f"tool {name}: 'limit' must be an integer") from None
+        invoke = data_tools.row_embeddings_query(
+            str(data.get("schema-name") or ""),
+            data.get("collection"),
+            data.get("index-name"),
+            limit,
+        )
+        return Tool(name, description, data_tools.ROW_QUERY, invoke, data)
+    if kind == "tool-service":
+        invoke = data_tools.tool_service_invoke(name, data, services or {})
+        return Tool(name, description, _arguments(data), invoke, data)
     raise ConfigurationError(f"tool {name}: type {kind!r} is not supported")
 
 
-def tools_from_config(entries: dict[str, str]) -> dict[str, Tool]:
-    """Every valid tool of a workspace's ``tool`` config; invalid ones are logged, skipped."""
+def tools_from_config(
+    entries: dict[str, str], service_entries: dict[str, str] | None = None
+) -> dict[str, Tool]:
+    """Every valid tool of a workspace's ``tool`` config (with its ``tool-service``
+    config); invalid ones are logged, skipped."""
+    from react_mem.agent.data_tools import tool_services
+
+    try:
+        services = tool_services(service_entries or {})
+    except ConfigurationError as exc:
+        logger.error("tool-service config skipped: %s", exc)
+        services = {}
     tools: dict[str, Tool] = {}
     for key, value in sorted(entries.items()):
         try:
-            tool = tool_from_config(value)
+            tool = tool_from_config(value, services)
         except ConfigurationError as exc:
             logger.error("tool %s skipped: %s", key, exc)
             continue

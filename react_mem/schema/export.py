@@ -64,6 +64,11 @@ register(config.WorkspaceChanges, config.ConfigPush)
 register(ping.PingRequest, ping.PingResponse)
 register(services.PromptRequest, services.PromptResponse, services.GraphRagQuery)
 register(services.Source, services.GraphRagResponse, services.ToolRequest, services.ToolResponse)
+register(services.StructuredQueryRequest, services.StructuredQueryResponse)
+register(services.EmbeddingsRequest, services.EmbeddingsResponse, services.RowIndexMatch)
+register(services.RowEmbeddingsRequest, services.RowEmbeddingsResponse)
+register(services.ToolServiceRequest, services.ToolServiceResponse)
+register(services.Metadata, services.Triples)
 # react-mem's agent messages.
 register(agent.MemoryRef, agent.MemoryState, trajectory.Trajectory)
 # Forgetting a user and the audit trail.

@@ -1,7 +1,10 @@
 """Messages of the TrustGraph services the agent's tools call.
 
 Field lists from TrustGraph 2.11: ``schema/services/prompt.py`` (prompt),
-``schema/services/retrieval.py`` (graph RAG) and ``schema/services/llm.py`` (MCP tools).
+``schema/services/retrieval.py`` (graph RAG), ``schema/services/llm.py`` (MCP tools),
+``schema/services/structured.py`` (structured query), ``schema/embeddings.py``
+(embeddings, row embeddings), ``schema/agent.py`` (tool services) and
+``schema/triples.py`` (the explainability flow's triples).
 """
 
 from __future__ import annotations
@@ -78,3 +81,72 @@ class ToolResponse(WireModel):
     text: str = ""
     #: JSON-encoded, for tools that answer with structured output.
     object: str = ""
+
+
+class StructuredQueryRequest(WireModel):
+    question: str = ""
+    collection: str = ""
+
+
+class StructuredQueryResponse(WireModel):
+    error: Error | None = None
+    #: JSON-encoded GraphQL response data.
+    data: str = ""
+    errors: list[str] = Field(default_factory=list)
+
+
+class EmbeddingsRequest(WireModel):
+    texts: list[str] = Field(default_factory=list)
+
+
+class EmbeddingsResponse(WireModel):
+    error: Error | None = None
+    vectors: list[list[float]] = Field(default_factory=list)
+
+
+class RowIndexMatch(WireModel):
+    index_name: str = ""
+    index_value: list[str] = Field(default_factory=list)
+    text: str = ""
+    score: float = 0.0
+    attributes: dict[str, str | list[str]] = Field(default_factory=dict)
+
+
+class RowEmbeddingsRequest(WireModel):
+    vector: list[float] = Field(default_factory=list)
+    limit: int = 10
+    collection: str = ""
+    schema_name: str = ""
+    index_name: str | None = None
+    attributes: dict[str, str | list[str]] = Field(default_factory=dict)
+
+
+class RowEmbeddingsResponse(WireModel):
+    error: Error | None = None
+    matches: list[RowIndexMatch] = Field(default_factory=list)
+
+
+class ToolServiceRequest(WireModel):
+    """A call to a configured tool service: ``config`` and ``arguments`` JSON-encoded."""
+
+    config: str = ""
+    arguments: str = ""
+
+
+class ToolServiceResponse(WireModel):
+    error: Error | None = None
+    response: str = ""
+    end_of_stream: bool = False
+
+
+class Metadata(WireModel):
+    id: str = ""
+    root: str = ""
+    collection: str = ""
+
+
+class Triples(WireModel):
+    """Triples for the graph store: the agent's provenance on its ``explainability`` flow."""
+
+    metadata: Metadata | None = None
+    triples: list[Triple] = Field(default_factory=list)

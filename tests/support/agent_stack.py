@@ -182,6 +182,8 @@ async def agent_stack(
     learner_settings: dict[str, Any] | None = None,
     registry: CollectorRegistry | None = None,
     next_queue: str | None = None,
+    agent_topics: dict[str, str] | None = None,
+    config: dict[str, dict[str, Any]] | None = None,
 ) -> AsyncIterator[Stack]:
     """The agent, its flow naming ``services``; of those, ``running`` (default all) run.
     With ``playbook`` (the real playbook-memory processor class or a test double) the
@@ -189,7 +191,9 @@ async def agent_stack(
     given without ``"playbook-memory"``. With ``trajectories`` the agent publishes them
     (on ``trajectory_queue``) without a learner. ``learner_settings`` override the
     learner's; ``registry`` collects every processor's metrics (default: a fresh one);
-    ``next_queue`` sends the agent's ``next`` requests elsewhere (to another replica)."""
+    ``next_queue`` sends the agent's ``next`` requests elsewhere (to another replica);
+    ``agent_topics`` adds queues to the agent's flow, ``config`` more config types
+    (``{type: {key: value}}``, values JSON-encoded unless strings)."""
     registry = registry or CollectorRegistry()
     topics = queues(unique)
     started: list[Processor] = []
@@ -280,7 +284,7 @@ async def agent_stack(
                 )
             )
         pid = f"agent-{unique}"
-        config: dict[str, Any] = {
+        workspace: dict[str, Any] = {
             f"processor:{pid}": {
                 "f1": agent_flow(
                     unique,
@@ -296,13 +300,18 @@ async def agent_stack(
             },
             "tool": {k: json.dumps(v) for k, v in (tools or {}).items()},
         }
+        for kind, entries in (config or {}).items():
+            workspace[kind] = {
+                k: v if isinstance(v, str) else json.dumps(v) for k, v in entries.items()
+            }
         if next_queue is not None:
-            config[f"processor:{pid}"]["f1"]["topics"]["next"] = next_queue
+            workspace[f"processor:{pid}"]["f1"]["topics"]["next"] = next_queue
+        workspace[f"processor:{pid}"]["f1"]["topics"].update(agent_topics or {})
         values: dict[str, Any] = {"id": pid, "concurrency": 4, **(agent_settings or {})}
         if config_service:  # flow, settings and tools come from the running config service
-            await put_config("default", config, transport)
+            await put_config("default", workspace, transport)
         else:
-            values["flows"] = write_flows(tmp_path / f"flows-{pid}.yaml", config)
+            values["flows"] = write_flows(tmp_path / f"flows-{pid}.yaml", workspace)
         agent = AgentProcessor(AgentProcessor.Settings.load(values), transport, registry=registry)
         await start(agent)
         await client.start()
