@@ -1,4 +1,4 @@
-"""Token counting for working memory: a real tokenizer, and how a step is rendered for it.
+"""Token counting for working memory: a real tokenizer, counting steps as the LLM reads them.
 
 The threshold is an estimate of the LLM's prompt tokens. The default tokenizer is the
 WordPiece tokenizer bundled with all-MiniLM-L6-v2 (offline, a real subword tokenizer, ~0.5M
@@ -9,7 +9,6 @@ counts point the ``tokenizer`` setting at the LLM's own ``tokenizer.json``.
 from __future__ import annotations
 
 import importlib
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -18,6 +17,7 @@ from tokenizers import Tokenizer
 
 from react_mem.errors import ConfigurationError
 from react_mem.schema import AgentStep
+from react_mem.text import render_step as render_step
 
 
 class TokenCounter(Protocol):
@@ -80,26 +80,9 @@ class HFTokenCounter:
         return ""
 
 
-def render_step(step: AgentStep) -> str:
-    """How a step reads in a ReAct prompt; token counts are taken of this text."""
-    lines = []
-    if step.thought:
-        lines.append(f"Thought: {step.thought}")
-    if step.action:
-        lines.append(f"Action: {step.action}")
-    if step.arguments:
-        lines.append(f"Arguments: {json.dumps(step.arguments, ensure_ascii=False)}")
-    if step.observation:
-        lines.append(f"Observation: {step.observation}")
-    for plan in step.plan:
-        lines.append(f"Plan: {plan.goal} [{plan.status}] {plan.result}".rstrip())
-    for name, result in step.subagent_results.items():
-        lines.append(f"Subagent {name}: {result}")
-    return "\n".join(lines)
-
-
 def count_steps(counter: TokenCounter, steps: Sequence[AgentStep]) -> list[int]:
-    """Tokens of each step as rendered; a list's total is the sum (steps are separate lines)."""
+    """Tokens of each step as the LLM reads it (``react_mem.text.render_step``); a list's
+    total is the sum (steps are separate paragraphs)."""
     return counter.count_many([render_step(s) for s in steps]) if steps else []
 
 

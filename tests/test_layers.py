@@ -26,6 +26,7 @@ FRAMEWORK = {
     "react_mem.ownership",
     "react_mem.embedding",
     "react_mem.tokens",
+    "react_mem.text",
     "react_mem.retention",
 }
 #: The typed clients of the services, the layer just above the framework: they import only

@@ -80,7 +80,7 @@ def test_fit_text_marks_the_cut_and_keeps_the_budget(counter: HFTokenCounter) ->
 
 def test_step_rendering_and_per_step_counts(counter: HFTokenCounter) -> None:
     step = AgentStep(thought="t", action="search", arguments={"q": "x"}, observation="o")
-    assert render_step(step) == 'Thought: t\nAction: search\nArguments: {"q": "x"}\nObservation: o'
+    assert render_step(step) == 'Thought: t\nAction: search\nArgs: {"q": "x"}\nObservation: o'
     assert render_step(AgentStep()) == ""
     steps = steps_of(4)
     assert count_steps(counter, steps) == [counter.count(render_step(s)) for s in steps]

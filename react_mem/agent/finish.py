@@ -13,6 +13,7 @@ from react_mem.schema.agent import MemoryState
 from react_mem.schema.conversations import ConversationRequest, ConversationResponse
 from react_mem.schema.scope import Scope
 from react_mem.schema.trajectory import PARSE_ERROR_ACTION, Outcome, Trajectory
+from react_mem.text import clip, one_line
 
 logger = logging.getLogger(__name__)
 
@@ -22,8 +23,7 @@ def tool_errors(steps: list[AgentStep]) -> int:
 
 
 def short(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip(one_line(text), limit)
 
 
 def trajectory(

@@ -9,7 +9,6 @@ forms) and with invisible format characters (zero-width joiners, bidi overrides)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -34,7 +33,7 @@ from react_mem.agent.items import (
 from react_mem.agent.sources import SOURCES
 from react_mem.agent.tools import Tool
 from react_mem.schema.agent import AgentStep, MemoryRef
-from react_mem.schema.working import SUMMARY_STEP_TYPE
+from react_mem.text import render_steps
 from react_mem.tokens import TokenCounter, fit_text
 
 MEMORY_OPEN, MEMORY_CLOSE = "<memory>", "</memory>"
@@ -171,15 +170,6 @@ def render_tools(tools: Sequence[Tool]) -> str:
     return "\n".join(lines)
 
 
-def render_step(step: AgentStep) -> str:
-    if step.step_type == SUMMARY_STEP_TYPE:
-        return f"Summary of earlier steps: {step.observation}"
-    lines = [f"Thought: {step.thought}", f"Action: {step.action}"]
-    lines.append(f"Args: {json.dumps(step.arguments, ensure_ascii=False)}")
-    lines.append(f"Observation: {step.observation}")
-    return "\n".join(lines)
-
-
 def system_prompt(
     tools: Sequence[Tool], additional_context: str | None, reply_format: str = FORMAT
 ) -> str:
@@ -200,7 +190,7 @@ def user_prompt(
         parts.append(memory)
     parts.append("Current Task:")
     if history:
-        parts.append("Working Memory:\n" + "\n\n".join(render_step(s) for s in history))
+        parts.append("Working Memory:\n" + render_steps(history))
     if post_context:
         parts.append(post_context)
     parts.append(f"Question: {question}")

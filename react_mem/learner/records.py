@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from react_mem.learner.extract import clip
 from react_mem.schema import AgentStep
 from react_mem.schema.conversations import ConversationEnded, ConversationTurn
 from react_mem.schema.trajectory import PARSE_ERROR_ACTION, Outcome, Trajectory
+from react_mem.text import clip, render_step
+from react_mem.text import one_line as _one_line
 
 BASE_SCORE = {"success": 1.0, "partial": 0.5, "failure": 0.0}
 
@@ -74,18 +75,6 @@ def conversation_record(event: ConversationEnded, *, max_chars: int, turn_chars:
     return _fit(head, turns, [], max_chars)
 
 
-def render_step(step: AgentStep) -> str:
-    if malformed(step):
-        return "(a malformed reply; the agent was asked to reply again)"
-    parts = [f"thought: {step.thought}"] if step.thought else []
-    if step.action:
-        args = ", ".join(f"{k}={v}" for k, v in step.arguments.items())
-        parts.append(f"action: {step.action}({args})")
-    if step.observation:
-        parts.append(f"observation: {step.observation}")
-    return "; ".join(parts)
-
-
 def is_task(t: Trajectory, min_steps: int) -> bool:
     """Tools were used, it took several steps, or it did not simply succeed."""
     steps = real_steps(t.steps)
@@ -149,10 +138,6 @@ def conversation_outcome(turns: Sequence[ConversationTurn]) -> Outcome:
 
 def _steps(count: int) -> str:
     return f"{count} step" + ("" if count == 1 else "s")
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _fit(head: list[str], body: list[str], tail: list[str], max_chars: int) -> str:
