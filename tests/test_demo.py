@@ -36,7 +36,8 @@ def test_the_demo_recalls_a_fact_from_one_conversation_in_another(tmp_path: Path
     )
     out = run.stdout
     assert run.returncode == 0, out + run.stderr
-    assert "[trip-planning] Agent:" in out and "[snacks] Agent:" in out
+    assert "[trip-planning] Agent (" in out and "[snacks] Agent (" in out
+    assert "Traceback" not in out + run.stderr
     stored = out.split("What memory stored after session 1:")[1]
     assert "long-term fact: The user" in stored and "peanut" in stored.lower()
     recalled = out.split("What memory put into the prompt of session 2")[1]

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from react_mem.bus.queues import Queue
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Consumer, Transport
+from react_mem.demo.probe import EPISODE, QUESTION, mentions_fact
 from react_mem.schema import AgentRequest, AgentResponse
 from react_mem.schema.conversations import ConversationRequest, ConversationResponse
 from react_mem.schema.facts import Fact, FactRequest, FactResponse
@@ -27,10 +28,7 @@ from react_mem.stack import agent_queues
 USER = "demo-user"
 TRAJECTORIES = "flow:tg:agent-trajectory:default:default"
 
-SESSIONS = [
-    ("trip-planning", "Hi, I'm Ada. Please remember that I am allergic to peanuts."),
-    ("snacks", "Can you suggest a snack for me for the train?"),
-]
+SESSIONS = [("trip-planning", EPISODE), ("snacks", QUESTION)]
 
 
 @dataclass
@@ -41,6 +39,8 @@ class Turn:
     answer: str = ""
     error: str | None = None
     trajectory: Trajectory | None = None
+    #: Seconds from the question sent to the answer received.
+    seconds: float = 0.0
 
 
 class Demo:
@@ -98,6 +98,7 @@ class Demo:
             session_id=turn.session_id,
             user=USER,
         )
+        started = time.monotonic()
         async for r in self.clients["agent"].stream(
             request, last=lambda r: r.end_of_dialog or r.error is not None
         ):
@@ -109,7 +110,9 @@ class Demo:
                 turn.answer = r.content
             if r.error is not None:
                 turn.error = r.error.message
-        self.say(f"[{turn.conversation}] Agent: {turn.answer or '(error) ' + str(turn.error)}")
+        turn.seconds = time.monotonic() - started
+        reply = turn.answer or "(error) " + str(turn.error)
+        self.say(f"[{turn.conversation}] Agent ({turn.seconds:.1f} s): {reply}")
         turn.trajectory = await self.trajectory_of(turn.session_id)
 
     async def trajectory_of(self, session_id: str) -> Trajectory | None:
@@ -196,12 +199,12 @@ async def run_demo(transport: Transport, out: TextIO) -> bool:
             )
         else:
             say("  - No fact from session 1 reached the prompt of session 2.")
-        mentions = "peanut" in second.answer.lower()
-        say(
-            "  - The answer "
-            + ("mentions" if mentions else "does not mention")
-            + " the peanut allergy"
-            + ("" if mentions else " (a 135M-parameter model often ignores its context)")
-            + "."
-        )
+        if mentions_fact(second.answer):
+            say("  - The answer mentions the peanut allergy: the model used what memory recalled.")
+        else:
+            say(
+                "  - The answer does not mention the peanut allergy: the model did not use the "
+                "recalled fact (a 135M-parameter model often ignores its context)."
+            )
+        say(f"  - Answer times: session 1 {first.seconds:.1f} s, session 2 {second.seconds:.1f} s.")
         return carried
