@@ -1,10 +1,13 @@
-"""Retrieval quality on LoCoMo through the fact-memory service (recall@k, all-evidence).
+"""Retrieval quality on LoCoMo through the fact-memory service: dense, lexical and hybrid side
+by side, by question category (recall@k, all-evidence), with each retrieval's latency.
 
 Every turn of a conversation is stored as one fact (speaker and session date prefixed,
-``dia_id`` kept in metadata; near-duplicate merging off, so each turn stays one memory) in
-a collection of its own; each question with evidence retrieves the top k over the bus, and
-counts as a hit when every evidence ``dia_id`` is among them. Reports k = 5 and 10 and the
-latency of each retrieval. The data (CC BY-NC 4.0, Maharana et al., ACL 2024) is read from
+``dia_id`` kept in metadata; near-duplicate merging off, so
+each turn stays one memory) in a collection of its own. Each question with evidence retrieves
+the top k over the bus once per ranking (the request's ``retrieval`` options), and counts as a
+hit when every evidence ``dia_id`` is among them. A ``+ctx`` column also counts the turns
+next to each hit (``--window`` each side, same session): what a caller that brings a hit's
+neighbours sees. The data (CC BY-NC 4.0, Maharana et al., ACL 2024) is read from
 ``../shared/eval/locomo-dev.json`` at run time and never copied; without it, this exits.
 """
 
@@ -12,11 +15,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import statistics
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Any, get_args
 
@@ -26,9 +31,18 @@ from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.embedding.base import DEFAULT_BACKEND, Backend
 from react_mem.schema.facts import FactInput, FactRequest, FactResponse
+from react_mem.schema.retrieval import RetrievalOptions
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "eval" / "locomo-dev.json"
 KS = (5, 10)
+#: LoCoMo's question categories, by the number the data gives them.
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+RANKINGS: dict[str, RetrievalOptions] = {
+    "dense": RetrievalOptions(mode="dense"),
+    "lexical": RetrievalOptions(mode="lexical"),
+    "hybrid": RetrievalOptions(mode="hybrid"),
+    "hybrid-dbsf": RetrievalOptions(mode="hybrid", fusion="dbsf"),
+}
 
 
 def turns(sample: dict[str, Any]) -> list[FactInput]:
@@ -42,7 +56,45 @@ def turns(sample: dict[str, Any]) -> list[FactInput]:
     return facts
 
 
-async def evaluate(data: list[dict[str, Any]], url: str, tmp: Path, backend: Backend) -> None:
+def neighbours(found: list[str], window: int) -> set[str]:
+    """The dia_ids ``found`` and those up to ``window`` turns either side in their session."""
+    near = set(found)
+    for dia in found:
+        session, _, number = dia.rpartition(":")
+        if number.isdigit():
+            near.update(f"{session}:{int(number) + d}" for d in range(-window, window + 1))
+    return near
+
+
+class Tally:
+    def __init__(self) -> None:
+        self.hits: dict[tuple[str, str, int], int] = defaultdict(int)
+        self.questions: dict[str, int] = defaultdict(int)
+        self.latencies: dict[str, list[float]] = defaultdict(list)
+
+    def add(self, column: str, category: str, found: list[str], evidence: list[str]) -> None:
+        for name in (category, "all"):
+            for k in KS:
+                self.hits[column, name, k] += all(e in found[:k] for e in evidence)
+
+    def table(self, columns: list[str]) -> str:
+        head = f"{'category':<12} {'n':>4}  " + "  ".join(f"{c:>16}" for c in columns)
+        rows = [head, f"{'':<12} {'':>4}  " + "  ".join(f"{'@5    @10':>16}" for _ in columns)]
+        for name in [*CATEGORIES.values(), "all"]:
+            n = self.questions[name]
+            if not n:
+                continue
+            cells = [
+                f"{self.hits[c, name, 5] / n:>7.3f} {self.hits[c, name, 10] / n:>8.3f}"
+                for c in columns
+            ]
+            rows.append(f"{name:<12} {n:>4}  " + "  ".join(cells))
+        return "\n".join(rows)
+
+
+async def evaluate(
+    data: list[dict[str, Any]], url: str, tmp: Path, backend: Backend, window: int
+) -> None:
     bus = PulsarTransport(PulsarOptions(url=url))
     await bus.connect()
     topics = {
@@ -70,7 +122,7 @@ async def evaluate(data: list[dict[str, Any]], url: str, tmp: Path, backend: Bac
         bus, topics["request"], topics["response"], FactResponse, timeout=120
     )
     await client.start()
-    hits, questions, latencies = dict.fromkeys(KS, 0), 0, []
+    tally = Tally()
     try:
         for sample in data:
             collection, facts = f"locomo-{sample['sample_id']}", turns(sample)
@@ -85,34 +137,47 @@ async def evaluate(data: list[dict[str, Any]], url: str, tmp: Path, backend: Bac
             for qa in sample["qa"]:
                 if not qa.get("evidence") or "answer" not in qa:
                     continue
-                started = time.perf_counter()
-                reply = await client.request(
-                    FactRequest(
-                        operation="retrieve",
-                        collection=collection,
-                        query=qa["question"],
-                        top_k=max(KS),
+                category = CATEGORIES.get(qa["category"], str(qa["category"]))
+                tally.questions[category] += 1
+                tally.questions["all"] += 1
+                for column, options in RANKINGS.items():
+                    started = time.perf_counter()
+                    reply = await client.request(
+                        FactRequest(
+                            operation="retrieve",
+                            collection=collection,
+                            query=qa["question"],
+                            top_k=max(KS),
+                            retrieval=options,
+                        )
                     )
-                )
-                latencies.append(time.perf_counter() - started)
-                found = [f.metadata.get("dia_id") for f in reply.facts]
-                questions += 1
-                for k in KS:
-                    hits[k] += all(e in found[:k] for e in qa["evidence"])
+                    tally.latencies[column].append(time.perf_counter() - started)
+                    found = [f.metadata.get("dia_id", "") for f in reply.facts]
+                    tally.add(column, category, found, qa["evidence"])
+                    if column == "hybrid" and window:
+                        for k in KS:  # the k hits and their neighbours
+                            near = neighbours(found[:k], window)
+                            for name in (category, "all"):
+                                tally.hits["hybrid+ctx", name, k] += all(
+                                    e in near for e in qa["evidence"]
+                                )
             print(f"  {collection}: {len(facts)} turns stored", flush=True)
     finally:
         await client.close()
         await service.stop()
         await bus.close()
-    latencies.sort()
-    print(
-        f"{questions} questions over {len(data)} conversations: "
-        + ", ".join(f"recall@{k} {hits[k] / questions:.3f}" for k in KS)
-    )
-    print(
-        f"retrieval latency through the bus: p50 {statistics.median(latencies) * 1000:.1f} ms, "
-        f"p99 {latencies[int(len(latencies) * 0.99)] * 1000:.1f} ms"
-    )
+    columns = [*RANKINGS, *(["hybrid+ctx"] if window else [])]
+    print(f"\n{tally.questions['all']} questions over {len(data)} conversations, recall@5 / @10")
+    print(tally.table(columns))
+    if window:
+        print(f"(hybrid+ctx: the k hits and {window} turn(s) either side of each)")
+    print("\nretrieval latency through the bus (ms):")
+    for column, values in tally.latencies.items():
+        values.sort()
+        p50, p99 = statistics.median(values), values[int(len(values) * 0.99)]
+        print(f"  {column:<12} p50 {p50 * 1000:6.1f}  p99 {p99 * 1000:6.1f}")
+    if importlib.util.find_spec("mem0") is None:
+        print("mem0: not installed (optional; same embedder, infer=False) - no column")
 
 
 def main() -> None:
@@ -121,17 +186,21 @@ def main() -> None:
     parser.add_argument(
         "--backend", choices=get_args(Backend), default=DEFAULT_BACKEND, help="embedding backend"
     )
+    parser.add_argument("--window", type=int, default=1, help="neighbours each side (+ctx)")
+    parser.add_argument("--limit", type=int, default=0, help="first N conversations (0: all)")
     args = parser.parse_args()
     if not args.data.is_file():
         print(f"no LoCoMo data at {args.data}; nothing to evaluate")
         return
     data = json.loads(args.data.read_text())
+    if args.limit:
+        data = data[: args.limit]
     with (
         tempfile.TemporaryDirectory(prefix="locomo-") as tmp,
         EmbeddedBroker(Path(tmp) / "broker") as broker,
     ):
         print(f"embedding backend: {args.backend}")
-        asyncio.run(evaluate(data, broker.url, Path(tmp), args.backend))
+        asyncio.run(evaluate(data, broker.url, Path(tmp), args.backend, args.window))
 
 
 if __name__ == "__main__":

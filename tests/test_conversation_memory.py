@@ -468,3 +468,24 @@ def test_an_event_too_large_for_the_bus_leaves_out_its_oldest_turns() -> None:
     assert fitted.omitted_turns == 3 and fitted.turn_count == 10
     assert [t.sequence for t in fitted.turns] == list(range(3, 10))
     assert lifecycle._fit(fitted) == fitted  # small enough: unchanged
+
+
+async def test_search_finds_a_rare_token_and_brings_the_turns_around_a_hit(
+    transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
+) -> None:
+    async with conversation_service(transport, registry, tmp_path, unique) as service:
+        for n in range(6):
+            await ok(service, append("c1", n))
+        await ok(service, append("c2", 0, query="ship order QX-5581", answer="shipped"))
+        rare = ConversationRequest(operation="search", query="what about QX-5581?", top_k=1)
+        assert [t.conversation_id for t in (await ok(service, rare)).turns] == ["c2"]
+
+        search = ConversationRequest(
+            operation="search", query="question 3 about the garden", top_k=1, window=1
+        )
+        found = (await ok(service, search)).turns
+        assert [(t.conversation_id, t.sequence) for t in found] == [("c1", 2), ("c1", 3), ("c1", 4)]
+        assert [t.similarity is not None for t in found] == [False, True, False]
+        search.top_k, search.window = 2, 2  # two hits next to each other: each turn once
+        keys = [(t.conversation_id, t.sequence) for t in (await ok(service, search)).turns]
+        assert len(keys) == len(set(keys)) and ("c1", 3) in keys and ("c1", 1) in keys

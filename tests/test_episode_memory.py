@@ -16,6 +16,7 @@ from react_mem.bus.pulsar import PulsarTransport
 from react_mem.embedding.shared import shared_embedder
 from react_mem.schema import AgentStep
 from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
+from react_mem.schema.retrieval import RetrievalOptions
 from tests.support.memory_services import MovableClock, Raw, Running, serving, topics, until
 from tests.support.recording import eventually
 
@@ -129,7 +130,12 @@ async def test_store_then_retrieve_by_goal_and_context_with_an_outcome_filter(
 
         strict = await ok(
             service,
-            EpisodeRequest(operation="retrieve", goal="currency conversion", min_score=0.99),
+            EpisodeRequest(
+                operation="retrieve",
+                goal="currency conversion",
+                min_score=0.99,
+                retrieval=RetrievalOptions(mode="dense"),
+            ),
         )
         assert strict.episodes == []
 

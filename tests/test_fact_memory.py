@@ -73,8 +73,13 @@ async def test_stored_fact_is_retrieved_by_text_and_by_vector(
     assert (await facts.one(carol)).access_count == 2
     assert (await facts.one(carol)).last_accessed == T0  # a get is not a retrieval
 
-    strict = await facts.ok("retrieve", query="What kind of pet does Carol own?", min_score=0.99)
-    assert strict.facts == []
+    strict = await facts.ok(
+        "retrieve",
+        query="What kind of pet does Carol own?",
+        min_score=0.99,
+        retrieval={"mode": "dense"},
+    )
+    assert strict.facts == []  # hybrid: min_score bounds the dense side, words still match
     assert await facts.error("retrieve", query="pets", vector=vector) == "bad-request"
     assert await facts.error("retrieve", vector=[0.1, 0.2]) == "bad-request"
     assert facts.size() == 3

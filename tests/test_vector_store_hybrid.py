@@ -25,7 +25,7 @@ from memory_services.store import (
     lexical,
 )
 
-SPEC = CollectionSpec("notes-4", 4, text_field="text")
+SPEC = CollectionSpec("notes-4", 4, text_fields=("text",))
 C = SPEC.name
 HOME, OTHER = Scope("ws-a", "default", "ann"), Scope("ws-b", "default", "ann")
 QUERY = [1.0, 0.0, 0.0, 0.0]
@@ -78,6 +78,9 @@ async def test_a_record_found_only_by_its_rare_token_comes_first(
         hits = await store.search(C, QUERY, scope=HOME, limit=3, text=text, retrieval=retrieval)
         assert hits[0].id == rare.id, text
         assert hits[0].payload["text"] == rare.payload["text"]
+        assert hits[0].score == pytest.approx(0.0, abs=1e-6)  # its cosine, not a fused score
+        cosines = {h.id: h.score for h in dense}
+        assert hits[1].score == pytest.approx(cosines[hits[1].id], abs=1e-5)
 
 
 async def test_lexical_mode_ranks_by_terms_alone(store: VectorStore) -> None:

@@ -22,10 +22,12 @@ from memory_services.forget import forget
 from memory_services.retry import retrying
 from memory_services.scope_registry import ScopeRegistry
 from memory_services.store.base import (
+    DEFAULT_RETRIEVAL,
     CollectionSpec,
     Condition,
     FieldType,
     Record,
+    Retrieval,
     Scope,
     StoreScope,
     VectorStore,
@@ -66,7 +68,9 @@ class ConversationMemory:
                 "published": FieldType.BOOL,
                 "last_activity": FieldType.FLOAT,
                 "ended_at": FieldType.FLOAT,
+                "sequence": FieldType.INTEGER,
             },
+            text_fields=("query", "answer"),
         )
         await retrying(STORE, self._store.ensure, spec)
         await self.registry.ensure()
@@ -174,8 +178,19 @@ class ConversationMemory:
                 return sorted(found, key=lambda t: (t.sequence, t.time, t.turn_id))
 
     async def search(
-        self, scope: Scope, text: str, *, top_k: int, min_score: float | None
+        self,
+        scope: Scope,
+        text: str,
+        *,
+        top_k: int,
+        min_score: float | None,
+        retrieval: Retrieval = DEFAULT_RETRIEVAL,
+        window: int = 0,
     ) -> list[ConversationTurn]:
+        """The ``top_k`` turns nearest ``text`` (ranked as ``retrieval`` says), best first;
+        with a ``window``, each hit comes with the turns up to ``window`` either side of it in
+        its conversation (in order, ``similarity`` None), so an answer spread over adjacent
+        turns comes back whole. A turn appears once."""
         [vector] = await retrying(EMBEDDER, self._embedder.embed, [text])
         hits = await retrying(
             STORE,
@@ -186,8 +201,45 @@ class ConversationMemory:
             limit=top_k,
             min_score=min_score,
             where=[IS_TURN],
+            text=text,
+            retrieval=retrieval,
         )
-        return [to_turn(hit.payload, hit.score) for hit in hits]
+        found = [to_turn(hit.payload, hit.score) for hit in hits]
+        if window <= 0:
+            return found
+        hit_keys = {(t.conversation_id, t.sequence) for t in found}
+        emitted: set[tuple[str, int]] = set()
+        turns: list[ConversationTurn] = []
+        for hit in found:
+            near = await self._neighbours(scope, hit, window)
+            before = [t for t in near if t.sequence < hit.sequence]
+            after = [t for t in near if t.sequence > hit.sequence]
+            for turn in [*before, hit, *after]:
+                key = (turn.conversation_id, turn.sequence)
+                if key in emitted or (turn is not hit and key in hit_keys):
+                    continue  # a hit comes as itself, with its similarity
+                emitted.add(key)
+                turns.append(turn)
+        return turns
+
+    async def _neighbours(
+        self, scope: Scope, hit: ConversationTurn, window: int
+    ) -> list[ConversationTurn]:
+        """The turns of ``hit``'s conversation within ``window`` of it, in order."""
+        where = [
+            IS_TURN,
+            Condition("sequence", gte=hit.sequence - window, lte=hit.sequence + window),
+        ]
+        records, _ = await retrying(
+            STORE,
+            self._store.scroll,
+            self.collection,
+            scope=scope.with_conversation(hit.conversation_id),
+            where=where,
+            limit=2 * window + 1,
+        )
+        turns = [to_turn(r.payload) for r in records if r.payload.get("sequence") != hit.sequence]
+        return sorted(turns, key=lambda t: t.sequence)
 
     # -- removal and size ------------------------------------------------------------
     async def delete(self, scope: Scope) -> int:

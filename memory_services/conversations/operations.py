@@ -14,6 +14,7 @@ from memory_services.conversations.records import (
     validate_append,
     validate_summary,
 )
+from memory_services.retrieval import resolve
 from memory_services.store.base import Scope
 from react_mem.errors import BadRequest
 from react_mem.processor.context import MessageContext
@@ -115,7 +116,14 @@ class ConversationOperations:
         top_k = request.top_k or self._default_top_k
         if top_k > limits.max_top_k:
             raise BadRequest(f"search: top_k {top_k} exceeds {limits.max_top_k}")
-        turns = await self._memory.search(scope, text, top_k=top_k, min_score=request.min_score)
+        turns = await self._memory.search(
+            scope,
+            text,
+            top_k=top_k,
+            min_score=request.min_score,
+            retrieval=resolve(request.retrieval),
+            window=request.window,
+        )
         return ConversationResponse(turns=turns)
 
     async def list_conversations(

@@ -33,6 +33,7 @@ from memory_services.episodes.records import (
     validate_store,
 )
 from memory_services.forget import forget
+from memory_services.retrieval import resolve
 from memory_services.retry import retrying
 from memory_services.scope_registry import ScopeRegistry
 from memory_services.store.base import (
@@ -99,6 +100,7 @@ class EpisodeMemory:
                 "session_id": FieldType.KEYWORD,
                 "consolidated_into": FieldType.KEYWORD,
             },
+            text_fields=("goal", "lessons"),
         )
         await retrying(STORE, self._store.ensure, spec)
         await self._registry.ensure()
@@ -131,6 +133,7 @@ class EpisodeMemory:
         top_k = request.top_k or self._default_top_k
         if top_k > self._limits.max_top_k:
             raise BadRequest(f"retrieve: top_k {top_k} exceeds {self._limits.max_top_k}")
+        text: str | None = None
         if request.vector is not None:
             vector = self._checked_vector(request.vector)
         else:
@@ -145,6 +148,8 @@ class EpisodeMemory:
             limit=top_k,
             min_score=request.min_score,
             where=[*self._fresh(scope.workspace), *_outcome(request), _UNMERGED],
+            text=text,
+            retrieval=resolve(request.retrieval),
         )
         return [to_episode(hit.id, hit.payload, hit.score) for hit in hits]
 

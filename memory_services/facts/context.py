@@ -11,7 +11,16 @@ from typing import Any
 from memory_services.facts.records import FactPolicy
 from memory_services.retry import retrying
 from memory_services.scope_registry import ScopeRegistry
-from memory_services.store.base import Condition, Hit, Record, Scope, StoreScope, VectorStore
+from memory_services.store.base import (
+    DEFAULT_RETRIEVAL,
+    Condition,
+    Hit,
+    Record,
+    Retrieval,
+    Scope,
+    StoreScope,
+    VectorStore,
+)
 from react_mem.embedding.base import Embedder
 from react_mem.errors import BadRequest
 
@@ -56,6 +65,8 @@ class FactContext:
         limit: int,
         min_score: float | None,
         where: Sequence[Condition],
+        text: str | None = None,
+        retrieval: Retrieval = DEFAULT_RETRIEVAL,
     ) -> list[Hit]:
         return await retrying(
             "vector store",
@@ -66,6 +77,8 @@ class FactContext:
             limit=limit,
             min_score=min_score,
             where=where,
+            text=text,
+            retrieval=retrieval,
         )
 
     async def search_many(

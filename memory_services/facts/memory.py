@@ -16,8 +16,10 @@ from memory_services.forget import forget
 from memory_services.retry import retrying
 from memory_services.scope_registry import ScopeRegistry
 from memory_services.store.base import (
+    DEFAULT_RETRIEVAL,
     CollectionSpec,
     Condition,
+    Retrieval,
     Scope,
     StoreScope,
     VectorStore,
@@ -70,7 +72,9 @@ class FactMemory:
 
     async def ensure(self) -> None:
         """Create the collections if absent (the store must be open)."""
-        spec = CollectionSpec(self.ctx.collection, self.ctx.embedder.dimension, rec.INDEXES)
+        spec = CollectionSpec(
+            self.ctx.collection, self.ctx.embedder.dimension, rec.INDEXES, text_fields=("content",)
+        )
         await retrying("vector store", self.ctx.store.ensure, spec)
         await self.ctx.scopes.ensure()
         await self._consolidation.ledger.ensure()
@@ -227,9 +231,11 @@ class FactMemory:
         vector: Sequence[float] | None = None,
         top_k: int = 5,
         min_score: float | None = None,
+        retrieval: Retrieval = DEFAULT_RETRIEVAL,
     ) -> list[Fact]:
-        """The current facts most similar to ``query`` (embedded once) or ``vector``,
-        best first; each one's ``last_accessed`` and ``access_count`` are updated."""
+        """The current facts most similar to ``query`` (embedded once; ranked as
+        ``retrieval`` says, hybrid by default) or ``vector`` (dense), best first; each
+        one's ``last_accessed`` and ``access_count`` are updated."""
         ctx = self.ctx
         if (query is None) == (vector is None):
             raise BadRequest("retrieve needs exactly one of 'query' and 'vector'")
@@ -241,7 +247,15 @@ class FactMemory:
             assert vector is not None
             probe = query_vector(vector, ctx.embedder.dimension)
         now = ctx.clock()
-        hits = await ctx.search(scope, probe, limit=top_k, min_score=min_score, where=rec.live(now))
+        hits = await ctx.search(
+            scope,
+            probe,
+            limit=top_k,
+            min_score=min_score,
+            where=rec.live(now),
+            text=query,
+            retrieval=retrieval,
+        )
         facts = []
         for hit in hits:
             seen = self._access.seen(scope, hit.id, hit.payload, now)

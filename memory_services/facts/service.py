@@ -17,6 +17,7 @@ from memory_services.facts.records import FactPolicy
 from memory_services.metrics import quota_evictions, quota_refusals
 from memory_services.processor import Clock, MemoryProcessor, unknown_operation
 from memory_services.runtime import MemorySettings
+from memory_services.retrieval import resolve
 from memory_services.store.base import Scope, VectorStore
 from react_mem.bus.transport import Transport
 from react_mem.embedding.base import Embedder
@@ -179,7 +180,12 @@ class FactMemoryProcessor(MemoryProcessor):
             return FactResponse(stored=[await memory.update(scope, r.fact_id, r.fact, request_id)])
         if op == "retrieve":
             facts = await memory.retrieve(
-                scope, query=r.query, vector=r.vector, top_k=r.top_k, min_score=r.min_score
+                scope,
+                query=r.query,
+                vector=r.vector,
+                top_k=r.top_k,
+                min_score=r.min_score,
+                retrieval=resolve(r.retrieval),
             )
             return FactResponse(facts=facts)
         if op == "get":

@@ -101,6 +101,9 @@ class Record:
 
 @dataclass(frozen=True, slots=True)
 class Hit:
+    """A search result. ``score`` is its cosine similarity to the query vector whatever the
+    ranking (a lexical or hybrid search orders hits by its own scores, then reports this)."""
+
     id: str
     score: float
     payload: Mapping[str, Any]
@@ -110,15 +113,15 @@ class Hit:
 class CollectionSpec:
     """A collection: its name should show the kind and vector size, e.g. ``facts-384``.
 
-    Every collection holds a sparse lexical vector next to the dense one; ``text_field``
-    names the payload field it is computed from at each upsert (None: no lexical vector, so
+    Every collection holds a sparse lexical vector next to the dense one; ``text_fields``
+    name the payload fields it is computed from at each upsert (none: no lexical vector, so
     lexical and hybrid searches fall back to dense). A later payload change does not
-    recompute it: the field should be one a record keeps for life."""
+    recompute it: the fields should be ones a record keeps for life."""
 
     name: str
     vector_size: int
     indexes: Mapping[str, FieldType] = field(default_factory=dict)
-    text_field: str | None = None
+    text_fields: tuple[str, ...] = ()
 
 
 Mode = Literal["dense", "lexical", "hybrid"]
@@ -138,7 +141,7 @@ class Retrieval:
     mode: Mode = "hybrid"
     fusion: FusionKind = "rrf"
     weights: tuple[float, float] = (1.0, 1.0)
-    rrf_k: int = 60
+    rrf_k: int = 5
     depth: int = 0
 
     def __post_init__(self) -> None:

@@ -54,6 +54,14 @@ def vector(values: Sequence[float] | None, size: int) -> list[float]:
     return floats
 
 
+def cosines(query: Sequence[float], vectors: Sequence[Sequence[float] | None]) -> list[float]:
+    """Each vector's cosine similarity to ``query`` (stored vectors are unit length; a
+    missing one scores 0)."""
+    unit = np.asarray(query, dtype=np.float64)
+    unit /= np.linalg.norm(unit)
+    return [0.0 if v is None else float(np.dot(unit, np.asarray(v))) for v in vectors]
+
+
 def record(rec: Record, size: int) -> tuple[str, list[float], dict[str, Any]]:
     """Id, vector and payload of a record to upsert; its payload must hold its scope."""
     payload = dict(rec.payload)

@@ -102,8 +102,8 @@ class EdgeStore:
         self.on_indexed = on_indexed or (lambda collection, seconds: None)
         self._shards: dict[str, qe.EdgeShard] = {}
         self._sizes: dict[str, int] = {}
-        #: Each collection's text field, the source of its lexical vectors.
-        self._fields: dict[str, str | None] = {}
+        #: Each collection's text fields, the source of its lexical vectors.
+        self._fields: dict[str, tuple[str, ...]] = {}
         self._dirty: set[str] = set()
         self._written: dict[str, int] = {}
         self._wanted: dict[str, dict[str, str]] = {}
@@ -138,9 +138,9 @@ class EdgeStore:
             else:
                 shard = await self._load(name, spec.vector_size)
                 self._shards[name], self._sizes[name] = shard, spec.vector_size
-                self._fields[name] = spec.text_field
+                self._fields[name] = spec.text_fields
                 lexical = functools.partial(
-                    edge_query.add_lexical, shard, name, spec.text_field
+                    edge_query.add_lexical, shard, name, spec.text_fields
                 )  # a collection from before lexical search gains its vectors here, once
                 if await asyncio.to_thread(self._run, lexical):
                     self._dirty.add(name)
@@ -207,9 +207,9 @@ class EdgeStore:
 
     async def upsert(self, collection: str, records: Sequence[Record]) -> None:
         shard, size = self._shard(collection), self._sizes[collection]
-        field = self._fields[collection]
+        fields = self._fields[collection]
         points = [
-            qe.Point(i, edge_query.vectors(v, p, field), p)
+            qe.Point(i, edge_query.vectors(v, p, fields), p)
             for i, v, p in (checks.record(rec, size) for rec in records)
         ]
         if points:
@@ -254,19 +254,20 @@ class EdgeStore:
     ) -> list[list[Hit]]:
         shard, size = self._shard(collection), self._sizes[collection]
         selected, limit = scope_filter(scope, where), checks.limit(limit)
-        if self._fields[collection] is None:
+        if not self._fields[collection]:
             texts = None  # no lexical vectors: dense
+        probes = [checks.vector(vector, size) for vector in vectors]
         requests = [
             edge_query.request(
-                checks.vector(vector, size),
+                probe,
                 text,
                 selected=selected,
                 limit=limit,
                 min_score=min_score,
                 retrieval=retrieval,
             )
-            for vector, text in zip(
-                vectors, edge_query.search_texts(texts, len(vectors)), strict=True
+            for probe, text in zip(
+                probes, edge_query.search_texts(texts, len(vectors)), strict=True
             )
         ]
         if not requests:
@@ -275,7 +276,7 @@ class EdgeStore:
             found = [self._call(lambda: shard.query(requests[0]))]
         else:
             found = self._call(lambda: shard.query_batch(qe.QueryBatchRequest(requests)))
-        return [[Hit(str(p.id), p.score, p.payload or {}) for p in points] for points in found]
+        return [edge_query.hits(points, probe) for points, probe in zip(found, probes, strict=True)]
 
     async def get(self, collection: str, ids: Sequence[str], *, scope: StoreScope) -> list[Record]:
         shard, wanted = self._shard(collection), checks.record_ids(ids)

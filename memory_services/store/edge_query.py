@@ -12,8 +12,8 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from memory_services.store import lexical
-from memory_services.store.base import Retrieval
+from memory_services.store import checks, lexical
+from memory_services.store.base import Hit, Retrieval
 
 logger = logging.getLogger(__name__)
 
@@ -26,11 +26,11 @@ def sparse(pair: lexical.Sparse) -> qe.SparseVector:
     return qe.SparseVector(*pair)
 
 
-def vectors(dense: list[float], payload: Mapping[str, Any], field: str | None) -> Any:
-    """A point's vectors: the dense one, and the lexical one of its text field's value."""
+def vectors(dense: list[float], payload: Mapping[str, Any], fields: tuple[str, ...]) -> Any:
+    """A point's vectors: the dense one, and the lexical one of its text fields' values."""
     return {
         "": dense,
-        lexical.VECTOR: sparse(lexical.document(lexical.record_text(payload, field))),
+        lexical.VECTOR: sparse(lexical.document(lexical.record_text(payload, fields))),
     }
 
 
@@ -52,7 +52,8 @@ def request(
 ) -> qe.QueryRequest:
     """One search: dense when there is no text (or ``retrieval`` says so), else lexical or
     the fusion of both."""
-    common: dict[str, Any] = {"limit": limit, "with_payload": True, "with_vector": False}
+    ranked = text is not None and retrieval.mode != "dense"  # scores are cosines: need vectors
+    common: dict[str, Any] = {"limit": limit, "with_payload": True, "with_vector": ranked}
     if text is None or retrieval.mode == "dense":
         dense = qe.Query.Nearest(vector)
         return qe.QueryRequest(query=dense, filter=selected, score_threshold=min_score, **common)
@@ -74,7 +75,7 @@ def request(
     return qe.QueryRequest(query=fusion, prefetches=prefetches, filter=selected, **common)
 
 
-def add_lexical(shard: qe.EdgeShard, name: str, field: str | None) -> int:
+def add_lexical(shard: qe.EdgeShard, name: str, fields: tuple[str, ...]) -> int:
     """Give the shard its lexical vector if it lacks one (idempotent), and every record
     without one its vector, logging progress; return how many records were given one."""
     shard.update(qe.UpdateOperation.create_sparse_vector(lexical.VECTOR, qe.Modifier.Idf))
@@ -90,13 +91,22 @@ def add_lexical(shard: qe.EdgeShard, name: str, field: str | None) -> int:
             break
         updates = [
             qe.PointVectors(r.id, {lexical.VECTOR: sparse(lexical.document(
-                lexical.record_text(r.payload or {}, field)))})
+                lexical.record_text(r.payload or {}, fields)))})
             for r in page
         ]  # fmt: skip
         shard.update(qe.UpdateOperation.update_vectors(updates))
         done += len(page)
         logger.info("re-indexing %s for lexical search: %d/%d", name, done, total)
     return done
+
+
+def hits(points: list[qe.ScoredPoint], vector: list[float]) -> list[Hit]:
+    """Hits scored by cosine: the engine's scores where it ranked by the dense vector, else
+    computed from the vectors the request brought back."""
+    scores = [p.score for p in points]
+    if points and points[0].vector is not None:
+        scores = checks.cosines(vector, [dense_of(p.vector) for p in points])
+    return [Hit(str(p.id), s, p.payload or {}) for p, s in zip(points, scores, strict=True)]
 
 
 def search_texts(texts: Sequence[str] | None, count: int) -> list[str | None]:

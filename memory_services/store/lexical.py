@@ -45,9 +45,12 @@ def query(text: str) -> Sparse:
     return list(vec.indices), list(vec.values)
 
 
-def record_text(payload: Mapping[str, object], field: str | None) -> str:
-    """The text of ``payload`` that a record's lexical vector is computed from."""
-    if field is None:
-        return ""
-    value = payload.get(field)
-    return value if isinstance(value, str) else ""
+def record_text(payload: Mapping[str, object], fields: tuple[str, ...]) -> str:
+    """The text of ``payload`` that a record's lexical vector is computed from: the values
+    of ``fields`` (strings, or lists of strings), one per line."""
+    lines: list[str] = []
+    for field in fields:
+        value = payload.get(field)
+        items = value if isinstance(value, list) else [value]
+        lines += [item for item in items if isinstance(item, str) and item]
+    return "\n".join(lines)

@@ -64,7 +64,7 @@ class QdrantServerStore:
         self._check_compatibility = check_compatibility
         self._client: AsyncQdrantClient | None = None
         self._sizes: dict[str, int] = {}
-        self._fields: dict[str, str | None] = {}
+        self._fields: dict[str, tuple[str, ...]] = {}
 
     @property
     def local(self) -> bool:
@@ -121,8 +121,8 @@ class QdrantServerStore:
                 client.create_collection(name, vectors_config=params, sparse_vectors_config=terms)
             )
             present = set()
-        self._sizes[name], self._fields[name] = spec.vector_size, spec.text_field
-        await self._add_lexical(name, spec.text_field)
+        self._sizes[name], self._fields[name] = spec.vector_size, spec.text_fields
+        await self._add_lexical(name, spec.text_fields)
         if not self.payload_indexes:
             return
         # The workspace is the tenant: Qdrant lays segments out by it.
@@ -145,9 +145,9 @@ class QdrantServerStore:
 
     async def upsert(self, collection: str, records: Sequence[Record]) -> None:
         size = self._size(collection)
-        field = self._fields[collection]
+        fields = self._fields[collection]
         points = [
-            models.PointStruct(id=i, vector=_vectors(v, p, field), payload=p)
+            models.PointStruct(id=i, vector=_vectors(v, p, fields), payload=p)
             for i, v, p in (checks.record(rec, size) for rec in records)
         ]
         if points:
@@ -193,18 +193,19 @@ class QdrantServerStore:
         limit = checks.limit(limit)
         if texts is not None and len(texts) != len(vectors):
             raise ValueError(f"{len(texts)} texts for {len(vectors)} vectors")
-        if texts is None or self._fields[collection] is None:
+        if texts is None or not self._fields[collection]:
             texts = [None] * len(vectors)  # type: ignore[list-item]
+        probes = [checks.vector(vector, size) for vector in vectors]
         requests = [
-            _request(checks.vector(vector, size), text, selected, limit, min_score, retrieval)
-            for vector, text in zip(vectors, texts, strict=True)
+            _request(probe, text, selected, limit, min_score, retrieval)
+            for probe, text in zip(probes, texts, strict=True)
         ]
         if not requests:
             return []
         found = await self._call(self.client.query_batch_points(collection, requests))
-        return [[Hit(str(p.id), p.score, p.payload or {}) for p in r.points] for r in found]
+        return [_hits(r.points, probe) for r, probe in zip(found, probes, strict=True)]
 
-    async def _add_lexical(self, name: str, field: str | None) -> None:
+    async def _add_lexical(self, name: str, fields: tuple[str, ...]) -> None:
         """Give every record without a lexical vector one (a collection from before lexical
         search), logging progress."""
         missing = models.Filter(must_not=[models.HasVectorCondition(has_vector=lexical.VECTOR)])
@@ -222,7 +223,7 @@ class QdrantServerStore:
             updates = [
                 models.PointVectors(
                     id=r.id, vector={lexical.VECTOR: _sparse(lexical.document(
-                        lexical.record_text(r.payload or {}, field)))},
+                        lexical.record_text(r.payload or {}, fields)))},
                 )
                 for r in page
             ]  # fmt: skip
@@ -321,8 +322,8 @@ def _sparse(pair: lexical.Sparse) -> models.SparseVector:
     return models.SparseVector(indices=pair[0], values=pair[1])
 
 
-def _vectors(dense: list[float], payload: Mapping[str, Any], field: str | None) -> Any:
-    terms = _sparse(lexical.document(lexical.record_text(payload, field)))
+def _vectors(dense: list[float], payload: Mapping[str, Any], fields: tuple[str, ...]) -> Any:
+    terms = _sparse(lexical.document(lexical.record_text(payload, fields)))
     return {"": dense, lexical.VECTOR: terms}
 
 
@@ -344,8 +345,9 @@ def _request(
     terms = _sparse(lexical.query(text))
     if retrieval.mode == "lexical":
         return models.QueryRequest(
-            query=terms, using=lexical.VECTOR, filter=selected, limit=limit, with_payload=True
-        )
+            query=terms, using=lexical.VECTOR, filter=selected, limit=limit, with_payload=True,
+            with_vector=[""],
+        )  # fmt: skip
     depth = retrieval.candidates(limit)
     prefetch = [
         models.Prefetch(query=vector, filter=selected, limit=depth, score_threshold=min_score),
@@ -357,8 +359,23 @@ def _request(
         else models.FusionQuery(fusion=models.Fusion.DBSF)
     )
     return models.QueryRequest(
-        prefetch=prefetch, query=fusion, filter=selected, limit=limit, with_payload=True
-    )
+        prefetch=prefetch, query=fusion, filter=selected, limit=limit, with_payload=True,
+        with_vector=[""],
+    )  # fmt: skip
+
+
+def _hits(points: list[models.ScoredPoint], vector: list[float]) -> list[Hit]:
+    """Hits scored by cosine (computed from the vectors a lexical or hybrid search brought)."""
+    scores = [p.score for p in points]
+    if points and points[0].vector is not None:
+        scores = checks.cosines(vector, [_dense(p.vector) for p in points])
+    return [Hit(str(p.id), s, p.payload or {}) for p, s in zip(points, scores, strict=True)]
+
+
+def _dense(vec: Any) -> list[float] | None:
+    if isinstance(vec, dict):
+        vec = vec.get("")
+    return vec if isinstance(vec, list) else None
 
 
 def _record(rec: models.Record) -> Record:

@@ -30,6 +30,7 @@ from pydantic import Field
 
 from react_mem.schema import Error, WireModel
 from react_mem.schema.forget import Forgotten
+from react_mem.schema.retrieval import RetrievalOptions
 
 #: How an invocation went (the agent's own verdict), as episode outcomes are spelled.
 Result = Literal["success", "failure", "partial"]
@@ -98,6 +99,10 @@ class ConversationRequest(WireModel):
     offset: str | None = None
     top_k: int | None = Field(default=None, ge=1)
     min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
+    #: search: dense, lexical or hybrid ranking (default: the service's, hybrid).
+    retrieval: RetrievalOptions | None = None
+    #: search: turns brought either side of each hit, in its conversation (0: none).
+    window: int = Field(default=0, ge=0, le=5)
 
 
 class ConversationResponse(WireModel):

@@ -38,6 +38,7 @@ from pydantic import Field
 from react_mem.schema import AgentStep, Error, WireModel
 from react_mem.schema.consolidation import ConsolidationReport
 from react_mem.schema.forget import Forgotten
+from react_mem.schema.retrieval import RetrievalOptions
 
 Outcome = Literal["success", "failure", "partial"]
 OPERATIONS = (
@@ -103,6 +104,8 @@ class EpisodeRequest(WireModel):
     vector: list[float] | None = None
     top_k: int | None = Field(default=None, ge=1)
     min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
+    #: retrieve by goal: dense, lexical or hybrid ranking (default: the service's, hybrid).
+    retrieval: RetrievalOptions | None = None
     # get / delete
     ids: list[str] = Field(default_factory=list)
     # list

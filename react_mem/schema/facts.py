@@ -46,6 +46,7 @@ from react_mem.schema import Error
 from react_mem.schema.base import WireModel
 from react_mem.schema.consolidation import ConsolidationReport
 from react_mem.schema.forget import Forgotten
+from react_mem.schema.retrieval import RetrievalOptions
 
 FACT_OPERATIONS = (
     "store",
@@ -144,6 +145,8 @@ class FactRequest(WireModel):
     vector: list[float] | None = None
     top_k: int = Field(default=5, ge=1)
     min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
+    #: retrieve by query: dense, lexical or hybrid ranking (default: the service's, hybrid).
+    retrieval: RetrievalOptions | None = None
     #: list: page size and the ``next_cursor`` of the previous page.
     limit: int = Field(default=50, ge=1)
     cursor: str | None = None

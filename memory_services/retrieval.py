@@ -1,0 +1,29 @@
+"""A request's :class:`~react_mem.schema.retrieval.RetrievalOptions` over a service's default
+:class:`~memory_services.store.base.Retrieval`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from memory_services.store.base import DEFAULT_RETRIEVAL, Retrieval
+from react_mem.errors import BadRequest
+from react_mem.schema.retrieval import RetrievalOptions
+
+
+def resolve(options: RetrievalOptions | None, default: Retrieval = DEFAULT_RETRIEVAL) -> Retrieval:
+    """The retrieval a request asks for, or a BadRequest if it makes no sense."""
+    if options is None:
+        return default
+    dense, terms = default.weights
+    try:
+        return dataclasses.replace(
+            default,
+            mode=options.mode or default.mode,
+            fusion=options.fusion or default.fusion,
+            weights=(
+                dense if options.dense_weight is None else options.dense_weight,
+                terms if options.lexical_weight is None else options.lexical_weight,
+            ),
+        )
+    except ValueError as exc:
+        raise BadRequest(f"retrieval: {exc}") from None

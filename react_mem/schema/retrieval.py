@@ -1,0 +1,22 @@
+"""How a memory search ranks, as a request may ask: by meaning (the dense vector), by words
+(BM25 over the record's text), or both fused; unset fields take the service's default
+(hybrid, reciprocal-rank fusion, equal weights)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from react_mem.schema.base import WireModel
+
+RetrievalMode = Literal["dense", "lexical", "hybrid"]
+FusionMethod = Literal["rrf", "dbsf"]
+
+
+class RetrievalOptions(WireModel):
+    mode: RetrievalMode | None = None
+    fusion: FusionMethod | None = None
+    #: rrf: how much each side's ranks count (DBSF normalises scores and has no weights).
+    dense_weight: float | None = Field(default=None, ge=0.0, le=100.0)
+    lexical_weight: float | None = Field(default=None, ge=0.0, le=100.0)
