@@ -1,0 +1,289 @@
+"""The stack's queue topology, described once, and the files generated from it.
+
+Each processor is listed with its topics: the spec names it registers and the queue each
+is wired to (TrustGraph's ``<class>:tg:<topic>:<workspace>:<flow>`` naming). From this one
+description ``react-mem-topology --write`` (or ``python -m react_mem.commands.topology``)
+writes the topology parts of
+
+- ``config/flows/stack.yaml`` (below its marker line; the settings above it are by hand),
+- ``config/flows/<processor>.yaml`` (one processor's flow; the comment header is kept),
+- ``config/trustgraph/flow-blueprint.json`` (the TrustGraph flow blueprint),
+- ``helm/react-mem/templates/_flows.tpl`` (the chart's flow file, per enabled processor),
+
+and ``--check`` fails when a committed file differs (``tests/test_topology.py`` runs it).
+A new memory service is one ``Node`` here, plus its client in the nodes that call it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+QueueClass = Literal["request", "response", "flow"]
+ROOT = Path(__file__).resolve().parents[2]
+FLOWS = ROOT / "config" / "flows"
+BLUEPRINT = ROOT / "config" / "trustgraph" / "flow-blueprint.json"
+HELM_FLOWS = ROOT / "helm" / "react-mem" / "templates" / "_flows.tpl"
+MARKER = "  # -- topology: generated from react_mem/commands/topology.py (--write); edit that --"
+
+
+@dataclass(frozen=True)
+class Topic:
+    spec: str
+    cls: QueueClass
+    name: str
+    #: Wired only where this processor runs too (helm's enabled processors).
+    when: str | None = None
+
+    def queue(self, workspace: str, flow: str) -> str:
+        return f"{self.cls}:tg:{self.name}:{workspace}:{flow}"
+
+
+def serves(service: str, *, next_: bool = False) -> tuple[Topic, ...]:
+    """The request and response queues of the service a processor runs."""
+    own: tuple[Topic, ...] = (Topic("request", "request", service),)
+    if next_:  # the agent's iterations go back onto its own request queue
+        own += (Topic("next", "request", service),)
+    return (*own, Topic("response", "response", service))
+
+
+def client(service: str, queue: str | None = None, *, optional: bool = False) -> tuple[Topic, ...]:
+    """A request/response client of ``service`` (served on queue topic ``queue``); an
+    ``optional`` one is wired only where ``service`` runs."""
+    name, when = queue or service, service if optional else None
+    return (
+        Topic(f"{service}-request", "request", name, when),
+        Topic(f"{service}-response", "response", name, when),
+    )
+
+
+def flow(spec: str, topic: str, *, when: str | None = None) -> Topic:
+    """A persistent flow queue (produced or consumed)."""
+    return Topic(spec, "flow", topic, when)
+
+
+@dataclass(frozen=True)
+class Node:
+    """One processor of the stack."""
+
+    id: str
+    topics: tuple[Topic, ...]
+    #: Clients only a TrustGraph deployment serves (in the blueprint, not the stack), and
+    #: flows only it consumes (placed last).
+    trustgraph: tuple[Topic, ...] = ()
+    trustgraph_flows: tuple[Topic, ...] = ()
+    #: In the TrustGraph blueprint (TrustGraph runs its own text-completion).
+    blueprint: bool = True
+
+
+AUDIT = flow("audit", "memory-audit")
+TRAJECTORY = flow("trajectory", "agent-trajectory")
+
+#: The stack, in the order of ``config/flows/stack.yaml``.
+NODES: tuple[Node, ...] = (
+    Node(
+        "agent-mem",
+        (
+            *serves("agent", next_=True),
+            *client("text-completion"),
+            *client("fact-memory", optional=True),
+            *client("episode-memory", optional=True),
+            *client("conversation-memory", optional=True),
+            *client("working-memory", optional=True),
+            *client("playbook-memory", optional=True),
+            flow("trajectory", "agent-trajectory", when="memory-learner"),
+        ),
+        trustgraph=(
+            *client("prompt", "prompt-rag"),
+            *client("graph-rag"),
+            *client("mcp-tool"),
+            *client("structured-query"),
+            *client("embeddings"),
+            *client("row-embeddings-query"),
+        ),
+    ),
+    Node(
+        "memory-learner",
+        (
+            TRAJECTORY,
+            flow("conversation-ended", "conversation-ended"),
+            AUDIT,
+            flow("feedback", "agent-feedback", when="playbook-memory"),
+            flow("memory-forget", "memory-forget"),
+            Topic("memory-forget-response", "response", "memory-forget"),
+            *client("playbook-memory", optional=True),
+            *client("text-completion"),
+            *client("fact-memory"),
+            *client("episode-memory"),
+            *client("conversation-memory"),
+        ),
+    ),
+    Node("text-completion", serves("text-completion"), blueprint=False),
+    Node("fact-memory", (*serves("fact-memory"), AUDIT)),
+    Node("episode-memory", (*serves("episode-memory"), AUDIT)),
+    Node(
+        "conversation-memory",
+        (*serves("conversation-memory"), AUDIT, flow("ended", "conversation-ended")),
+    ),
+    Node("playbook-memory", (*serves("playbook-memory"), AUDIT)),
+    Node("working-memory", (*serves("working-memory"), *client("text-completion"))),
+)
+
+#: What a TrustGraph client may call directly: served services and announced flows.
+INTERFACES = ("agent", "fact-memory", "episode-memory", "conversation-memory", "playbook-memory")
+FLOW_INTERFACES = ("agent-feedback", "memory-audit")
+BLUEPRINT_HEAD = {
+    "description": (
+        "react-mem: the memory-augmented ReAct agent (agent-mem, in place of agent-manager) "
+        "with fact, episode, conversation, working and playbook memory and the memory learner"
+    ),
+    "tags": ["agent", "memory", "react-mem"],
+    "parameters": {},
+}
+
+
+def node(node_id: str) -> Node:
+    return next(n for n in NODES if n.id == node_id)
+
+
+def topics(n: Node, workspace: str, flow_name: str, *, trustgraph: bool = False) -> dict[str, str]:
+    """The processor's spec names mapped to their queues in one flow."""
+    chosen: Iterable[Topic] = n.topics
+    if trustgraph:  # the agent's TrustGraph clients go after text-completion, as there
+        at = next((i for i, t in enumerate(n.topics) if t.spec == "text-completion-response"), -1)
+        chosen = (*n.topics[: at + 1], *n.trustgraph, *n.topics[at + 1 :], *n.trustgraph_flows)
+    return {t.spec: t.queue(workspace, flow_name) for t in chosen}
+
+
+def flow_yaml(nodes: Sequence[Node], workspace: str = "default", flow_name: str = "default") -> str:
+    """``processor:<id>`` entries in the flow file's shape, nested under the workspace."""
+    blocks = []
+    for n in nodes:
+        lines = [f"  processor:{n.id}:", f"    {flow_name}:", "      topics:"]
+        lines += [f"        {k}: {v}" for k, v in topics(n, workspace, flow_name).items()]
+        lines.append("      parameters: {}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n"
+
+
+def blueprint() -> dict[str, Any]:
+    interfaces: dict[str, dict[str, str]] = {
+        name: {
+            "request": f"request:tg:{name}:{{workspace}}:{{id}}",
+            "response": f"response:tg:{name}:{{workspace}}:{{id}}",
+        }
+        for name in INTERFACES
+    }
+    interfaces |= {
+        name: {"flow": f"flow:tg:{name}:{{workspace}}:{{id}}"} for name in FLOW_INTERFACES
+    }
+    entries = {
+        f"{n.id}:{{id}}": {"topics": topics(n, "{workspace}", "{id}", trustgraph=True)}
+        for n in NODES
+        if n.blueprint
+    }
+    return {**BLUEPRINT_HEAD, "interfaces": interfaces, "blueprint": {}, "flow": entries}
+
+
+HELM_HEAD = """{{/*
+The flow file: {workspace: {config-type: {key: value}}}, what `react-mem run --flows` and the
+config service's seed read. Each enabled processor gets `processor:<id>` with one entry per
+flow, mapping its spec names to queues (TrustGraph's request:tg:<service>:<workspace>:<flow>
+naming); the agent's optional clients are wired only to services that run.
+Generated from react_mem/commands/topology.py (`--write`): edit that, not this file.
+*/}}
+{{- define "react-mem.flowFile" -}}
+{{- $v := .Values -}}
+{{- $ws := $v.flows.workspace -}}
+{{- $on := dict -}}
+{{- range $name, $p := $v.processors }}{{ if $p.enabled }}{{ $_ := set $on $name true }}{{ end }}{{ end -}}
+{{- $agentMem := dict -}}
+{{- range $k, $val := $v.agentMem }}{{ $_ := set $agentMem $k (toString $val) }}{{ end -}}
+{{- $tools := dict -}}
+{{- range $k, $val := $v.tools }}{{ $_ := set $tools $k (ternary $val (toJson $val) (kindIs "string" $val)) }}{{ end -}}
+{{- $config := dict "agent-mem" $agentMem "tool" $tools -}}
+{{- range $flow := $v.flows.names -}}
+{{- $s := printf "%s:%s" $ws $flow -}}
+{{- $topics := dict -}}
+"""  # noqa: E501 (template lines as Helm reads them)
+HELM_TAIL = """{{- range $name, $t := $topics -}}
+{{- $key := printf "processor:%s" (index $v.processors $name).id -}}
+{{- $entries := default (dict) (index $config $key) -}}
+{{- $_ := set $entries $flow (dict "topics" $t "parameters" (dict)) -}}
+{{- $_ := set $config $key $entries -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml (dict $ws $config) -}}
+{{- end -}}
+"""
+
+
+def helm_flows() -> str:
+    """The chart's flow-file template: each enabled processor's topics per flow."""
+    lines = []
+    for n in NODES:
+        lines += [f'{{{{- if hasKey $on "{n.id}" -}}}}', "{{- $t := dict -}}"]
+        for t in n.topics:
+            queue = f'(printf "{t.cls}:tg:{t.name}:%s" $s)'
+            set_ = f'$_ := set $t "{t.spec}" {queue}'
+            if t.when is None:
+                lines.append(f"{{{{- {set_} -}}}}")
+            else:
+                lines.append(f'{{{{- if hasKey $on "{t.when}" }}}}{{{{ {set_} }}}}{{{{ end -}}}}')
+        lines += [f'{{{{- $_ := set $topics "{n.id}" $t -}}}}', "{{- end -}}"]
+    return HELM_HEAD + "\n".join(lines) + "\n" + HELM_TAIL
+
+
+def _header(path: Path, marker: str | None) -> str:
+    """The hand-written part of a generated file: up to ``marker``, or its leading comments."""
+    text = path.read_text(encoding="utf-8")
+    if marker is not None:
+        head, found, _ = text.partition(marker + "\n")
+        if not found:
+            raise SystemExit(f"{path}: no marker line {marker!r}")
+        return head + found
+    lines = text.splitlines(keepends=True)
+    return "".join(line for line in lines[: _comments(lines)])
+
+
+def _comments(lines: list[str]) -> int:
+    return next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
+
+
+def generated() -> dict[Path, str]:
+    """Every generated file and its content."""
+    files = {
+        FLOWS / "stack.yaml": _header(FLOWS / "stack.yaml", MARKER) + flow_yaml(NODES),
+        BLUEPRINT: json.dumps(blueprint(), indent=2, ensure_ascii=False) + "\n",
+        HELM_FLOWS: helm_flows(),
+    }
+    for n in NODES:
+        path = FLOWS / f"{n.id}.yaml"
+        if path.exists():
+            files[path] = _header(path, None) + "default:\n" + flow_yaml([n])
+    return files
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="react-mem-topology", description="Generate the queue topology files."
+    )
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--write", action="store_true", help="write the generated files")
+    mode.add_argument("--check", action="store_true", help="fail when a file differs")
+    args = parser.parse_args(argv)
+    stale = [p for p, text in generated().items() if p.read_text(encoding="utf-8") != text]
+    for path in stale:
+        if args.write:
+            path.write_text(generated()[path], encoding="utf-8")
+        print(f"{'wrote' if args.write else 'differs'}: {path.relative_to(ROOT)}")
+    return 1 if stale and args.check else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
