@@ -61,6 +61,12 @@ STATE_DIR = "/var/lib/react-mem"
 IMAGE_ENV = {"REACT_MEM_STATE_DIR": STATE_DIR, "REACT_MEM_METRICS_PORT": "8000"}
 #: Environment names the settings read besides ``REACT_MEM_<field>``.
 ALIASES = {
+    "PUBSUB_BACKEND",
+    "RABBITMQ_HOST",
+    "RABBITMQ_PORT",
+    "RABBITMQ_USERNAME",
+    "RABBITMQ_PASSWORD",
+    "RABBITMQ_VHOST",
     "PULSAR_HOST",
     "PULSAR_API_KEY",
     "PULSAR_TLS_TRUST_CERTS_FILE",

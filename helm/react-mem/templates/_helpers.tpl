@@ -85,8 +85,14 @@ memory-learner config-service
 {{- if not (has $v.flows.source (list "file" "config-service")) }}
 {{- fail (printf "flows.source must be file or config-service, not %q" $v.flows.source) }}
 {{- end }}
-{{- if not $v.pulsar.url }}
+{{- if not (has $v.bus (list "pulsar" "rabbitmq")) }}
+{{- fail (printf "bus must be pulsar or rabbitmq, not %q" $v.bus) }}
+{{- end }}
+{{- if and (eq $v.bus "pulsar") (not $v.pulsar.url) }}
 {{- fail "pulsar.url is required: the processors need an existing Pulsar" }}
+{{- end }}
+{{- if and (eq $v.bus "rabbitmq") (not $v.rabbitmq.host) }}
+{{- fail "rabbitmq.host is required with bus: rabbitmq: the processors need an existing RabbitMQ" }}
 {{- end }}
 {{- range $name := splitList " " (include "react-mem.storeProcessors" .) }}
 {{- if and (include "react-mem.enabled" (dict "root" $ "name" $name)) (not $v.qdrant.url) }}
