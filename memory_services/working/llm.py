@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
-
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from collections.abc import Callable, Sequence
 
 from memory_services.working.compress import SummaryUnavailable
-from react_mem.errors import BadRequest, TransientError
-from react_mem.schema import AgentStep, TextCompletionRequest, TextCompletionResponse
+from react_mem.clients.llm import Complete, Deadline, RetryPolicy, TextCompletionClient
+from react_mem.errors import LLMError
+from react_mem.schema import AgentStep, TextCompletionRequest
 from react_mem.tokens import TokenCounter, count_steps, fit_text, render_step
 
 logger = logging.getLogger(__name__)
-
-#: Send one request and await its response, waiting at most the given seconds.
-Complete = Callable[[TextCompletionRequest, float], Awaitable[TextCompletionResponse]]
 
 SYSTEM = (
     "You maintain the working memory of a ReAct agent. The user message holds earlier "
@@ -31,10 +27,6 @@ SYSTEM = (
 )
 
 
-class LLMError(TransientError):
-    """The text-completion service answered with an error or an empty completion."""
-
-
 class LLMSummariser:
     """A :class:`~memory_services.working.compress.Summariser` over text completion.
 
@@ -47,7 +39,7 @@ class LLMSummariser:
 
     def __init__(
         self,
-        complete: Complete,
+        client: TextCompletionClient | Complete,
         counter: TokenCounter,
         *,
         attempts: int = 3,
@@ -57,13 +49,11 @@ class LLMSummariser:
         deadline: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._complete = complete
+        self._client = TextCompletionClient.over(client)
         self._timeout = timeout
-        self._clock = clock
-        self._deadline_at = clock() + deadline
+        self._deadline = Deadline.after(deadline, clock=clock)
         self._counter = counter
-        self._attempts = attempts
-        self._retry_delay = retry_delay
+        self._retry = RetryPolicy(attempts=attempts, delay=retry_delay)
         self._max_input_tokens = max_input_tokens
 
     async def __call__(
@@ -73,26 +63,17 @@ class LLMSummariser:
             system=SYSTEM, prompt=self.prompt(steps, max_tokens, previous_tokens)
         )
         try:
-            async for attempt in AsyncRetrying(
-                stop=stop_after_attempt(self._attempts),
-                wait=wait_exponential(multiplier=self._retry_delay, max=10),
-                retry=retry_if_exception_type((TransientError, BadRequest)),
-                reraise=True,
-            ):
-                with attempt:
-                    remaining = self._deadline_at - self._clock()
-                    if remaining <= 0:
-                        raise SummaryUnavailable("no time left for a summary")
-                    response = await self._complete(request, min(self._timeout, remaining))
-                    if response.error is not None:
-                        raise LLMError(f"{response.error.type}: {response.error.message}")
-                    if not response.response.strip():
-                        raise LLMError("empty completion")
-                    return response.response
-        except (TransientError, BadRequest) as exc:
-            logger.warning("summary unavailable after %d attempts: %s", self._attempts, exc)
+            response = await self._client.complete(
+                request,
+                deadline=self._deadline,
+                timeout=self._timeout,
+                retry=self._retry,
+                require_text=True,
+            )
+        except LLMError as exc:
+            logger.warning("summary unavailable: %s", exc)
             raise SummaryUnavailable(str(exc)) from exc
-        raise AssertionError("unreachable")  # pragma: no cover
+        return response.response
 
     def prompt(
         self, steps: Sequence[AgentStep], max_tokens: int, previous_tokens: int | None = None

@@ -18,6 +18,7 @@ from pydantic import Field
 from memory_services.working.compress import Compression, Policy, compress
 from memory_services.working.llm import LLMSummariser
 from react_mem.bus.transport import Transport
+from react_mem.clients.llm import TextCompletionClient
 from react_mem.errors import BadRequest
 from react_mem.metrics import per_registry
 from react_mem.processor.base import Processor
@@ -129,16 +130,8 @@ class WorkingMemoryProcessor(Processor):
             min_summary_tokens=settings.min_summary_tokens,
             reask_on_overflow=settings.reask_on_overflow,
         )
-        client = ctx.flow.client(TEXT_COMPLETION_REQUEST)
-
-        async def complete(
-            message: TextCompletionRequest, timeout: float
-        ) -> TextCompletionResponse:
-            response: TextCompletionResponse = await client.request(message, timeout=timeout)
-            return response
-
         summariser = LLMSummariser(
-            complete,
+            TextCompletionClient.of(ctx.flow),
             self.counter,
             attempts=settings.llm_attempts,
             retry_delay=settings.llm_retry_delay,

@@ -1,8 +1,9 @@
 """One reasoning step: ask the LLM, parse its reply, correct it once if malformed.
 
 The text-completion service owns the retries; here every call is made once, within the
-iteration's :class:`Deadline`, which the service is told (``TextCompletionRequest.timeout``)
-so that it answers, with an error if need be, before the agent stops waiting.
+iteration's :class:`Deadline`, which the client tells the service
+(``TextCompletionRequest.timeout``) so that it answers, with an error if need be, before
+the agent stops waiting.
 """
 
 from __future__ import annotations
@@ -15,38 +16,13 @@ from typing import Any
 from react_mem.agent import json_reply
 from react_mem.agent.parse import CORRECTION, Action, Final, ParseError, parse_reply
 from react_mem.agent.streaming import StreamingReplyParser
-from react_mem.errors import BadRequest, RequestTimeout
+from react_mem.clients.llm import Deadline as Deadline
+from react_mem.clients.llm import TextCompletionClient
+from react_mem.errors import LLMError as LLMError
 from react_mem.processor.flow import Flow
 from react_mem.schema import TextCompletionRequest, TextCompletionResponse
 
-TEXT_COMPLETION = "text-completion-request"
-
 Sink = Callable[[str, str], Awaitable[None]]  # (kind "thought"|"answer", text)
-
-
-#: Of the time left, what the service is given less, so its error arrives before the wait ends.
-MARGIN = 0.1
-MAX_MARGIN = 1.0
-
-
-class LLMError(RuntimeError):
-    """No usable reply: the service answered with an error, a malformed reply, or nothing
-    before the deadline."""
-
-
-@dataclass(frozen=True)
-class Deadline:
-    """An instant on the event loop's clock, ``seconds`` after it was set."""
-
-    at: float
-    seconds: float
-
-    @classmethod
-    def after(cls, seconds: float) -> Deadline:
-        return cls(asyncio.get_running_loop().time() + seconds, seconds)
-
-    def remaining(self) -> float:
-        return max(0.0, self.at - asyncio.get_running_loop().time())
 
 
 @dataclass
@@ -77,16 +53,12 @@ class ReplyFormat:
     def correction(self) -> str:
         return json_reply.CORRECTION if self.json else CORRECTION
 
-    def request(
-        self, system: str, prompt: str, streaming: bool, timeout: float
-    ) -> TextCompletionRequest:
+    def request(self, system: str, prompt: str, streaming: bool) -> TextCompletionRequest:
         if not self.json:
-            return TextCompletionRequest(
-                system=system, prompt=prompt, streaming=streaming, timeout=timeout
-            )
+            return TextCompletionRequest(system=system, prompt=prompt, streaming=streaming)
         schema: dict[str, Any] = json_reply.schema(self.tool_names)
         return TextCompletionRequest(
-            system=system, prompt=prompt, response_format="json", schema=schema, timeout=timeout
+            system=system, prompt=prompt, response_format="json", schema=schema
         )
 
 
@@ -108,44 +80,31 @@ async def complete(
 
     Raises :class:`LLMError` for an error reply, a malformed one, or none by ``deadline``.
     """
-    left = deadline.remaining()
-    if left <= 0:
-        raise LLMError(f"no reply within the {deadline.seconds:g}s LLM deadline")
-    request = form.request(system, prompt, sink is not None, left - min(left * MARGIN, MAX_MARGIN))
+    client = TextCompletionClient.of(flow)
+    request = form.request(system, prompt, sink is not None)
     try:
         async with asyncio.timeout_at(deadline.at):
-            return await _exchange(flow, request, usage, left, sink, form)
-    except (TimeoutError, RequestTimeout):
-        raise LLMError(f"no reply within the {deadline.seconds:g}s LLM deadline") from None
-    except BadRequest as exc:  # the service's reply did not decode
-        raise LLMError(f"malformed reply from the LLM: {exc}") from exc
+            return await _exchange(client, request, usage, deadline, sink, form)
+    except TimeoutError:
+        raise deadline.expired() from None
 
 
 async def _exchange(
-    flow: Flow,
+    client: TextCompletionClient,
     request: TextCompletionRequest,
     usage: Usage,
-    timeout: float,
+    deadline: Deadline,
     sink: Sink | None,
     form: ReplyFormat,
 ) -> str:
-    client = flow.client(TEXT_COMPLETION)
     if sink is None or form.json:
-        response: TextCompletionResponse = await client.request(request, timeout=timeout)
-        if response.error is not None:
-            raise LLMError(response.error.message)
+        response = await client.complete(request, deadline=deadline)
         usage.add(response)
         if sink is not None:
             await _sink_whole(form, response.response, sink)
         return response.response
     parser = StreamingReplyParser()
-
-    def last(r: TextCompletionResponse) -> bool:
-        return r.end_of_stream or r.error is not None
-
-    async for part in client.stream(request, last=last, timeout=timeout):
-        if part.error is not None:
-            raise LLMError(part.error.message)
+    async for part in client.stream(request, deadline=deadline):
         for chunk in parser.feed(part.response):
             await sink(chunk.kind, chunk.text)
         if part.end_of_stream:

@@ -29,7 +29,7 @@ from react_mem.errors import (
     ServiceTimeout,
     ServiceUnavailable,
 )
-from react_mem.schema.errors import ERROR_TYPES, ErrorType
+from react_mem.schema.errors import ErrorType
 from react_mem.schema.primitives import Error
 
 #: The exception for each error type; any other known type is a :class:`ServiceRefused`.
@@ -43,11 +43,10 @@ EXCEPTIONS: Mapping[ErrorType | str, type[ServiceError]] = {
 
 
 def exception_for(service: str, error: Error) -> ServiceError:
-    """The exception for ``service``'s error reply; a type no react-mem service sends (a
-    TrustGraph peer's own) is a plain :class:`ServiceError`."""
+    """The exception for ``service``'s error reply. Any type not in :data:`EXCEPTIONS` is
+    the service's final word (:class:`ServiceRefused`), a type no react-mem service sends (a
+    TrustGraph peer's own) included."""
     message = f"{service}: {error.type}: {error.message}"
-    if error.type not in ERROR_TYPES:
-        return ServiceError(message, service=service, type=error.type)
     cls = EXCEPTIONS.get(error.type, ServiceRefused)
     return cls(message, service=service, type=error.type)
 

@@ -11,18 +11,24 @@ need be, before the caller stops waiting.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from react_mem.clients.base import Requester, Service
 from react_mem.clients.errors import boundary, exception_for
-from react_mem.errors import LLMError, LLMUnavailable
+from react_mem.errors import LLMError, LLMUnavailable, RequestTimeout
+from react_mem.processor.flow import Flow
 from react_mem.schema.llm import TextCompletionRequest, TextCompletionResponse
 
 TEXT_COMPLETION: Service[TextCompletionRequest, TextCompletionResponse] = Service(
     "text-completion", TextCompletionRequest, TextCompletionResponse
 )
 _NAME = TEXT_COMPLETION.name
+
+#: Send one request and return its response, waiting at most the given seconds (what a
+#: :class:`TextCompletionClient` can run over instead of the bus: in-process tests).
+Complete = Callable[[TextCompletionRequest, float], Awaitable[TextCompletionResponse]]
 
 #: Of the time left, what the service is told less, so its error arrives before the wait ends.
 MARGIN = 0.1
@@ -50,7 +56,9 @@ class Deadline:
         return max(0.0, self.at - self.clock())
 
     def expired(self) -> LLMUnavailable:
-        return LLMUnavailable(f"no reply within the {self.seconds:g}s LLM deadline", service=_NAME)
+        return LLMUnavailable(
+            f"no time left: no reply within the {self.seconds:g}s LLM deadline", service=_NAME
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,6 +78,28 @@ class RetryPolicy:
 ONCE = RetryPolicy()
 
 
+class FunctionRequester:
+    """The request/response seam answered by a :data:`Complete` function, which may raise
+    what the bus raises (its failures are mapped like the bus's)."""
+
+    def __init__(self, complete: Complete, *, timeout: float = 60.0) -> None:
+        self._complete, self._timeout = complete, timeout
+
+    async def request(
+        self, message: TextCompletionRequest, *, timeout: float | None = None
+    ) -> TextCompletionResponse:
+        return await self._complete(message, self._timeout if timeout is None else timeout)
+
+    async def stream(
+        self,
+        message: TextCompletionRequest,
+        *,
+        last: Callable[[Any], bool],
+        timeout: float | None = None,
+    ) -> AsyncIterator[TextCompletionResponse]:
+        yield await self.request(message, timeout=timeout)
+
+
 class TextCompletionClient:
     service = TEXT_COMPLETION
 
@@ -77,12 +107,28 @@ class TextCompletionClient:
         self,
         rpc: Requester[TextCompletionRequest, TextCompletionResponse],
         *,
-        timeout: float = 60.0,
+        timeout: float | None = None,
         retry: RetryPolicy = ONCE,
     ) -> None:
         self._rpc = rpc
         self._timeout = timeout
         self._retry = retry
+
+    @classmethod
+    def of(
+        cls, flow: Flow, *, timeout: float | None = None, retry: RetryPolicy = ONCE
+    ) -> TextCompletionClient:
+        """The client over ``flow``'s text-completion request/response client."""
+        return cls(flow.client(TEXT_COMPLETION.request), timeout=timeout, retry=retry)
+
+    @classmethod
+    def over(
+        cls, client: TextCompletionClient | Complete, *, retry: RetryPolicy = ONCE
+    ) -> TextCompletionClient:
+        """``client`` itself, or a client over the function ``client``."""
+        if isinstance(client, TextCompletionClient):
+            return client
+        return cls(FunctionRequester(client), retry=retry)
 
     async def complete(
         self,
@@ -117,8 +163,13 @@ class TextCompletionClient:
         require_text: bool,
     ) -> TextCompletionResponse:
         wait, request = self._bounded(request, deadline, timeout)
-        with boundary(_NAME, llm=True):
-            response = await self._rpc.request(request, timeout=wait)
+        try:
+            with boundary(_NAME, llm=True):
+                response = await self._rpc.request(request, timeout=wait)
+        except LLMUnavailable as exc:
+            if deadline is not None and _timed_out(exc) and deadline.remaining() <= 0.01:
+                raise deadline.expired() from exc
+            raise
         if response.error is not None:
             raise _llm_exception(response)
         if require_text and not response.response.strip():
@@ -146,18 +197,23 @@ class TextCompletionClient:
         request: TextCompletionRequest,
         deadline: Deadline | None,
         timeout: float | None,
-    ) -> tuple[float, TextCompletionRequest]:
-        """How long to wait, and the request telling the service so (unless it says)."""
+    ) -> tuple[float | None, TextCompletionRequest]:
+        """How long to wait (None: the request/response client's own timeout), and the
+        request telling the service so (unless it says)."""
         wait = timeout or self._timeout
         if deadline is not None:
             left = deadline.remaining()
             if left <= 0:
                 raise deadline.expired()
-            wait = min(wait, left)
+            wait = left if wait is None else min(wait, left)
             if request.timeout is None:
                 told = min(left - min(left * MARGIN, MAX_MARGIN), 86_400.0)
                 request = request.model_copy(update={"timeout": told})
         return wait, request
+
+
+def _timed_out(exc: BaseException) -> bool:
+    return isinstance(exc.__cause__, RequestTimeout | TimeoutError)
 
 
 def _llm_exception(response: TextCompletionResponse) -> LLMError:

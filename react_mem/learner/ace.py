@@ -23,8 +23,6 @@ from react_mem.learner.reflector import Reflection, bullets_used, reflect
 from react_mem.schema.playbook import Delta, Feedback
 from react_mem.schema.trajectory import Trajectory
 
-PLAYBOOK_MEMORY = "playbook-memory-request"
-
 
 @dataclass(frozen=True, kw_only=True)
 class AceConfig:

@@ -11,31 +11,37 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from react_mem.errors import BadRequest, TransientError
-from react_mem.schema import TextCompletionRequest, TextCompletionResponse
+from react_mem.clients.llm import Complete as Complete
+from react_mem.clients.llm import TextCompletionClient
+from react_mem.errors import LLMError
+from react_mem.errors import LLMUnavailable as LLMUnavailable
+from react_mem.schema import TextCompletionRequest
 
 logger = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
 
-#: Send one request and await its response, waiting at most the given seconds.
-Complete = Callable[[TextCompletionRequest, float], Awaitable[TextCompletionResponse]]
 #: Turn a parsed JSON value into the shape the model expects (lists into objects, ...).
 Coerce = Callable[[Any], Any]
 
 
-class LLMUnavailable(TransientError):
-    """Every attempt failed at the service (timeout or error reply), not at the reply."""
-
-
 class JsonLLM:
-    def __init__(self, complete: Complete, *, attempts: int = 2, timeout: float = 60.0) -> None:
-        self._complete = complete
+    """Raises :class:`LLMUnavailable` when every attempt failed at the service (timeout,
+    error reply), not at the reply."""
+
+    def __init__(
+        self,
+        client: TextCompletionClient | Complete,
+        *,
+        attempts: int = 2,
+        timeout: float = 60.0,
+    ) -> None:
+        self._client = TextCompletionClient.over(client)
         self._attempts = attempts
         self._timeout = timeout
 
@@ -66,12 +72,9 @@ class JsonLLM:
         answered = False
         for _ in range(self._attempts):
             try:
-                response = await self._complete(request, self._timeout)
-            except (TransientError, BadRequest) as exc:
-                failures.append(repr(exc))
-                continue
-            if response.error is not None:
-                failures.append(f"{response.error.type}: {response.error.message}")
+                response = await self._client.complete(request, timeout=self._timeout)
+            except LLMError as exc:
+                failures.append(str(exc))
                 continue
             answered = True
             found = parse(response.response, model, coerce)
@@ -79,7 +82,9 @@ class JsonLLM:
                 return found
             failures.append(f"malformed reply {response.response[:200]!r}")
         if not answered:
-            raise LLMUnavailable(f"text completion failed: {'; '.join(failures)}")
+            raise LLMUnavailable(
+                f"text completion failed: {'; '.join(failures)}", service="text-completion"
+            )
         logger.info("no usable %s from the LLM: %s", model.__name__, "; ".join(failures))
         return None
 

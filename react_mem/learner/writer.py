@@ -2,65 +2,30 @@
 derive from scope and content, episodes from the session, the summary is set, not
 appended, a playbook delta carries its id).
 
-An error reply is typed by its ``Error.type``: a service's own failure
-(``processing-failed``) raises :class:`MemoryWriteFailed`, so the record is redelivered
-rather than lost; anything else (invalid, ``quota-exceeded``, ...) is the service's final
-word on that write and raises :class:`MemoryRefused`, which is recorded, never retried.
-Each write returns whether it sent anything."""
+The clients type an error reply: a service's own failure (``processing-failed``) raises
+:class:`~react_mem.errors.ServiceFailed`, a :class:`TransientError`, so the record is
+redelivered rather than lost; anything else (invalid, ``quota-exceeded``, ...) is the
+service's final word on that write and raises :class:`~react_mem.errors.ServiceRefused`,
+which is recorded, never retried. Each write returns whether it sent anything."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-from react_mem.errors import BadRequest, TransientError
-from react_mem.learner.ace import PLAYBOOK_MEMORY
+from react_mem.clients.base import owner
+from react_mem.clients.conversations import ConversationClient
+from react_mem.clients.episodes import EpisodeClient
+from react_mem.clients.facts import FactClient
+from react_mem.clients.playbook import Playbook, PlaybookClient
 from react_mem.learner.metrics import LearnerMetrics
 from react_mem.learner.planner import Plan
 from react_mem.processor.flow import Flow
-from react_mem.schema import Error, WireModel
-from react_mem.schema.conversations import ConversationRequest, ConversationResponse
-from react_mem.schema.episodes import EpisodeResponse
-from react_mem.schema.facts import FactRequest, FactResponse
-from react_mem.schema.playbook import PlaybookRequest, PlaybookResponse
 from react_mem.schema.scope import Scope
 
 logger = logging.getLogger(__name__)
 
-FACT_MEMORY = "fact-memory-request"
-EPISODE_MEMORY = "episode-memory-request"
-CONVERSATION_MEMORY = "conversation-memory-request"
-
-
-#: Error types worth asking again: the service failed, not the request.
-RETRYABLE = frozenset({"processing-failed"})
 #: Facts the user asked to be remembered (see :mod:`.explicit`): worth evicting for.
 EXPLICIT = "explicit-request"
-
-
-class MemoryWriteFailed(TransientError):
-    """A memory service failed to serve a write; the record is retried."""
-
-    def __init__(self, service: str, error: Error) -> None:
-        super().__init__(f"{service}: {error.type}: {error.message}")
-        self.service, self.type = service, error.type
-
-
-class MemoryRefused(BadRequest):
-    """A memory service refused a write for good (``type``: its ``Error.type``)."""
-
-    def __init__(self, service: str, error: Error) -> None:
-        super().__init__(f"{service}: {error.type}: {error.message}", type=error.type)
-        self.service = service
-
-
-def raise_for(service: str, error: Error | None) -> None:
-    """Nothing for no error; else the typed exception for ``error``."""
-    if error is None:
-        return
-    if error.type in RETRYABLE:
-        raise MemoryWriteFailed(service, error)
-    raise MemoryRefused(service, error)
 
 
 class Writer:
@@ -71,10 +36,8 @@ class Writer:
         """The conversation's rolling summary; None without a (known) conversation."""
         if not to.conversation:
             return None
-        response: ConversationResponse = await self._ask(
-            CONVERSATION_MEMORY, ConversationRequest(operation="get", limit=1, **_scope(to))
-        )
-        return None if response.conversation is None else response.conversation.summary
+        conversation = await ConversationClient.of(self._flow).get(to, limit=1)
+        return None if conversation is None else conversation.summary
 
     async def summary(self, to: Scope, plan: Plan, *, fresh: str | None = None) -> bool:
         """``fresh``: the summary the plan was just made from (under the conversation's
@@ -90,8 +53,7 @@ class Writer:
             # Moved on since this plan was made: ours landed and a later turn merged it.
             self._metrics.duplicate("summary")
         else:
-            request = ConversationRequest(operation="update-summary", summary=plan.summary)
-            await self._ask(CONVERSATION_MEMORY, request.model_copy(update=_scope(to)))
+            await ConversationClient.of(self._flow).update_summary(to, plan.summary)
             self._metrics.learned("summary")
         return True
 
@@ -102,8 +64,7 @@ class Writer:
         if not plan.facts:
             return False
         evict = any(f.metadata.get("extracted-by") == EXPLICIT for f in plan.facts)
-        request = FactRequest(operation="store", facts=plan.facts, evict=evict, **_scope(to))
-        response: FactResponse = await self._ask(FACT_MEMORY, request)
+        response = await FactClient.of(self._flow).store(to, plan.facts, evict=evict)
         added = sum(1 for s in response.stored if s.status == "added")
         self._metrics.learned("fact", added)
         self._metrics.duplicate("fact", len(response.stored) - added)
@@ -121,9 +82,9 @@ class Writer:
     async def episode(self, to: Scope, plan: Plan) -> bool:
         if plan.episode is None:
             return False
-        request = plan.episode.model_copy(update=_scope(to))
-        response: EpisodeResponse = await self._ask(EPISODE_MEMORY, request)
-        if response.created:
+        episode = plan.episode.model_copy(update=owner(to))
+        stored = await EpisodeClient.of(self._flow).store_request(episode)
+        if stored.created:
             self._metrics.learned("episode")
         else:
             self._metrics.duplicate("episode")
@@ -134,19 +95,13 @@ class Writer:
         ace = plan.ace
         if ace is None or not ace.delta.operations:
             return False
-        if not self._flow.has_client(PLAYBOOK_MEMORY):
+        if not PlaybookClient.available(self._flow):
             logger.warning(
                 "delta %s not applied: the flow has no playbook-memory", ace.delta.delta_id
             )
             return False
-        request = PlaybookRequest(
-            operation="apply-delta",
-            collection=ace.collection,
-            context_scope_id=ace.context_scope_id,
-            user=ace.user,
-            delta=ace.delta,
-        )
-        response: PlaybookResponse = await self._ask(PLAYBOOK_MEMORY, request)
+        which = Playbook(collection=ace.collection, context=ace.context_scope_id, user=ace.user)
+        response = await PlaybookClient.of(self._flow).apply_delta(which, ace.delta)
         if response.applied is False:
             self._metrics.duplicate("delta")
             return True
@@ -160,12 +115,3 @@ class Writer:
             ", ".join(f"{c.change} {c.bullet_id}" for c in response.changes) or "no changes",
         )
         return True
-
-    async def _ask(self, client: str, request: WireModel) -> Any:
-        response = await self._flow.client(client).request(request)
-        raise_for(client, getattr(response, "error", None))
-        return response
-
-
-def _scope(to: Scope) -> dict[str, Any]:
-    return {"collection": to.collection, "user": to.user, "conversation_id": to.conversation}
