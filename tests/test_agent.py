@@ -76,13 +76,19 @@ async def test_a_raw_trustgraph_request_gets_trustgraphs_response_stream(
         payload = json.dumps(TRUSTGRAPH_REQUEST).encode()
         got = await raw_exchange(transport, stack.topics["agent"], payload)
 
+    # agent-manager's order: each step's explain event (its provenance) around its message.
     kinds = [(m["message_type"], m["end_of_message"], m["end_of_dialog"]) for m in got]
     assert kinds == [
+        ("explain", False, False),  # the question
         ("thought", True, False),
+        ("explain", False, False),  # the action
         ("observation", True, False),
+        ("explain", False, False),  # the observation
         ("thought", True, False),
+        ("explain", False, False),  # the conclusion
         ("answer", True, True),
     ]
+    got = [m for m in got if m["message_type"] != "explain"]
     assert got[0]["content"] == "I should ask the graph"
     assert got[1]["content"] == "KNOWLEDGE about capital of France"
     assert got[3]["content"] == ANSWER  # multi-line answer intact

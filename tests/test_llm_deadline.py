@@ -48,11 +48,13 @@ def settings(retry_delay: float = 0.01, **agent: object) -> dict[str, dict[str, 
 
 def llm_error(responses: list[AgentResponse]) -> AgentResponse:
     """The one response the caller got: an ``llm-error`` that ends the dialog (type
-    ``agent-error``, as agent-manager's errors; the kind leads the message)."""
-    (only,) = responses
+    ``agent-error``, as agent-manager's errors; the kind leads the message), after the
+    question's provenance."""
+    explained, (only,) = responses[:1], responses[1:]
+    assert [r.message_type for r in explained] == ["explain"]
     assert only.message_type == "error" and only.end_of_dialog
     assert only.error is not None and only.error.type == "agent-error"
-    assert only.error.message.startswith("llm-error: ")
+    assert "llm-error: " in only.error.message
     return only
 
 

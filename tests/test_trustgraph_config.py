@@ -39,8 +39,9 @@ TRUSTGRAPH_SERVICES = {"text-completion", "prompt-rag", "graph-rag", "mcp-tool"}
 #: Queues fed from outside the flow's processors: `react-mem feedback` and `react-mem memory
 #: forget` (or any client).
 EXTERNAL_PRODUCERS = {"agent-feedback", "memory-forget"}
-#: Queues read outside the flow's processors: the audit trail, by an archive or a SIEM.
-EXTERNAL_CONSUMERS = {"memory-audit"}
+#: Queues read outside the flow's processors: the audit trail, by an archive or a SIEM;
+#: the agent's provenance, by TrustGraph's graph store.
+EXTERNAL_CONSUMERS = {"memory-audit", "explainability"}
 #: Spec names of the request/response path, not events.
 #: Specs of request/response pairs (the learner's forget requests are persistent; their
 #: replies are not).

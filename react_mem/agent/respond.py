@@ -9,19 +9,36 @@ Ids and error types are agent-manager's: message ids are its provenance URIs (th
 ``agent_final_uri``, ``urn:trustgraph:agent:<session>/final``), and every error is of type
 ``agent-error``, react-mem's own kind (``llm-error``, ``invalid``, ``malformed``) leading
 its message.
+
+Explainability is agent-manager's too (:mod:`react_mem.agent.explain`): the question, each
+action, observation and the conclusion as ``explain`` messages carrying their provenance
+triples, the same triples sent to the flow's ``explainability`` queue when it has one; and
+react-mem's memory context (what memory the prompt held, with scores).
 """
 
 from __future__ import annotations
 
+import logging
+
+from react_mem.agent import explain
 from react_mem.processor.context import MessageContext
 from react_mem.schema import AgentResponse, Error
+from react_mem.schema.agent import MemoryRef
+from react_mem.schema.primitives import Triple
+from react_mem.schema.services import Metadata, Triples
+from react_mem.schema.trajectory import PARSE_ERROR_ACTION
+
+logger = logging.getLogger(__name__)
+#: The flow's producer for provenance triples (agent-manager's spec name).
+EXPLAINABILITY = "explainability"
 
 ERROR_TYPE = "agent-error"
 
 
 def error_response(message: str, *, kind: str = ERROR_TYPE) -> AgentResponse:
-    """agent-manager's error reply; a ``kind`` other than ``agent-error`` leads the message."""
-    if kind != ERROR_TYPE:
+    """agent-manager's error reply; a ``kind`` other than ``agent-error`` leads the message
+    (unless the message names it already, as a service's error passed on does)."""
+    if kind != ERROR_TYPE and f"{kind}:" not in message:
         message = f"{kind}: {message}"
     return AgentResponse(
         message_type="error",
@@ -33,16 +50,64 @@ def error_response(message: str, *, kind: str = ERROR_TYPE) -> AgentResponse:
 
 
 class Responder:
-    def __init__(self, ctx: MessageContext, session_id: str, iteration: int, streaming: bool):
+    def __init__(
+        self,
+        ctx: MessageContext,
+        session_id: str,
+        iteration: int,
+        streaming: bool,
+        *,
+        collection: str = "default",
+    ):
         self.ctx, self.streaming = ctx, streaming
-        base = f"urn:trustgraph:agent:{session_id}"
-        self.thought_id = f"{base}/i{iteration}/thought"
-        self.observation_id = f"{base}/i{iteration}/observation"
-        self.answer_id = f"{base}/final"
+        self.session, self.iteration, self.collection = session_id, iteration, collection
+        self.thought_id = explain.thought_uri(session_id, iteration)
+        self.observation_id = explain.observation_uri(session_id, iteration)
+        self.answer_id = explain.final_uri(session_id)
         self.in_token: int | None = None
         self.out_token: int | None = None
         self.model: str | None = None
+        #: The memory the prompt held (the invocation's), for the conclusion's provenance.
+        self.used: list[MemoryRef] = []
         self._thought_open = False
+        self._acted = False
+
+    # -- explainability ----------------------------------------------------------------
+    async def explain(self, uri: str, triples: list[Triple]) -> None:
+        """Provenance of one step: to the explainability flow (if any), then the caller."""
+        flow = self.ctx.flow
+        if flow.has_producer(EXPLAINABILITY):
+            metadata = Metadata(id=uri, collection=self.collection)
+            try:
+                await flow.send(EXPLAINABILITY, Triples(metadata=metadata, triples=triples))
+            except Exception as exc:  # provenance is never worth the answer
+                logger.warning("explainability %s not sent: %r", uri, exc)
+        await self.ctx.reply(
+            AgentResponse(
+                message_type="explain",
+                explain_id=uri,
+                explain_graph=explain.GRAPH_RETRIEVAL,
+                explain_triples=triples,
+            )
+        )
+
+    async def question(self, question: str, used: list[MemoryRef]) -> None:
+        """An invocation's start: the question, then the memory recalled into the prompt."""
+        await self.explain(
+            explain.session_uri(self.session), explain.session_triples(self.session, question)
+        )
+        if used:
+            await self.explain(
+                explain.memory_uri(self.session), explain.memory_triples(self.session, used)
+            )
+
+    async def action(self, name: str, arguments: dict[str, str], thought: str = "") -> None:
+        """The iteration's analysis, before its tool runs (agent-manager's ``on_action``)."""
+        self._acted = True
+        await self.explain(
+            explain.iteration_uri(self.session, self.iteration),
+            explain.iteration_triples(self.session, self.iteration, name, arguments),
+        )
 
     async def _send(self, kind: str, content: str, message_id: str, *, end: bool) -> None:
         await self.ctx.reply(
@@ -72,11 +137,29 @@ class Responder:
         else:
             await self._send("thought", text, self.thought_id, end=True)
 
-    async def observation(self, text: str) -> None:
+    async def observation(self, text: str, *, error: str | None = None) -> None:
+        """The observation, then its provenance (``error``: the tool failed so). A reply
+        that did not parse has an analysis too, as in agent-manager."""
+        if not self._acted:
+            await self.action(PARSE_ERROR_ACTION, {})
         await self._send("observation", text, self.observation_id, end=True)
+        await self.explain(
+            self.observation_id,
+            explain.observation_triples(self.session, self.iteration, error=error),
+        )
 
     async def answer(self, text: str) -> None:
-        """The end of the dialog: the whole answer, or (streaming) the terminal marker."""
+        """The conclusion's provenance, then the end of the dialog: the whole answer, or
+        (streaming) the terminal marker."""
+        triples = explain.final_triples(
+            self.session,
+            self.iteration,
+            in_token=self.in_token,
+            out_token=self.out_token,
+            model=self.model,
+            memory=bool(self.used),
+        )
+        await self.explain(self.answer_id, triples)
         await self.ctx.reply(
             AgentResponse(
                 message_type="answer",

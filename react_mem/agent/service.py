@@ -42,7 +42,7 @@ from react_mem.agent.memory_tools import memory_tools
 from react_mem.agent.metrics import agent_metrics
 from react_mem.agent.sources import CONVERSATIONS, SOURCES
 from react_mem.agent.parse import Action, Final, ParseError
-from react_mem.agent.respond import Responder, error_response
+from react_mem.agent.respond import EXPLAINABILITY, Responder, error_response
 from react_mem.agent.seal import StateSealer, invocation, load_key
 from react_mem.agent.tools import TOOL_CONFIG_TYPE, Tool, ToolCall, tools_from_config
 from react_mem.bus.transport import Transport
@@ -67,6 +67,7 @@ from react_mem.schema.services import (
     PromptResponse,
     ToolRequest,
     ToolResponse,
+    Triples,
 )
 from react_mem.schema.trajectory import PARSE_ERROR_ACTION, Outcome, Trajectory
 from react_mem.schema.working import WorkingMemoryRequest, WorkingMemoryResponse
@@ -165,6 +166,9 @@ class AgentProcessor(Processor):
         self.register_specification(
             ProducerSpec(name="trajectory", schema=Trajectory, optional=True)
         )
+        self.register_specification(
+            ProducerSpec(name=EXPLAINABILITY, schema=Triples, optional=True)
+        )
         for spec in _clients():
             self.register_specification(spec)
         self.register_config_handler(
@@ -241,7 +245,16 @@ class AgentProcessor(Processor):
         else:  # only the agent's own state, for this invocation, reaches the prompt
             inv.state = self.sealer.open(request.memory, bound_to)
         inv.state = inv.state.model_copy(update={"iteration": inv.state.iteration + 1})
-        respond = Responder(ctx, request.session_id, inv.state.iteration, request.streaming)
+        respond = Responder(
+            ctx,
+            request.session_id,
+            inv.state.iteration,
+            request.streaming,
+            collection=request.collection,
+        )
+        respond.used = inv.state.used
+        if inv.state.iteration == 1:  # provenance: the question and the memory recalled
+            await respond.question(request.question, inv.state.used)
 
         if inv.state.iteration > cfg.max_iterations:
             message = (
@@ -413,6 +426,7 @@ class AgentProcessor(Processor):
             await respond.observation(observation)
             return AgentStep(action=PARSE_ERROR_ACTION, observation=observation)
         await respond.thought(decision.thought)
+        await respond.action(decision.name, decision.arguments, decision.thought)
         tool = tools.get(decision.name)
         labels = {"processor": self.id, "tool": decision.name if tool else "unknown"}
         if tool is None:
@@ -435,7 +449,7 @@ class AgentProcessor(Processor):
                 observation = f"Tool {decision.name} failed: {reason}"
                 step_type = "tool-error"
             self.metrics.tool_duration.labels(**labels).observe(time.perf_counter() - started)
-        await respond.observation(observation)
+        await respond.observation(observation, error=observation if step_type else None)
         return AgentStep(
             thought=decision.thought,
             action=decision.name,
