@@ -105,7 +105,9 @@ NODES: tuple[Node, ...] = (
             *client("structured-query"),
             *client("embeddings"),
             *client("row-embeddings-query"),
+            *client("librarian"),
         ),
+        trustgraph_flows=(flow("explainability", "explainability"),),
     ),
     Node(
         "memory-learner",
