@@ -39,6 +39,7 @@ from react_mem.embedding.base import DEFAULT_BACKEND
 from react_mem.embedding.sentence import SentenceTransformerEmbedder
 from react_mem.errors import RequestTimeout
 from react_mem.schema.facts import FactInput, FactRequest, FactResponse
+from react_mem.schema.retrieval import RetrievalMode, RetrievalOptions
 
 Client = RequestResponseClient[FactRequest, FactResponse]
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "eval" / "locomo-dev.json"
@@ -356,11 +357,17 @@ async def ingest(client: Client, where: list[Scope], texts: list[str], batch: in
             f"[target >= {TARGET_INGEST:g}: {verdict}]")  # fmt: skip
 
 
-async def retrieval(client: Client, where: list[Scope], asked: list[str], warmup: int) -> str:
+async def retrieval(
+    client: Client, where: list[Scope], asked: list[str], warmup: int, mode: RetrievalMode
+) -> str:
     latencies = []
     for n, query in enumerate(asked):
         request = FactRequest(
-            operation="retrieve", collection=where[n % len(where)].collection, query=query, top_k=5
+            operation="retrieve",
+            collection=where[n % len(where)].collection,
+            query=query,
+            top_k=5,
+            retrieval=RetrievalOptions(mode=mode),
         )
         started = time.perf_counter()
         reply = await client.request(request)
@@ -370,7 +377,7 @@ async def retrieval(client: Client, where: list[Scope], asked: list[str], warmup
             latencies.append(elapsed)
     q = statistics.quantiles(latencies, n=100)
     ok = "PASS" if q[49] <= TARGET_P50_MS and q[98] <= TARGET_P99_MS else "FAIL"
-    return (f"retrieval p50 {q[49]:.1f} ms, p99 {q[98]:.1f} ms, max {max(latencies):.1f} ms "
+    return (f"{mode} retrieval p50 {q[49]:.1f} ms, p99 {q[98]:.1f} ms, max {max(latencies):.1f} ms "
             f"over {len(latencies)} queries (top_k 5) [targets p50 <= {TARGET_P50_MS:g}, "
             f"p99 <= {TARGET_P99_MS:g}: {ok}]")  # fmt: skip
 
@@ -399,13 +406,15 @@ async def run(args: argparse.Namespace, url: str, tmp: Path) -> None:
         async with service as client:
             print("  as grown (indexed by the store as it went):")
             print("    " + await ingest(client, where, texts[bus : bus + sample], batch))
-            print("    " + await retrieval(client, where, asked, args.warmup))
+            for mode in args.modes:
+                print("    " + await retrieval(client, where, asked, args.warmup, mode))
             rss = service.rss_mib()
         seconds = await optimize(data_dir)
         async with service as client:
             print(f"  after a full EdgeStore.optimize() ({seconds:.0f} s, offline):")
             print("    " + await ingest(client, where, texts[bus + sample : size], batch))
-            print("    " + await retrieval(client, where, asked, args.warmup))
+            for mode in args.modes:
+                print("    " + await retrieval(client, where, asked, args.warmup, mode))
             rss = max(rss, service.rss_mib())
         print(f"  service RSS (VmRSS): {rss:,.0f} MiB; load average now {os.getloadavg()[0]:.2f}")
 
@@ -421,6 +430,8 @@ def main() -> None:
         "--sample", type=int, default=1024, help="facts ingested via the bus, in each state"
     )
     parser.add_argument("--batch", type=int, default=64, help="facts per store request")
+    parser.add_argument("--modes", nargs="+", default=["hybrid", "dense"],
+                        choices=["dense", "lexical", "hybrid"], help="rankings timed")  # fmt: skip
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; texts: "
           f"{'LoCoMo turns + generated' if LOCOMO.is_file() else 'generated'}; "

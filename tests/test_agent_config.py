@@ -92,3 +92,20 @@ def test_an_unknown_agent_mem_key_is_refused_naming_the_closest_key() -> None:
     shared = AgentMemConfig.parse({"pii-policy": "drop", "episode-retention-days": "30"})
     assert shared == AgentMemConfig.parse({})
     assert AgentMemConfig.parse({"memory_token_budget": "100"}).memory_token_budget == 100
+
+
+def test_retrieval_keys_choose_how_facts_and_episodes_are_ranked() -> None:
+    from react_mem.agent.config import AgentMemConfig
+    from react_mem.errors import ConfigurationError
+
+    default = AgentMemConfig.parse({}).retrieval()
+    assert (default.mode, default.fusion) == ("hybrid", "rrf")
+    cfg = AgentMemConfig.parse(
+        {"retrieval-mode": "lexical", "retrieval-fusion": "dbsf", "retrieval-weights": "[1, 3]"}
+    )
+    chosen = cfg.retrieval()
+    assert (chosen.mode, chosen.fusion) == ("lexical", "dbsf")
+    assert (chosen.dense_weight, chosen.lexical_weight) == (1.0, 3.0)
+    for bad in [{"retrieval-mode": "fuzzy"}, {"retrieval-weights": "[1, -2]"}]:
+        with pytest.raises(ConfigurationError, match="retrieval"):
+            AgentMemConfig.parse(bad)

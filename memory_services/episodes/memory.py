@@ -133,9 +133,11 @@ class EpisodeMemory:
         top_k = request.top_k or self._default_top_k
         if top_k > self._limits.max_top_k:
             raise BadRequest(f"retrieve: top_k {top_k} exceeds {self._limits.max_top_k}")
-        text: str | None = None
         if request.vector is not None:
             vector = self._checked_vector(request.vector)
+            # Beside a vector, the words hybrid ranking reads (the goal's start, if long).
+            words = f"{request.goal}\n{request.context}".strip()
+            text = words[: self._limits.max_goal_chars + self._limits.max_context_chars] or None
         else:
             text = query_text(request, self._limits)
             [vector] = await retrying(EMBEDDER, self._embedder.embed, [text])

@@ -233,19 +233,22 @@ class FactMemory:
         min_score: float | None = None,
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
     ) -> list[Fact]:
-        """The current facts most similar to ``query`` (embedded once; ranked as
-        ``retrieval`` says, hybrid by default) or ``vector`` (dense), best first; each
-        one's ``last_accessed`` and ``access_count`` are updated."""
+        """The current facts most similar to ``query`` (embedded once, unless its embedding
+        comes as ``vector``), ranked as ``retrieval`` says (hybrid by default; by ``vector``
+        alone: dense), best first; each one's ``last_accessed`` and ``access_count`` are
+        updated."""
         ctx = self.ctx
-        if (query is None) == (vector is None):
-            raise BadRequest("retrieve needs exactly one of 'query' and 'vector'")
+        if query is None and vector is None:
+            raise BadRequest("retrieve needs 'query' or 'vector' (or both)")
         if top_k > ctx.policy.max_top_k:
             raise BadRequest(f"top_k is {top_k}; at most {ctx.policy.max_top_k}")
-        if query is not None:
-            [probe] = await ctx.embed([ctx.content(query, "query")])
-        else:
-            assert vector is not None
+        if vector is not None:
             probe = query_vector(vector, ctx.embedder.dimension)
+            if query is not None:  # beside a vector: the words hybrid ranking reads
+                query = query[: ctx.policy.max_content_chars] if query.strip() else None
+        else:
+            assert query is not None
+            [probe] = await ctx.embed([ctx.content(query, "query")])
         now = ctx.clock()
         hits = await ctx.search(
             scope,

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import difflib
 import json
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from react_mem.errors import ConfigurationError
 from react_mem.schema.playbook import Weights
+from react_mem.schema.retrieval import FusionMethod, RetrievalMode, RetrievalOptions
 
 CONFIG_TYPE = "agent-mem"
 #: TrustGraph agent-manager's config type (its ``--config-type`` default). Of it the agent
@@ -35,6 +36,9 @@ SHARED_KEYS = frozenset(
 )
 
 
+_Weight = Annotated[float, Field(ge=0.0, le=100.0)]
+
+
 class AgentMemConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
@@ -50,6 +54,14 @@ class AgentMemConfig(BaseModel):
     #: Facts and episodes less similar than this (cosine) are left out of the prompt.
     fact_min_score: float = Field(default=0.15, ge=-1.0, le=1.0, alias="fact-min-score")
     episode_min_score: float = Field(default=0.3, ge=-1.0, le=1.0, alias="episode-min-score")
+    #: How facts and episodes are ranked: by meaning (``dense``), by words (``lexical``,
+    #: BM25) or both fused (``hybrid``: ``rrf`` ranks or ``dbsf`` scores), and RRF's
+    #: weights as ``[dense, lexical]``.
+    retrieval_mode: RetrievalMode = Field(default="hybrid", alias="retrieval-mode")
+    retrieval_fusion: FusionMethod = Field(default="rrf", alias="retrieval-fusion")
+    retrieval_weights: tuple[_Weight, _Weight] = Field(
+        default=(1.0, 1.0), alias="retrieval-weights"
+    )
     #: Most tokens the memory section of a prompt may take.
     memory_token_budget: int = Field(default=800, ge=0, alias="memory-token-budget")
     #: Seconds each memory service may take at invocation start; a late one is left out.
@@ -87,6 +99,16 @@ class AgentMemConfig(BaseModel):
     llm_timeout: float = Field(default=60.0, gt=0, le=3600, alias="llm-timeout")
     #: Seconds to wait for one tool call.
     tool_timeout: float = Field(default=60.0, gt=0, alias="tool-timeout")
+
+    def retrieval(self) -> RetrievalOptions:
+        """What the memory services are asked to rank by."""
+        dense, lexical = self.retrieval_weights
+        return RetrievalOptions(
+            mode=self.retrieval_mode,
+            fusion=self.retrieval_fusion,
+            dense_weight=dense,
+            lexical_weight=lexical,
+        )
 
     def memory_for(self, requested: bool | None) -> bool:
         """Memory for one request: its own ``enable_memory``, else this workspace's."""

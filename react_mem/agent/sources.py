@@ -116,7 +116,8 @@ async def _facts(ask: Ask) -> list[Item]:
         top_k=ask.top_k,
         min_score=ask.min_score,
         vector=ask.vector,
-        query=ask.question if ask.vector is None else None,
+        query=ask.question,  # also beside the vector: hybrid ranking reads its words
+        retrieval=ask.cfg.retrieval(),
     )
     response: FactResponse = _answer(await ask.flow.client(FACTS.client).request(request))
     return fact_items(response.facts)
@@ -130,7 +131,8 @@ async def _episodes(ask: Ask) -> list[Item]:
         top_k=ask.top_k,
         min_score=ask.min_score,
         vector=ask.vector,
-        goal=ask.question if ask.vector is None else "",
+        goal=ask.question,  # also beside the vector: hybrid ranking reads its words
+        retrieval=ask.cfg.retrieval(),
     )
     response: EpisodeResponse = _answer(await ask.flow.client(EPISODES.client).request(request))
     return episode_items(response.episodes)

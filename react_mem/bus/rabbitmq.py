@@ -101,10 +101,12 @@ class RabbitMQOptions:
         return f"amqp://{self.host}:{self.port}{'' if self.vhost == '/' else '/' + self.vhost}"
 
 
+def _headers(properties: dict[str, str]) -> dict[str, Any]:
+    return dict(properties)
+
+
 def _properties(message: AbstractIncomingMessage) -> tuple[dict[str, str], int]:
-    """The message's properties (headers) and its redelivery count: the count it was
-    republished with, plus one if RabbitMQ hands it back from a consumer that went away
-    (possibly one that had not yet handed it to a handler: counted all the same)."""
+    """The message's properties (headers) and its redelivery count."""
     properties: dict[str, str] = {}
     for key, value in (message.headers or {}).items():
         if isinstance(value, bytes):
@@ -192,10 +194,7 @@ class RabbitMQConsumer:
         await asyncio.sleep(
             min(options.nack_delay * 2**delivery.redelivery_count, options.max_nack_delay)
         )
-        headers: dict[str, Any] = {
-            **delivery.properties,
-            COUNT_HEADER: str(delivery.redelivery_count + 1),
-        }
+        headers = _headers(delivery.properties) | {COUNT_HEADER: delivery.redelivery_count + 1}
         try:
             await self._transport.publish(
                 message.body,
@@ -310,27 +309,19 @@ class RabbitMQTransport:
         persistent: bool,
         routing_key: str = "",
     ) -> None:
-        """Publish and wait for the broker's confirmation. While the connection is being
-        restored, retried for up to ``publish_timeout`` (as a Pulsar producer waits)."""
+        """Publish and wait for the broker's confirmation."""
         where = exchange.name or routing_key
         try:
-            async for attempt in AsyncRetrying(
-                retry=retry_if_exception_type((TimeoutError, *_ERRORS, RuntimeError)),
-                wait=wait_exponential(multiplier=0.05, max=2.0),
-                stop=stop_after_delay(self.options.publish_timeout),
-                reraise=True,
-            ):
-                with attempt:
-                    await self.broker.publish(
-                        data,
-                        exchange=exchange,
-                        routing_key=routing_key,
-                        headers=headers,
-                        content_type="application/json",
-                        persist=persistent,
-                        mandatory=False,
-                        timeout=self.options.publish_timeout,
-                    )
+            await self.broker.publish(
+                data,
+                exchange=exchange,
+                routing_key=routing_key,
+                headers=headers,
+                content_type="application/json",
+                persist=persistent,
+                mandatory=False,
+                timeout=self.options.publish_timeout,
+            )
         except (TimeoutError, *_ERRORS, RuntimeError) as exc:
             raise BusError(f"send to {where} failed: {exc!r}") from exc
 

@@ -11,7 +11,6 @@ from typing import TextIO, TypeAlias
 
 from react_mem.bus.backends import open_bus
 from react_mem.bus.transport import BrokerNotRunning, Transport
-from react_mem.commands.topology import queue
 from react_mem.processor.settings import BusSettings
 
 # A string: the class is not subscriptable at run time.
@@ -32,9 +31,8 @@ class ServiceQueues:
 
     @classmethod
     def of(cls, service: str, workspace: str, flow: str) -> ServiceQueues:
-        return cls(
-            queue("request", service, workspace, flow), queue("response", service, workspace, flow)
-        )
+        tail = f"{service}:{workspace}:{flow}"
+        return cls(f"request:tg:{tail}", f"response:tg:{tail}")
 
 
 def flow_args(parser: argparse.ArgumentParser) -> None:

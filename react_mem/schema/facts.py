@@ -47,6 +47,7 @@ from react_mem.schema.base import WireModel
 from react_mem.schema.consolidation import ConsolidationReport
 from react_mem.schema.forget import Forgotten
 from react_mem.schema.retrieval import RetrievalOptions
+from react_mem.schema.retrieval import RetrievalOptions
 
 FACT_OPERATIONS = (
     "store",
@@ -140,7 +141,8 @@ class FactRequest(WireModel):
     fact_id: str | None = None
     #: get, delete.
     ids: list[str] = Field(default_factory=list)
-    #: retrieve: by ``query`` text or by ``vector`` (exactly one).
+    #: retrieve: by ``query`` text, by ``vector``, or both (``vector`` then is the query's
+    #: embedding, so the service embeds nothing; ``query`` gives the words hybrid ranks by).
     query: str | None = None
     vector: list[float] | None = None
     top_k: int = Field(default=5, ge=1)
