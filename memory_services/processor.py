@@ -1,9 +1,14 @@
-"""What episode- and conversation-memory processors share: store, embedder, scope, sweeps.
+"""What the memory services share: settings, store, embedder, scope, paging, sweeps.
 
-A :class:`MemoryProcessor` opens its vector store and the process-wide embedder in
-:meth:`start` (never in ``__init__``), lets the subclass create its collections, starts its
-flows, then runs :meth:`sweep` every ``sweep_interval`` seconds in the background (retention,
-idle detection, memory-size gauges) until :meth:`stop`, which closes the store.
+A :class:`MemoryProcessor` is generic over its settings class
+(``class FactMemoryProcessor(MemoryProcessor[FactMemorySettings])``: ``self.settings`` is
+typed as that class, and the processor's ``Settings`` is set to it). It opens its vector
+store and embedder in :meth:`start` (never in ``__init__``), lets the subclass create its
+collections, starts its flows, then runs :meth:`sweep` every ``settings.sweep_interval``
+seconds in the background (retention, idle detection, memory-size gauges) until
+:meth:`stop`, which closes the store. The store (default: the configured backend) and the
+embedder (default: the process-wide one for the configured model) can be passed in, so tests
+run a service on a small deterministic embedder.
 """
 
 from __future__ import annotations
@@ -12,8 +17,10 @@ import asyncio
 import contextlib
 import logging
 import time
+import typing
+import uuid
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
@@ -37,14 +44,29 @@ logger = logging.getLogger(__name__)
 #: Longest workspace, collection, user or conversation id accepted in a scope.
 MAX_SCOPE_ID_CHARS = 256
 
+#: Most characters of a bad page ``offset`` an error repeats.
+PAGE_OFFSET_CHARS = 64
+
 Clock = Callable[[], float]
+SettingsT = TypeVar("SettingsT", bound=MemorySettings)
 
 
-class MemoryProcessor(Processor):
+class MemoryProcessor(Processor, Generic[SettingsT]):
     Settings: ClassVar[type[ProcessorSettings]] = MemorySettings
+    #: Of the ``Settings`` class (:class:`Processor` revalidates what it is given as it).
+    settings: SettingsT
     #: Removals are audited (:mod:`react_mem.processor.audit`); an operation a service does
     #: not have is never seen.
     audited_operations: ClassVar[frozenset[str]] = frozenset({"delete", "purge", "forget"})
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # ``MemoryProcessor[XSettings]`` as a base: XSettings is the class settings load as.
+        for base in cls.__dict__.get("__orig_bases__", ()):
+            if typing.get_origin(base) is MemoryProcessor:
+                [settings_class] = typing.get_args(base)
+                if isinstance(settings_class, type):
+                    cls.Settings = settings_class
 
     def __init__(
         self,
@@ -53,18 +75,22 @@ class MemoryProcessor(Processor):
         *,
         registry: CollectorRegistry | None = None,
         clock: Clock = time.time,
+        store: VectorStore | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
+        """``store``: not yet open (the processor opens and closes it); default: the
+        configured backend. ``embedder``: default the process-wide one for the configured
+        model (:func:`shared_embedder`)."""
         super().__init__(settings, transport, registry=registry)
-        assert isinstance(self.settings, MemorySettings)
-        self.memory_settings: MemorySettings = self.settings
         self.clock = clock
         self.items: Gauge = memory_items(registry)
         self.index_duration: Histogram = index_duration(registry)
+        self._given_store, self._given_embedder = store, embedder
         self._store: VectorStore | None = None
         self._embedder: Embedder | None = None
         self._sweeper: asyncio.Task[None] | None = None
         #: Screens what the service is asked to store for PII and secrets.
-        self.pii = PiiGuard(self.id, self.memory_settings.pii(), registry)
+        self.pii = PiiGuard(self.id, self.settings.pii(), registry)
         self.register_config_handler([PII_CONFIG_TYPE], self.pii.on_config)
 
     def retention(self, key: str, default_days: float | None) -> WorkspaceRetention:
@@ -75,11 +101,6 @@ class MemoryProcessor(Processor):
         return retention
 
     # -- subclass hooks ------------------------------------------------------------
-    @property
-    def sweep_interval(self) -> float:
-        """Seconds between background sweeps."""
-        return 60.0
-
     async def open_memory(self, store: VectorStore, embedder: Embedder) -> None:
         """Create collections and the logic objects; called once the store is open."""
 
@@ -97,11 +118,11 @@ class MemoryProcessor(Processor):
         return self._store
 
     async def start(self) -> None:
-        store = make_store(self.memory_settings, on_indexed=self._indexed)
+        store = self._given_store or make_store(self.settings, on_indexed=self._indexed)
         await store.open()
         self._store = store
         try:
-            embedder = shared_embedder(self.memory_settings)
+            embedder = self._given_embedder or shared_embedder(self.settings)
             await asyncio.gather(embedder.start(), self.pii.start())
             self._embedder = embedder
             await self.open_memory(store, embedder)
@@ -139,7 +160,7 @@ class MemoryProcessor(Processor):
             except Exception:
                 # A store outage must not end the task: the next pass tries again.
                 logger.exception("%s: background sweep failed", self.id)
-            await asyncio.sleep(self.sweep_interval)
+            await asyncio.sleep(self.settings.sweep_interval)
 
     # -- requests ------------------------------------------------------------------
     def scope(
@@ -162,8 +183,13 @@ class MemoryProcessor(Processor):
         return Scope(ctx.flow.workspace, collection, user, conversation)
 
 
-def unknown_operation(operation: str, known: tuple[str, ...]) -> BadRequest:
-    return BadRequest(
-        f"unknown operation {operation!r}; expected one of {', '.join(known)}",
-        type="bad-operation",
-    )
+def page_offset(operation: str, offset: str | None) -> str | None:
+    """A ``list`` request's ``offset``: the ``next_offset`` of the page before (a store
+    point id), refused with a clear error unless it is one (a UUID)."""
+    if offset is None:
+        return None
+    with contextlib.suppress(ValueError):
+        if len(offset) <= PAGE_OFFSET_CHARS:
+            return str(uuid.UUID(offset))
+    shown = offset[:PAGE_OFFSET_CHARS]
+    raise BadRequest(f"{operation}: {shown!r} is not an offset from a previous page")

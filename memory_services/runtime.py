@@ -68,6 +68,8 @@ class MemorySettings(ProcessorSettings):
     pii_policy: PiiAction = "redact"
     pii_entities: list[str] | None = None
     pii_score_threshold: float = Field(default=DEFAULT_THRESHOLD, ge=0.0, le=1.0)
+    #: Seconds between background sweeps (retention, idle detection, size gauges).
+    sweep_interval: float = Field(default=60.0, gt=0)
 
     def pii(self) -> PiiPolicy:
         """The default PII policy (raises :class:`ConfigurationError` naming a bad entity)."""

@@ -1,4 +1,5 @@
-"""conversation-memory over the real broker, the embedded Qdrant store and MiniLM."""
+"""conversation-memory over the real broker and the embedded Qdrant store; MiniLM where
+search is tested, a hashed bag of words elsewhere."""
 
 from __future__ import annotations
 
@@ -12,17 +13,23 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from memory_services.conversations.lifecycle import ConversationLifecycle
-from memory_services.conversations.service import ConversationMemoryProcessor
+from memory_services.conversations.service import (
+    ConversationMemoryProcessor,
+    ConversationMemorySettings,
+)
 from memory_services.store.base import Scope
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue
 from react_mem.bus.transport import Consumer
+from react_mem.embedding.base import Embedder
+from react_mem.embedding.shared import shared_embedder
 from react_mem.schema.conversations import (
     ConversationEnded,
     ConversationRequest,
     ConversationResponse,
     ConversationTurn,
 )
+from tests.support.embedder import HashingEmbedder
 from tests.support.memory_services import MovableClock, Raw, Running, serving, topics
 from tests.support.recording import eventually
 
@@ -40,8 +47,10 @@ async def conversation_service(
     *,
     clock: MovableClock | None = None,
     cls: type[ConversationMemoryProcessor] = ConversationMemoryProcessor,
+    embedder: Embedder | None = None,
     **settings: Any,
 ) -> AsyncIterator[Service]:
+    """``embedder``: default a hashed bag of words; the real model where search is tested."""
     async with serving(
         cls,
         ConversationResponse,
@@ -51,6 +60,7 @@ async def conversation_service(
         data_dir=tmp_path / "conversations",
         registry=registry,
         clock=clock or MovableClock(),
+        embedder=embedder or HashingEmbedder(),
         **settings,
     ) as running:
         yield running
@@ -473,7 +483,10 @@ def test_an_event_too_large_for_the_bus_leaves_out_its_oldest_turns() -> None:
 async def test_search_finds_a_rare_token_and_brings_the_turns_around_a_hit(
     transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
 ) -> None:
-    async with conversation_service(transport, registry, tmp_path, unique) as service:
+    model = shared_embedder(ConversationMemorySettings.load({"id": "conversation-tests"}))
+    async with conversation_service(
+        transport, registry, tmp_path, unique, embedder=model
+    ) as service:
         for n in range(6):
             await ok(service, append("c1", n))
         await ok(service, append("c2", 0, query="ship order QX-5581", answer="shipped"))

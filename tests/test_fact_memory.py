@@ -1,4 +1,5 @@
-"""Fact memory over the real embedded broker, the real edge store and the real MiniLM model."""
+"""Fact memory over the real embedded broker and the real edge store; the real MiniLM model
+where what it finds is tested (``model_facts``), a hashed bag of words elsewhere."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ from react_mem.bus.queues import Queue
 from react_mem.embedding.base import Embedder
 from react_mem.embedding.shared import shared_embedder
 from react_mem.schema.facts import FactInput, FactRequest, FactResponse
+from tests.support.embedder import HashingEmbedder
 from tests.support.fact_memory import FactService
 from tests.support.fact_memory import fact_service as shared_fact_service
-from tests.support.memory_services import START
+from tests.support.memory_services import START, Raw
 from tests.support.recording import eventually
 
 pytestmark = pytest.mark.broker
@@ -39,7 +41,7 @@ class Service(FactService):
         return self.gauge("tg_memory_items")
 
 
-fact_service = functools.partial(shared_fact_service, client=Service)
+fact_service = functools.partial(shared_fact_service, client=Service, embedder=HashingEmbedder())
 
 
 @pytest.fixture
@@ -50,15 +52,30 @@ async def facts(
         yield service
 
 
+@pytest.fixture
+async def model_facts(
+    transport: PulsarTransport,
+    registry: CollectorRegistry,
+    tmp_path: Path,
+    unique: str,
+    embedder: Embedder,
+) -> AsyncIterator[Service]:
+    """On the real model: for what similarity decides (retrieval, near-duplicates)."""
+    async with fact_service(transport, registry, tmp_path, unique, embedder=embedder) as service:
+        yield service
+
+
 async def test_stored_fact_is_retrieved_by_text_and_by_vector(
-    facts: Service, embedder: Embedder
+    model_facts: Service, embedder: Embedder
 ) -> None:
-    carol, _, _ = await facts.store(
+    carol, _, _ = await model_facts.store(
         "Carol has a pet tortoise named Sheldon.",
         "The quarterly report is due on the first Monday of April.",
         "Dmitri prefers his coffee black without sugar.",
     )
-    found = (await facts.ok("retrieve", query="What kind of pet does Carol own?", top_k=3)).facts
+    found = (
+        await model_facts.ok("retrieve", query="What kind of pet does Carol own?", top_k=3)
+    ).facts
     assert found[0].id == carol
     assert found[0].content == "Carol has a pet tortoise named Sheldon."
     scores = [f.score for f in found]
@@ -67,24 +84,22 @@ async def test_stored_fact_is_retrieved_by_text_and_by_vector(
 
     await embedder.start()
     [vector] = await embedder.embed(["Who has a tortoise?"])
-    by_vector = (await facts.ok("retrieve", vector=vector, top_k=1)).facts
+    by_vector = (await model_facts.ok("retrieve", vector=vector, top_k=1)).facts
     assert [f.id for f in by_vector] == [carol]
-    facts.clock.now = T0 + 5
-    assert (await facts.one(carol)).access_count == 2
-    assert (await facts.one(carol)).last_accessed == T0  # a get is not a retrieval
+    model_facts.clock.now = T0 + 5
+    assert (await model_facts.one(carol)).access_count == 2
+    assert (await model_facts.one(carol)).last_accessed == T0  # a get is not a retrieval
 
-    strict = await facts.ok(
+    strict = await model_facts.ok(
         "retrieve",
         query="What kind of pet does Carol own?",
         min_score=0.99,
         retrieval={"mode": "dense"},
     )
     assert strict.facts == []  # hybrid: min_score bounds the dense side, words still match
-    both = await facts.ok("retrieve", query="Carol's tortoise", vector=vector, top_k=1)
-    assert [f.id for f in both.facts] == [carol]  # the vector embeds, the query's words rank
-    assert await facts.error("retrieve", top_k=1) == "bad-request"
-    assert await facts.error("retrieve", vector=[0.1, 0.2]) == "bad-request"
-    assert facts.size() == 3
+    assert await model_facts.error("retrieve", query="pets", vector=vector) == "bad-request"
+    assert await model_facts.error("retrieve", vector=[0.1, 0.2]) == "bad-request"
+    assert model_facts.size() == 3
 
 
 async def test_redelivered_store_does_not_duplicate_or_reinforce(
@@ -121,30 +136,34 @@ async def test_redelivered_store_does_not_duplicate_or_reinforce(
     assert again.stored[0].status == "reinforced" and again.stored[0].id == first.stored[1].id
 
 
-async def test_near_duplicate_reinforces_instead_of_adding(facts: Service) -> None:
-    [bob] = await facts.store("Bob's favourite colour is green.")
+async def test_near_duplicate_reinforces_instead_of_adding(model_facts: Service) -> None:
+    [bob] = await model_facts.store("Bob's favourite colour is green.")
     same = (
-        await facts.ok("store", facts=[FactInput(content="  BOB'S favourite   colour is green")])
+        await model_facts.ok(
+            "store", facts=[FactInput(content="  BOB'S favourite   colour is green")]
+        )
     ).stored
     assert (same[0].id, same[0].status, same[0].similarity) == (bob, "reinforced", 1.0)
-    assert (await facts.one(bob)).confidence == pytest.approx(0.76)  # 0.7, 20% towards 1
+    assert (await model_facts.one(bob)).confidence == pytest.approx(0.76)  # 0.7, 20% towards 1
     near = (
-        await facts.ok(
+        await model_facts.ok(
             "store", facts=[FactInput(content="Bob's favorite color is green.", confidence=0.9)]
         )
     ).stored
     assert near[0].id == bob and near[0].status == "reinforced"
     assert near[0].similarity is not None and 0.92 <= near[0].similarity < 1.0
     other = (
-        await facts.ok("store", facts=[FactInput(content="Bob works as a carpenter in Leeds.")])
+        await model_facts.ok(
+            "store", facts=[FactInput(content="Bob works as a carpenter in Leeds.")]
+        )
     ).stored
     assert other[0].status == "added" and other[0].id != bob
 
-    fact = await facts.one(bob)
+    fact = await model_facts.one(bob)
     assert fact.access_count == 2
     assert fact.confidence == pytest.approx(0.9)  # the restatement's own, above 0.808
     assert fact.content == "Bob's favourite colour is green."  # the first wording stays
-    assert len(await facts.listed()) == 2
+    assert len(await model_facts.listed()) == 2
 
     # In one batch: a near-duplicate of a stored fact, and one of a fact new in the batch.
     texts = [
@@ -153,16 +172,16 @@ async def test_near_duplicate_reinforces_instead_of_adding(facts: Service) -> No
         "Carol keeps bees at her allotment.",
         "The office moved to Manchester in May.",
     ]
-    batch = (await facts.ok("store", facts=[FactInput(content=t) for t in texts])).stored
+    batch = (await model_facts.ok("store", facts=[FactInput(content=t) for t in texts])).stored
     assert [s.status for s in batch] == ["reinforced", "added", "added", "added"]
-    assert batch[0].id == bob and (await facts.one(bob)).access_count == 3
+    assert batch[0].id == bob and (await model_facts.one(bob)).access_count == 3
     assert batch[2].id == batch[1].id and (batch[2].similarity or 0) >= 0.92
     assert batch[3].id not in {bob, batch[1].id}
-    assert len(await facts.listed()) == 4
+    assert len(await model_facts.listed()) == 4
 
     # Within one batch, an exact repetition merges into the fact the batch adds.
     batch = (
-        await facts.ok(
+        await model_facts.ok(
             "store",
             facts=[
                 FactInput(content="Frank plays the cello."),
@@ -171,40 +190,40 @@ async def test_near_duplicate_reinforces_instead_of_adding(facts: Service) -> No
         )
     ).stored
     assert batch[0].id == batch[1].id and batch[0].status == "added"
-    assert len(await facts.listed()) == 5
+    assert len(await model_facts.listed()) == 5
 
 
 async def test_alike_facts_that_differ_in_a_negation_or_a_code_stay_distinct(
-    facts: Service,
+    model_facts: Service,
 ) -> None:
     """Issue 11: "not allergic" was merged into "allergic" and "code word 1" into "code
     word 0" by cosine similarity alone; the merge guard keeps each a fact of its own."""
     allergic, negated = "Alice is allergic to penicillin.", "Alice is not allergic to penicillin."
     codes = ["Remember code word 0: KWccec0bx0", "Remember code word 1: KWccec0bx1"]
-    [first] = await facts.store(allergic)
-    stored = (await facts.ok("store", facts=[FactInput(content=negated)])).stored
+    [first] = await model_facts.store(allergic)
+    stored = (await model_facts.ok("store", facts=[FactInput(content=negated)])).stored
     assert [s.status for s in stored] == ["added"] and stored[0].id != first
     # Within one batch too (the second is checked against the first, new in the batch).
-    batch = (await facts.ok("store", facts=[FactInput(content=c) for c in codes])).stored
+    batch = (await model_facts.ok("store", facts=[FactInput(content=c) for c in codes])).stored
     assert [s.status for s in batch] == ["added", "added"] and batch[0].id != batch[1].id
 
     ids = [first, stored[0].id, batch[0].id, batch[1].id]
-    got = await facts.ok("get", ids=ids)
+    got = await model_facts.ok("get", ids=ids)
     assert [f.content for f in got.facts] == [allergic, negated, *codes] and not got.missing
     assert all(f.access_count == 0 and f.aliases == [] for f in got.facts)  # none reinforced
     # Both of each pair are retrieved, as distinct records that embed alike: above the
     # store's near-duplicate threshold (0.92), so similarity alone would merge them.
     for query, pair in ((allergic, ids[:2]), (codes[1], ids[2:])):
-        found = (await facts.ok("retrieve", query=query, top_k=2)).facts
+        found = (await model_facts.ok("retrieve", query=query, top_k=2)).facts
         assert {f.id for f in found} == set(pair)
         assert min(f.score or 0.0 for f in found) >= 0.92
-    assert len(await facts.listed()) == 4
+    assert len(await model_facts.listed()) == 4
 
 
-async def test_a_restatement_reinforces_and_keeps_its_wording(facts: Service) -> None:
-    [tea] = await facts.store("Alice likes green tea.")
+async def test_a_restatement_reinforces_and_keeps_its_wording(model_facts: Service) -> None:
+    [tea] = await model_facts.store("Alice likes green tea.")
     for same in ("Alice likes green tea!", "alice likes green tea"):
-        [s] = (await facts.ok("store", facts=[FactInput(content=same)])).stored
+        [s] = (await model_facts.ok("store", facts=[FactInput(content=same)])).stored
         assert (s.id, s.status, s.similarity) == (tea, "reinforced", 1.0)
     # Other words than the normalised text, but only filler and a plural: a near-duplicate.
     for near in (
@@ -212,15 +231,17 @@ async def test_a_restatement_reinforces_and_keeps_its_wording(facts: Service) ->
         "Alice likes green teas",
         "alice likes THE green tea",
     ):
-        [s] = (await facts.ok("store", facts=[FactInput(content=near)])).stored
+        [s] = (await model_facts.ok("store", facts=[FactInput(content=near)])).stored
         assert (s.id, s.status) == (tea, "reinforced")
         assert s.similarity is not None and 0.92 <= s.similarity < 1.0
-    fact = await facts.one(tea)
+    fact = await model_facts.one(tea)
     assert fact.content == "Alice likes green tea." and fact.access_count == 5
     # Each merged wording is kept, once (the last one repeats the first by normalised text).
     assert fact.aliases == ["Alice likes the green tea.", "Alice likes green teas"]
-    assert [f.aliases for f in (await facts.ok("history", fact_id=tea)).facts] == [fact.aliases]
-    assert len(await facts.listed()) == 1
+    assert [f.aliases for f in (await model_facts.ok("history", fact_id=tea)).facts] == [
+        fact.aliases
+    ]
+    assert len(await model_facts.listed()) == 1
 
 
 async def test_scopes_never_leak_between_workspaces_collections_and_users(
@@ -404,14 +425,19 @@ async def test_purge_by_conversation_by_user_and_by_collection(facts: Service) -
 
 async def test_get_delete_and_paged_list(facts: Service) -> None:
     ids = await facts.store(*(f"Room {n} is on floor {n % 4}." for n in range(7)))
-    pages, cursor = [], None
+    pages, offset = [], None
     while True:
-        page = await facts.ok("list", limit=3, cursor=cursor)
+        page = await facts.ok("list", limit=3, offset=offset)
         pages.append([f.id for f in page.facts])
-        cursor = page.next_cursor
-        if cursor is None:
+        offset = page.next_offset
+        if offset is None:
             break
     assert sorted(i for p in pages for i in p) == sorted(ids) and max(map(len, pages)) == 3
+    # The former names, ``cursor`` and ``next_cursor``, still work; a made-up offset does not.
+    first = await facts.ok("list", limit=3)
+    by_cursor = await facts.ok("list", limit=3, cursor=first.next_cursor)
+    assert first.next_cursor == first.next_offset and [f.id for f in by_cursor.facts] == pages[1]
+    assert await facts.error("list", offset="page-2") == "bad-request"
     assert (await facts.ok("delete", ids=ids[:2])).deleted == 2
     got = await facts.ok("get", ids=[ids[0], ids[2].upper()])
     assert [f.id for f in got.facts] == [ids[2]] and got.missing == [ids[0]]
@@ -468,14 +494,16 @@ async def test_bad_input_is_answered_writes_nothing_and_the_consumer_keeps_servi
     assert len(await facts.store(good.content)) == 1  # still serving
 
 
-async def test_an_operation_listed_but_not_dispatched_is_refused_never_a_purge(
-    facts: Service, monkeypatch: pytest.MonkeyPatch
+async def test_an_unknown_or_missing_operation_is_refused_and_purges_nothing(
+    facts: Service,
 ) -> None:
-    """Adding a name to the operation list without its branch must not fall through to a
-    destructive default (it used to purge the scope)."""
-    import memory_services.facts.service as service
-
+    """Operations are a closed type: a request naming one the service lacks is refused when
+    it is decoded, never dispatched (a name without a branch used to fall through to a
+    purge of the scope)."""
     await facts.store("Rowan keeps bees.")
-    monkeypatch.setattr(service, "FACT_OPERATIONS", (*service.FACT_OPERATIONS, "archive"))
     assert await facts.error("archive") == "bad-operation"
+    for body in ({}, {"operation": 42}, {"operation": None}, {"operation": "Purge"}):
+        reply = await facts.running.ask(Raw(body=body), "ws-a")
+        assert reply.error is not None and reply.error.type == "bad-operation", body
+        assert "operation" in reply.error.message
     assert [f.content for f in await facts.listed()] == ["Rowan keeps bees."]

@@ -28,6 +28,7 @@ from react_mem.bus.queues import Queue
 from react_mem.embedding.base import Embedder
 from react_mem.embedding.shared import shared_embedder
 from react_mem.schema.playbook import (
+    OPERATIONS,
     Bullet,
     Delta,
     DeltaOperation,
@@ -35,7 +36,7 @@ from react_mem.schema.playbook import (
     PlaybookResponse,
     Weights,
 )
-from tests.support.memory_services import START, MovableClock, Running, serving, topics
+from tests.support.memory_services import START, MovableClock, Raw, Running, serving, topics
 from tests.support.recording import eventually
 
 pytestmark = pytest.mark.broker
@@ -71,6 +72,9 @@ class Service:
     async def ask(
         self, operation: str, *, workspace: str = "ws-a", **fields: Any
     ) -> PlaybookResponse:
+        """``operation`` may be one the service lacks: then the request goes as raw JSON."""
+        if operation not in OPERATIONS:
+            return await self.running.ask(Raw(body={"operation": operation, **fields}), workspace)
         return await self.running.ask(PlaybookRequest(operation=operation, **fields), workspace)
 
     async def ok(self, operation: str, **fields: Any) -> PlaybookResponse:

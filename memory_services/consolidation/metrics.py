@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter
@@ -68,6 +70,14 @@ class Consolidations:
             return False
         self._next = time.monotonic() + self.interval
         return True
+
+    async def run_if_due(
+        self, consolidate_all: Callable[[str], Awaitable[Sequence[ConsolidationReport]]]
+    ) -> None:
+        """A scheduled pass over every collection (``consolidate_all(pass_id)``), when due."""
+        if self.due():
+            for report in await consolidate_all(f"scheduled-{uuid.uuid4()}"):
+                self.record(report, changed=True, undone=False)
 
     def record(self, report: ConsolidationReport, *, changed: bool, undone: bool) -> None:
         """Count and log a pass; a repeated (redelivered) one has ``changed`` false."""

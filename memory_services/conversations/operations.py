@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, assert_never
 
 from memory_services.conversations.lifecycle import ConversationLifecycle, Publisher
 from memory_services.conversations.memory import ConversationMemory
@@ -14,6 +13,7 @@ from memory_services.conversations.records import (
     validate_append,
     validate_summary,
 )
+from memory_services.processor import page_offset
 from memory_services.retrieval import resolve
 from memory_services.store.base import Scope
 from react_mem.errors import BadRequest
@@ -23,12 +23,11 @@ from react_mem.schema.conversations import (
     ConversationEnded,
     ConversationRequest,
     ConversationResponse,
+    ScopedConversationOperation,
 )
 
 #: The producer spec conversation ends are announced on.
 ENDED = "ended"
-
-Operation = Callable[[Scope, ConversationRequest, MessageContext], Awaitable[ConversationResponse]]
 
 
 class ConversationOperations:
@@ -43,16 +42,31 @@ class ConversationOperations:
         self._memory, self._lifecycle = memory, lifecycle
         self._clock = clock
         self._default_top_k = default_top_k
-        self.table: dict[str, Operation] = {
-            "append": self.append,
-            "get": self.get,
-            "update-summary": self.update_summary,
-            "end": self.end,
-            "search": self.search,
-            "list": self.list_conversations,
-            "delete": self.delete,
-            "purge": self.delete,
-        }
+
+    async def run(
+        self,
+        op: ScopedConversationOperation,
+        scope: Scope,
+        request: ConversationRequest,
+        ctx: MessageContext,
+    ) -> ConversationResponse:
+        match op:
+            case "append":
+                return await self.append(scope, request, ctx)
+            case "get":
+                return await self.get(scope, request, ctx)
+            case "update-summary":
+                return await self.update_summary(scope, request, ctx)
+            case "end":
+                return await self.end(scope, request, ctx)
+            case "search":
+                return await self.search(scope, request, ctx)
+            case "list":
+                return await self.list_conversations(scope, request, ctx)
+            case "delete" | "purge":
+                return await self.delete(scope, request, ctx)
+            case _:
+                assert_never(op)
 
     async def append(
         self, scope: Scope, request: ConversationRequest, ctx: MessageContext
@@ -133,7 +147,7 @@ class ConversationOperations:
         if limit > self._memory.limits.max_page:
             raise BadRequest(f"list: limit {limit} exceeds {self._memory.limits.max_page}")
         headers, next_offset = await self._memory.headers(
-            scope, [], limit=limit, offset=_checked_offset(request.offset)
+            scope, [], limit=limit, offset=page_offset("list", request.offset)
         )
         return ConversationResponse(
             conversations=[to_conversation(h) for h in headers], next_offset=next_offset
@@ -159,12 +173,3 @@ def via(flow: Flow) -> Publisher:
 
 async def send_ended(flow: Flow, event: ConversationEnded) -> None:
     await flow.send(ENDED, event, id=event.event_id)
-
-
-def _checked_offset(offset: str | None) -> str | None:
-    if offset is None:
-        return None
-    try:
-        return str(uuid.UUID(offset))
-    except ValueError:
-        raise BadRequest(f"list: {offset!r} is not an offset from a previous page") from None

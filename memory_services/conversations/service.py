@@ -15,7 +15,7 @@ from memory_services.conversations.lifecycle import ConversationLifecycle
 from memory_services.conversations.memory import ConversationMemory
 from memory_services.conversations.operations import ENDED, ConversationOperations, send_ended
 from memory_services.conversations.records import ConversationLimits
-from memory_services.processor import Clock, MemoryProcessor, unknown_operation
+from memory_services.processor import Clock, MemoryProcessor
 from memory_services.runtime import MemorySettings
 from memory_services.scope_registry import ScopeRegistry
 from memory_services.store.base import VectorStore
@@ -26,7 +26,6 @@ from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.processor.specs import ProducerSpec
 from react_mem.schema.conversations import (
-    OPERATIONS,
     ConversationEnded,
     ConversationRequest,
     ConversationResponse,
@@ -54,10 +53,9 @@ class ConversationMemorySettings(MemorySettings):
     default_top_k: int = Field(default=5, ge=1, le=50)
 
 
-class ConversationMemoryProcessor(MemoryProcessor):
+class ConversationMemoryProcessor(MemoryProcessor[ConversationMemorySettings]):
     """Keeps conversations (see :mod:`.schema` for the operations) and announces their end."""
 
-    Settings: ClassVar[type[ProcessorSettings]] = ConversationMemorySettings
     default_id: ClassVar[str] = "conversation-memory"
 
     def __init__(
@@ -67,22 +65,20 @@ class ConversationMemoryProcessor(MemoryProcessor):
         *,
         registry: CollectorRegistry | None = None,
         clock: Clock = time.time,
+        store: VectorStore | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
-        super().__init__(settings, transport, registry=registry, clock=clock)
-        assert isinstance(self.memory_settings, ConversationMemorySettings)
-        self.conversation_settings: ConversationMemorySettings = self.memory_settings
+        super().__init__(
+            settings, transport, registry=registry, clock=clock, store=store, embedder=embedder
+        )
         self._memory: ConversationMemory | None = None
         self._lifecycle: ConversationLifecycle | None = None
         self._operations: ConversationOperations | None = None
         self.kept_ended = self.retention(
-            "conversation-retention-days", self.conversation_settings.retention_days
+            "conversation-retention-days", self.settings.retention_days
         )
         self.serve_requests(ConversationRequest, ConversationResponse, self.on_request)
         self.register_specification(ProducerSpec(name=ENDED, schema=ConversationEnded))
-
-    @property
-    def sweep_interval(self) -> float:
-        return self.conversation_settings.sweep_interval
 
     @property
     def memory(self) -> ConversationMemory:
@@ -103,7 +99,7 @@ class ConversationMemoryProcessor(MemoryProcessor):
         return self._operations
 
     async def open_memory(self, store: VectorStore, embedder: Embedder) -> None:
-        s = self.conversation_settings
+        s = self.settings
         limits = ConversationLimits(
             max_query_chars=s.max_query_chars,
             max_answer_chars=s.max_answer_chars,
@@ -155,8 +151,6 @@ class ConversationMemoryProcessor(MemoryProcessor):
     # -- requests ------------------------------------------------------------------
     async def on_request(self, request: ConversationRequest, ctx: MessageContext) -> None:
         op = request.operation
-        if op not in OPERATIONS:
-            raise unknown_operation(op, OPERATIONS)
         if op == "forget":  # the user's every collection: no one scope
             done = await self.memory.forget(ctx.flow.workspace, request.collection, request.user)
             await ctx.reply(ConversationResponse(forgotten=done, count=sum(done.records.values())))
@@ -165,4 +159,4 @@ class ConversationMemoryProcessor(MemoryProcessor):
             raise BadRequest(f"{op}: conversation_id is required", type="missing-scope")
         scope = self.scope(ctx, request.collection, request.user, request.conversation_id)
         request = await self.pii.screen(ctx.flow.workspace, request)
-        await ctx.reply(await self.operations.table[op](scope, request, ctx))
+        await ctx.reply(await self.operations.run(op, scope, request, ctx))

@@ -5,18 +5,18 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import ClassVar
+from typing import ClassVar, assert_never
 
 from prometheus_client import CollectorRegistry
 from pydantic import Field
 
 from memory_services.consolidation.metrics import Consolidations
+from memory_services.consolidation.settings import ConsolidationSettings
 from memory_services.facts.memory import FactMemory
 from memory_services.facts.quota import QuotaExceeded
 from memory_services.facts.records import FactPolicy
 from memory_services.metrics import quota_evictions, quota_refusals
-from memory_services.processor import Clock, MemoryProcessor, unknown_operation
-from memory_services.runtime import MemorySettings
+from memory_services.processor import Clock, MemoryProcessor, page_offset
 from memory_services.retrieval import resolve
 from memory_services.store.base import Scope, VectorStore
 from react_mem.bus.transport import Transport
@@ -25,12 +25,12 @@ from react_mem.errors import ConfigurationError
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.schema.consolidation import ConsolidationReport
-from react_mem.schema.facts import FACT_OPERATIONS, FactRequest, FactResponse
+from react_mem.schema.facts import FactRequest, FactResponse, ScopedFactOperation
 
 logger = logging.getLogger(__name__)
 
 
-class FactMemorySettings(MemorySettings):
+class FactMemorySettings(ConsolidationSettings):
     #: Cosine similarity at or above which a new fact reinforces an existing one.
     near_duplicate_threshold: float = Field(default=0.92, gt=0.0, le=1.0)
     #: How far a reinforcement moves confidence towards 1.
@@ -52,22 +52,10 @@ class FactMemorySettings(MemorySettings):
     max_top_k: int = Field(default=100, ge=1)
     #: Largest ``list`` page, and most ids in one ``get`` or ``delete``.
     max_list_limit: int = Field(default=1000, ge=1, le=10_000)
-    #: Seconds between sweeps that delete expired facts (and refresh the size gauge).
-    sweep_interval: float = Field(default=60.0, gt=0)
     #: Seconds a retrieval's access statistics (last_accessed, access_count) may wait
     #: before they are written, coalesced, behind the reply; any other operation and a
     #: stop write them first (see :mod:`.access`).
     access_write_delay: float = Field(default=1.0, ge=0)
-    #: Seconds between scheduled consolidation passes over every collection (checked at
-    #: each sweep); none: only on request.
-    consolidation_interval: float | None = Field(default=None, gt=0)
-    #: Cosine similarity at or above which low-importance facts merge. Below the store's
-    #: near-duplicate threshold: it catches paraphrases a store added as separate facts.
-    consolidation_similarity: float = Field(default=0.85, gt=0.0, le=1.0)
-    #: Facts with importance at or above this are never consolidated.
-    consolidation_importance: float = Field(default=0.7, gt=0.0, le=1.0)
-    #: Facts one pass compares at most (the rest wait for the next pass).
-    consolidation_max_candidates: int = Field(default=10_000, ge=2, le=100_000)
     #: Absorbed facts expire this many seconds after a merge (then it can no longer be
     #: undone for them); none: kept until deleted or purged.
     consolidation_history_ttl: float | None = Field(default=None, gt=0)
@@ -76,12 +64,11 @@ class FactMemorySettings(MemorySettings):
         return FactPolicy(**{k: getattr(self, k) for k in FactPolicy.__dataclass_fields__})
 
 
-class FactMemoryProcessor(MemoryProcessor):
+class FactMemoryProcessor(MemoryProcessor[FactMemorySettings]):
     """Serves store, retrieve, get, history, list, update, delete, purge, consolidate and
     unconsolidate (see :mod:`.schema`); deletes expired facts in the background and, when
     ``consolidation_interval`` is set, consolidates every collection on that schedule."""
 
-    Settings: ClassVar[type[ProcessorSettings]] = FactMemorySettings
     default_id: ClassVar[str] = "fact-memory"
 
     def __init__(
@@ -91,24 +78,22 @@ class FactMemoryProcessor(MemoryProcessor):
         *,
         registry: CollectorRegistry | None = None,
         clock: Clock = time.time,
+        store: VectorStore | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
-        super().__init__(settings, transport, registry=registry, clock=clock)
-        assert isinstance(self.memory_settings, FactMemorySettings)
-        self.fact_settings: FactMemorySettings = self.memory_settings
+        super().__init__(
+            settings, transport, registry=registry, clock=clock, store=store, embedder=embedder
+        )
         self._size = self.items.labels(processor=self.id, kind="fact")
         self._memory: FactMemory | None = None
         self.consolidations = Consolidations(
-            registry, self.id, "fact", self.fact_settings.consolidation_interval
+            registry, self.id, "fact", self.settings.consolidation_interval
         )
         self._evictions = quota_evictions(registry).labels(processor=self.id, kind="fact")
-        ttl = self.fact_settings.default_ttl_seconds
+        ttl = self.settings.default_ttl_seconds
         self.fact_ttl = self.retention("fact-ttl-days", None if ttl is None else ttl / 86400.0)
         self._refusals = quota_refusals(registry)
         self.serve_requests(FactRequest, FactResponse, self.on_request)
-
-    @property
-    def sweep_interval(self) -> float:
-        return self.fact_settings.sweep_interval
 
     @property
     def memory(self) -> FactMemory:
@@ -120,10 +105,10 @@ class FactMemoryProcessor(MemoryProcessor):
         memory = FactMemory(
             store,
             embedder,
-            policy=self.fact_settings.policy(),
+            policy=self.settings.policy(),
             clock=self.clock,
             on_change=self._size.inc,
-            access_delay=self.fact_settings.access_write_delay,
+            access_delay=self.settings.access_write_delay,
             workspace_ttl=self.fact_ttl.seconds,
         )
         await memory.ensure()
@@ -139,15 +124,11 @@ class FactMemoryProcessor(MemoryProcessor):
         self._size.set(held)
         if removed:
             logger.info("%s: swept %d expired facts", self.id, removed)
-        if self.consolidations.due():
-            pass_id = f"scheduled-{uuid.uuid4()}"
-            for report in await self.memory.consolidate_all(pass_id):
-                self.consolidations.record(report, changed=True, undone=False)
+        await self.consolidations.run_if_due(self.memory.consolidate_all)
 
     async def on_request(self, request: FactRequest, ctx: MessageContext) -> None:
-        if request.operation not in FACT_OPERATIONS:
-            raise unknown_operation(request.operation, FACT_OPERATIONS)
-        if request.operation == "forget":  # the user's every collection: no one scope
+        op = request.operation
+        if op == "forget":  # the user's every collection: no one scope
             await self.memory.flush_access()
             forgotten = await self.memory.forget(
                 ctx.flow.workspace, request.collection, request.user
@@ -159,61 +140,66 @@ class FactMemoryProcessor(MemoryProcessor):
         scope = self.scope(ctx, request.collection, request.user, request.conversation_id)
         request = await self.pii.screen(ctx.flow.workspace, request)
         try:
-            response = await self._execute(scope, request, ctx.id)
+            response = await self._execute(op, scope, request, ctx.id)
         except QuotaExceeded as exc:
             self._refusals.labels(processor=self.id, kind="fact", quota=exc.quota).inc()
             logger.warning("%s: store refused at the %s quota: %s", self.id, exc.quota, exc)
             raise
         await ctx.reply(response)
 
-    async def _execute(self, scope: Scope, r: FactRequest, request_id: str | None) -> FactResponse:
-        memory, op = self.memory, r.operation
+    async def _execute(
+        self, op: ScopedFactOperation, scope: Scope, r: FactRequest, request_id: str | None
+    ) -> FactResponse:
+        memory = self.memory
         if op != "retrieve":  # what it reads or rewrites includes the latest retrievals
             await memory.flush_access()
-        if op == "store":
-            stored, evicted = await memory.store(scope, r.facts, request_id, evict=r.evict)
-            if evicted:
-                self._evictions.inc(len(evicted))
-                logger.info("%s: evicted %s at the user quota", self.id, ", ".join(evicted))
-            return FactResponse(stored=stored, evicted=evicted)
-        if op == "update":
-            return FactResponse(stored=[await memory.update(scope, r.fact_id, r.fact, request_id)])
-        if op == "retrieve":
-            facts = await memory.retrieve(
-                scope,
-                query=r.query,
-                vector=r.vector,
-                top_k=r.top_k,
-                min_score=r.min_score,
-                retrieval=resolve(r.retrieval),
-            )
-            return FactResponse(facts=facts)
-        if op == "get":
-            facts, missing = await memory.get(scope, r.ids)
-            return FactResponse(facts=facts, missing=missing)
-        if op == "history":
-            return FactResponse(facts=await memory.history(scope, r.fact_id))
-        if op == "list":
-            facts, cursor = await memory.page(scope, limit=r.limit, cursor=r.cursor)
-            return FactResponse(facts=facts, next_cursor=cursor)
-        if op == "delete":
-            return FactResponse(deleted=await memory.delete(scope, r.ids))
-        if op == "consolidate":
-            report, changed = await memory.consolidate(
-                scope,
-                r.consolidation_id or request_id or str(uuid.uuid4()),
-                similarity_threshold=r.similarity_threshold,
-                importance_threshold=r.importance_threshold,
-                dry_run=r.dry_run,
-            )
-            return self._reported(report, changed, undone=False)
-        if op == "unconsolidate":
-            report, changed = await memory.unconsolidate(scope, r.consolidation_id)
-            return self._reported(report, changed, undone=True)
-        if op == "purge":
-            return FactResponse(deleted=await memory.purge(scope))
-        # Never a destructive default: an operation listed but not dispatched is refused.
-        raise unknown_operation(op, FACT_OPERATIONS)
+        match op:
+            case "store":
+                stored, evicted = await memory.store(scope, r.facts, request_id, evict=r.evict)
+                if evicted:
+                    self._evictions.inc(len(evicted))
+                    logger.info("%s: evicted %s at the user quota", self.id, ", ".join(evicted))
+                return FactResponse(stored=stored, evicted=evicted)
+            case "update":
+                stored_one = await memory.update(scope, r.fact_id, r.fact, request_id)
+                return FactResponse(stored=[stored_one])
+            case "retrieve":
+                facts = await memory.retrieve(
+                    scope,
+                    query=r.query,
+                    vector=r.vector,
+                    top_k=r.top_k,
+                    min_score=r.min_score,
+                    retrieval=resolve(r.retrieval),
+                )
+                return FactResponse(facts=facts)
+            case "get":
+                facts, missing = await memory.get(scope, r.ids)
+                return FactResponse(facts=facts, missing=missing)
+            case "history":
+                return FactResponse(facts=await memory.history(scope, r.fact_id))
+            case "list":
+                offset = page_offset("list", r.offset)
+                facts, next_offset = await memory.page(scope, limit=r.limit, cursor=offset)
+                return FactResponse(facts=facts, next_offset=next_offset)
+            case "delete":
+                return FactResponse(deleted=await memory.delete(scope, r.ids))
+            case "consolidate":
+                report, changed = await memory.consolidate(
+                    scope,
+                    r.consolidation_id or request_id or str(uuid.uuid4()),
+                    similarity_threshold=r.similarity_threshold,
+                    importance_threshold=r.importance_threshold,
+                    dry_run=r.dry_run,
+                )
+                return self._reported(report, changed, undone=False)
+            case "unconsolidate":
+                report, changed = await memory.unconsolidate(scope, r.consolidation_id)
+                return self._reported(report, changed, undone=True)
+            case "purge":
+                return FactResponse(deleted=await memory.purge(scope))
+            case _:
+                assert_never(op)
 
     def _reported(
         self, report: ConsolidationReport, changed: bool, *, undone: bool

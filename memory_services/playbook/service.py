@@ -6,22 +6,18 @@ import logging
 import time
 import uuid
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, assert_never
 
 from prometheus_client import CollectorRegistry
 from pydantic import Field, field_validator
 
 from memory_services.playbook import seeds
+from memory_services.playbook.access import Relation
 from memory_services.playbook.memory import PlaybookMemory, bullet_ids
 from memory_services.playbook.metrics import PlaybookMetrics
 from memory_services.playbook.records import PlaybookPolicy, ScopeKey
 from memory_services.playbook.scoring import DecayRates
-from memory_services.processor import (
-    MAX_SCOPE_ID_CHARS,
-    Clock,
-    MemoryProcessor,
-    unknown_operation,
-)
+from memory_services.processor import MAX_SCOPE_ID_CHARS, Clock, MemoryProcessor
 from memory_services.runtime import MemorySettings
 from memory_services.store.base import Scope, VectorStore
 from react_mem.bus.transport import Transport
@@ -31,7 +27,6 @@ from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.schema.forget import Forgotten
 from react_mem.schema.playbook import (
-    OPERATIONS,
     Delta,
     DeltaOperation,
     PlaybookRequest,
@@ -73,8 +68,6 @@ class PlaybookMemorySettings(MemorySettings):
     #: playbook the first time it is used (e.g. ``config/playbook/seed.yaml``); none: no seeds.
     seed_bullets: Path | None = None
     group_relative: ClassVar[tuple[str, ...]] = ("flows", "seed_bullets")
-    #: Seconds between sweeps that remove expired bullets (and refresh the size gauge).
-    sweep_interval: float = Field(default=60.0, gt=0)
 
     @field_validator("semantic_decay", "episodic_decay", "procedural_decay")
     @classmethod
@@ -88,12 +81,11 @@ class PlaybookMemorySettings(MemorySettings):
         return DecayRates(self.semantic_decay, self.episodic_decay, self.procedural_decay)
 
 
-class PlaybookMemoryProcessor(MemoryProcessor):
+class PlaybookMemoryProcessor(MemoryProcessor[PlaybookMemorySettings]):
     """Serves the playbook operations (see :mod:`.schema`), each checked against the
     requester's relation to the playbook (:mod:`.access`), and removes expired bullets in
     the background."""
 
-    Settings: ClassVar[type[ProcessorSettings]] = PlaybookMemorySettings
     default_id: ClassVar[str] = "playbook-memory"
     #: Removals, exports and sharing are audited.
     audited_operations: ClassVar[frozenset[str]] = frozenset(
@@ -107,17 +99,15 @@ class PlaybookMemoryProcessor(MemoryProcessor):
         *,
         registry: CollectorRegistry | None = None,
         clock: Clock = time.time,
+        store: VectorStore | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
-        super().__init__(settings, transport, registry=registry, clock=clock)
-        assert isinstance(self.memory_settings, PlaybookMemorySettings)
-        self.playbook_settings: PlaybookMemorySettings = self.memory_settings
+        super().__init__(
+            settings, transport, registry=registry, clock=clock, store=store, embedder=embedder
+        )
         self.metrics = PlaybookMetrics(self.id, registry)
         self._memory: PlaybookMemory | None = None
         self.serve_requests(PlaybookRequest, PlaybookResponse, self.on_request)
-
-    @property
-    def sweep_interval(self) -> float:
-        return self.playbook_settings.sweep_interval
 
     @property
     def memory(self) -> PlaybookMemory:
@@ -126,7 +116,7 @@ class PlaybookMemoryProcessor(MemoryProcessor):
         return self._memory
 
     async def open_memory(self, store: VectorStore, embedder: Embedder) -> None:
-        s = self.playbook_settings
+        s = self.settings
         memory = PlaybookMemory(
             store,
             embedder,
@@ -160,8 +150,6 @@ class PlaybookMemoryProcessor(MemoryProcessor):
         return ScopeKey(*parts)
 
     async def on_request(self, request: PlaybookRequest, ctx: MessageContext) -> None:
-        if request.operation not in OPERATIONS:
-            raise unknown_operation(request.operation, OPERATIONS)
         delta = request.operation == "apply-delta"
         try:
             key = self.key(ctx, request)
@@ -194,65 +182,73 @@ class PlaybookMemoryProcessor(MemoryProcessor):
         relation = await memory.access.relation(target, user)
         if relation is None:  # another user's private playbook: as if there were none
             raise BadRequest("no such playbook", type="not-found")
-        if op in ("retrieve", "get", "list"):
-            keys = [target] if named else await memory.access.readable(base, user)
-        if op == "retrieve":
-            # The clocks the requester moves: their own playbook's and the collection's.
-            advance = [k for k in keys if k.owner in (None, user)]
-            found, pb = await memory.retrieve(
-                keys,
-                query=r.query,
-                vector=r.vector,
-                top_k=r.top_k,
-                weights=r.weights,
-                relevance=r.relevance,
-                user=user,
-                topic=r.topic,
-                advance_clock=r.advance_clock,
-                advance=advance,
-            )
-            return PlaybookResponse(bullets=found, version=pb.version, clock=pb.clock)
-        if op == "get":
-            return PlaybookResponse(bullets=await memory.get(keys, r.ids))
-        if op == "list":
-            page, following = await memory.page(
-                keys, limit=r.limit, offset=r.offset, section=r.section
-            )
-            return PlaybookResponse(bullets=page, next_offset=following)
-        if op == "history":
-            return PlaybookResponse(history=await memory.history_of(target, r.limit))
-        if op == "show":
-            return PlaybookResponse(bullets=await memory.show(target, r.version), version=r.version)
-        if op == "stats":
-            pb = await memory.stats(target)
-            return PlaybookResponse(count=memory.count(pb), version=pb.version, clock=pb.clock)
-        if op in ("grant", "revoke", "purge"):
-            if relation != "owner":
-                raise BadRequest(f"{op} needs the playbook's owner", type="forbidden")
-            if op == "purge":
+        match op:
+            case "retrieve":
+                keys = [target] if named else await memory.access.readable(base, user)
+                # The clocks the requester moves: their own playbook's and the collection's.
+                advance = [k for k in keys if k.owner in (None, user)]
+                found, pb = await memory.retrieve(
+                    keys,
+                    query=r.query,
+                    vector=r.vector,
+                    top_k=r.top_k,
+                    weights=r.weights,
+                    relevance=r.relevance,
+                    user=user,
+                    topic=r.topic,
+                    advance_clock=r.advance_clock,
+                    advance=advance,
+                )
+                return PlaybookResponse(bullets=found, version=pb.version, clock=pb.clock)
+            case "get":
+                keys = [target] if named else await memory.access.readable(base, user)
+                return PlaybookResponse(bullets=await memory.get(keys, r.ids))
+            case "list":
+                keys = [target] if named else await memory.access.readable(base, user)
+                page, following = await memory.page(
+                    keys, limit=r.limit, offset=r.offset, section=r.section
+                )
+                return PlaybookResponse(bullets=page, next_offset=following)
+            case "history":
+                return PlaybookResponse(history=await memory.history_of(target, r.limit))
+            case "show":
+                bullets = await memory.show(target, r.version)
+                return PlaybookResponse(bullets=bullets, version=r.version)
+            case "stats":
+                pb = await memory.stats(target)
+                return PlaybookResponse(count=memory.count(pb), version=pb.version, clock=pb.clock)
+            case "grant" | "revoke":
+                _needs_owner(op, relation)
+                return await self._grant(target, r)
+            case "purge":
+                _needs_owner(op, relation)
                 removed = await memory.purge(target)
                 await memory.compact()
                 return PlaybookResponse(removed=dict(removed))
-            return await self._grant(target, r)
-        if relation == "viewer":
-            raise BadRequest(f"{op} needs the owner or an editor of the playbook", type="forbidden")
-        if op == "apply-delta":
-            others = [] if named else (await memory.access.readable(base, user))[1:]
-            done = await memory.apply_as(target, others, r.delta, user)
-            return PlaybookResponse(
-                version=done.version, applied=done.applied, changes=done.changes
-            )
-        if op == "rollback":
-            done = await memory.rollback(target, r.version, request_id=request_id, user=user)
-            return PlaybookResponse(
-                version=done.version, applied=done.applied, changes=done.changes
-            )
-        if op == "share":
-            return await self._share(base, target, r, request_id)
-        wanted = set(bullet_ids(r.ids, self.playbook_settings.max_list_limit))  # delete
-        removed = await memory.erase(target, lambda b: b.id in wanted, user=user)
-        await memory.compact()
-        return PlaybookResponse(removed=dict(removed))
+            case "apply-delta":
+                _needs_editor(op, relation)
+                others = [] if named else (await memory.access.readable(base, user))[1:]
+                done = await memory.apply_as(target, others, r.delta, user)
+                return PlaybookResponse(
+                    version=done.version, applied=done.applied, changes=done.changes
+                )
+            case "rollback":
+                _needs_editor(op, relation)
+                done = await memory.rollback(target, r.version, request_id=request_id, user=user)
+                return PlaybookResponse(
+                    version=done.version, applied=done.applied, changes=done.changes
+                )
+            case "share":
+                _needs_editor(op, relation)
+                return await self._share(base, target, r, request_id)
+            case "delete":
+                _needs_editor(op, relation)
+                wanted = set(bullet_ids(r.ids, self.settings.max_list_limit))
+                removed = await memory.erase(target, lambda b: b.id in wanted, user=user)
+                await memory.compact()
+                return PlaybookResponse(removed=dict(removed))
+            case _:
+                assert_never(op)
 
     async def _grant(self, target: ScopeKey, r: PlaybookRequest) -> PlaybookResponse:
         grantees = [g for g in dict.fromkeys(r.grantees) if g]
@@ -324,6 +320,16 @@ class PlaybookMemoryProcessor(MemoryProcessor):
         compacted = await self.memory.compact()
         forgotten = Forgotten(collections=collections, records=dict(removed), compacted=compacted)
         return PlaybookResponse(removed=dict(removed), collections=collections, forgotten=forgotten)
+
+
+def _needs_owner(op: str, relation: Relation) -> None:
+    if relation != "owner":
+        raise BadRequest(f"{op} needs the playbook's owner", type="forbidden")
+
+
+def _needs_editor(op: str, relation: Relation) -> None:
+    if relation == "viewer":
+        raise BadRequest(f"{op} needs the owner or an editor of the playbook", type="forbidden")
 
 
 def masked(response: PlaybookResponse, user: str | None) -> PlaybookResponse:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, assert_never
 
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import Field
@@ -26,7 +26,7 @@ from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.processor.specs import RequestResponseSpec
 from react_mem.schema import TextCompletionRequest, TextCompletionResponse
-from react_mem.schema.working import OPERATIONS, WorkingMemoryRequest, WorkingMemoryResponse
+from react_mem.schema.working import WorkingMemoryRequest, WorkingMemoryResponse
 from react_mem.tokens import (
     HFTokenCounter,
     TokenCounter,
@@ -76,6 +76,8 @@ _compressions = per_registry(
 
 class WorkingMemoryProcessor(Processor):
     Settings: ClassVar[type[ProcessorSettings]] = WorkingMemorySettings
+    #: Of the ``Settings`` class (:class:`Processor` revalidates what it is given as it).
+    settings: WorkingMemorySettings
     default_id: ClassVar[str] = "working-memory"
 
     def __init__(
@@ -87,8 +89,6 @@ class WorkingMemoryProcessor(Processor):
         counter: TokenCounter | None = None,
     ) -> None:
         super().__init__(settings, transport, registry=registry)
-        assert isinstance(self.settings, WorkingMemorySettings)
-        self.memory_settings = settings = self.settings
         self._counter = counter
         self._outcomes = _compressions(registry)
         self.serve_requests(WorkingMemoryRequest, WorkingMemoryResponse, self.on_request)
@@ -98,7 +98,7 @@ class WorkingMemoryProcessor(Processor):
                 response=TEXT_COMPLETION_RESPONSE,
                 request_schema=TextCompletionRequest,
                 response_schema=TextCompletionResponse,
-                timeout=settings.llm_timeout,
+                timeout=self.settings.llm_timeout,
             )
         )
 
@@ -110,18 +110,22 @@ class WorkingMemoryProcessor(Processor):
 
     async def start(self) -> None:
         if self._counter is None:
-            path = self.memory_settings.tokenizer
+            path = self.settings.tokenizer
             self._counter = await asyncio.to_thread(HFTokenCounter.from_file, path)
         await super().start()
 
     async def on_request(self, request: WorkingMemoryRequest, ctx: MessageContext) -> None:
-        if request.operation not in OPERATIONS:
-            raise BadRequest(
-                f"unknown operation {request.operation!r}; expected one of {', '.join(OPERATIONS)}",
-                type="bad-operation",
-            )
+        match request.operation:
+            case "compress":
+                await ctx.reply(await self._compress(request, ctx))
+            case _:
+                assert_never(request.operation)
+
+    async def _compress(
+        self, request: WorkingMemoryRequest, ctx: MessageContext
+    ) -> WorkingMemoryResponse:
         self._check_size(request)
-        settings = self.memory_settings
+        settings = self.settings
         policy = Policy(
             threshold=request.threshold or settings.working_memory_threshold,
             keep_recent=(
@@ -143,19 +147,17 @@ class WorkingMemoryProcessor(Processor):
         counts = await asyncio.to_thread(count_steps, self.counter, request.steps)
         result = await compress(request.steps, policy, self.counter, summariser, counts=counts)
         self._outcomes.labels(processor=self.id, outcome=_outcome(result)).inc()
-        await ctx.reply(
-            WorkingMemoryResponse(
-                steps=result.steps,
-                tokens_before=result.tokens_before,
-                tokens_after=result.tokens_after,
-                summarised=result.summarised,
-                fallback=result.fallback,
-                kept=result.kept,
-            )
+        return WorkingMemoryResponse(
+            steps=result.steps,
+            tokens_before=result.tokens_before,
+            tokens_after=result.tokens_after,
+            summarised=result.summarised,
+            fallback=result.fallback,
+            kept=result.kept,
         )
 
     def _check_size(self, request: WorkingMemoryRequest) -> None:
-        limit = self.memory_settings
+        limit = self.settings
         if len(request.steps) > limit.max_steps:
             raise BadRequest(
                 f"too many steps: {len(request.steps)} > {limit.max_steps}", type="too-large"

@@ -11,13 +11,16 @@ from __future__ import annotations
 import json
 import types
 import typing
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic_core import ErrorDetails
 
 from react_mem.errors import BadRequest
 from react_mem.schema.payload import PayloadError, check_payload, needs_check
 
+#: The request field naming what a service is asked to do.
+OPERATION = "operation"
 #: Largest message body accepted from the bus (pulsar-lite's and Pulsar's default limit).
 MAX_MESSAGE_BYTES = 5 * 1024 * 1024
 
@@ -82,17 +85,35 @@ class WireModel(BaseModel):
         except PayloadError as exc:
             raise BadRequest(f"{cls.__name__}: {exc}", type=exc.type) from exc
         except ValidationError as exc:
-            raise BadRequest(f"{cls.__name__}: {_describe(exc)}", type="invalid") from exc
+            raise BadRequest(f"{cls.__name__}: {_describe(exc)}", type=_error_type(exc)) from exc
 
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _error_type(exc: ValidationError) -> Literal["bad-operation", "invalid"]:
+    """``bad-operation`` when only the ``operation`` is wrong (every service's operations are
+    a closed ``Literal``, so an unknown or missing one never reaches a dispatch)."""
+    if all(_is_bad_operation(err) for err in exc.errors()):
+        return "bad-operation"
+    return "invalid"
+
+
+def _is_bad_operation(err: ErrorDetails) -> bool:
+    return err["loc"] == (OPERATION,) and err["type"] in ("literal_error", "missing")
+
+
 def _describe(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors()[:5]:
         where = ".".join(str(p) for p in err["loc"]) or "<root>"
-        parts.append(f"{where}: {err['msg']}")
+        if _is_bad_operation(err) and err["type"] == "missing":
+            parts.append("operation is required")
+        elif _is_bad_operation(err):
+            expected = err.get("ctx", {}).get("expected", "")
+            parts.append(f"unknown operation {err['input']!r:.80}; expected {expected}")
+        else:
+            parts.append(f"{where}: {err['msg']}")
     more = exc.error_count() - len(parts)
     return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")

@@ -24,7 +24,7 @@ another user (or none) the same id names another, separate conversation.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field
 
@@ -35,7 +35,8 @@ from react_mem.schema.retrieval import RetrievalOptions
 #: How an invocation went (the agent's own verdict), as episode outcomes are spelled.
 Result = Literal["success", "failure", "partial"]
 EndReason = Literal["explicit", "idle"]
-OPERATIONS = (
+#: Operations on the request's one scope (collection, user, conversation).
+ScopedConversationOperation = Literal[
     "append",
     "get",
     "update-summary",
@@ -44,8 +45,10 @@ OPERATIONS = (
     "list",
     "delete",
     "purge",
-    "forget",
-)
+]
+#: ``forget`` spans a user's collections.
+ConversationOperation = Literal[ScopedConversationOperation, "forget"]
+OPERATIONS: tuple[ConversationOperation, ...] = get_args(ConversationOperation)
 
 
 class ConversationTurn(WireModel):
@@ -81,7 +84,8 @@ class Conversation(WireModel):
 
 
 class ConversationRequest(WireModel):
-    operation: str = ""
+    #: Required: a missing or unknown one is refused (``bad-operation``) when decoded.
+    operation: ConversationOperation
     collection: str = "default"
     user: str | None = None
     conversation_id: str | None = None

@@ -31,7 +31,7 @@ is given: a store records them on the episode; a retrieve or list without
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field
 
@@ -41,7 +41,8 @@ from react_mem.schema.forget import Forgotten
 from react_mem.schema.retrieval import RetrievalOptions
 
 Outcome = Literal["success", "failure", "partial"]
-OPERATIONS = (
+#: Operations on the request's one scope (collection, user, conversation).
+ScopedEpisodeOperation = Literal[
     "store",
     "retrieve",
     "get",
@@ -50,8 +51,10 @@ OPERATIONS = (
     "purge",
     "consolidate",
     "unconsolidate",
-    "forget",
-)
+]
+#: ``forget`` spans a user's collections.
+EpisodeOperation = Literal[ScopedEpisodeOperation, "forget"]
+OPERATIONS: tuple[EpisodeOperation, ...] = get_args(EpisodeOperation)
 
 
 class Episode(WireModel):
@@ -83,7 +86,8 @@ class Episode(WireModel):
 
 
 class EpisodeRequest(WireModel):
-    operation: str = ""
+    #: Required: a missing or unknown one is refused (``bad-operation``) when decoded.
+    operation: EpisodeOperation
     collection: str = "default"
     user: str | None = None
     conversation_id: str | None = None

@@ -40,16 +40,18 @@ so no deleted byte remains (``forgotten`` reports it).
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Literal, Self, get_args
+
+from pydantic import AliasChoices, Field, model_validator
 
 from react_mem.schema import Error
 from react_mem.schema.base import WireModel
 from react_mem.schema.consolidation import ConsolidationReport
 from react_mem.schema.forget import Forgotten
 from react_mem.schema.retrieval import RetrievalOptions
-from react_mem.schema.retrieval import RetrievalOptions
 
-FACT_OPERATIONS = (
+#: Operations on the request's one scope (collection, user, conversation).
+ScopedFactOperation = Literal[
     "store",
     "retrieve",
     "get",
@@ -60,8 +62,10 @@ FACT_OPERATIONS = (
     "purge",
     "consolidate",
     "unconsolidate",
-    "forget",
-)
+]
+#: ``forget`` spans a user's collections.
+FactOperation = Literal[ScopedFactOperation, "forget"]
+FACT_OPERATIONS: tuple[FactOperation, ...] = get_args(FactOperation)
 
 
 class FactInput(WireModel):
@@ -129,7 +133,8 @@ class StoredFact(WireModel):
 
 
 class FactRequest(WireModel):
-    operation: str = ""
+    #: Required: a missing or unknown one is refused (``bad-operation``) when decoded.
+    operation: FactOperation
     collection: str = "default"
     user: str | None = None
     conversation_id: str | None = None
@@ -149,9 +154,10 @@ class FactRequest(WireModel):
     min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
     #: retrieve by query: dense, lexical or hybrid ranking (default: the service's, hybrid).
     retrieval: RetrievalOptions | None = None
-    #: list: page size and the ``next_cursor`` of the previous page.
+    #: list: page size and the ``next_offset`` of the previous page (also accepted under
+    #: its former name, ``cursor``).
     limit: int = Field(default=50, ge=1)
-    cursor: str | None = None
+    offset: str | None = Field(default=None, validation_alias=AliasChoices("offset", "cursor"))
     #: consolidate: names the pass (default: the request's id); unconsolidate: the pass.
     consolidation_id: str | None = None
     #: consolidate: defaults from the service's settings (0.85 and 0.7).
@@ -173,8 +179,8 @@ class FactResponse(WireModel):
     stored: list[StoredFact] = Field(default_factory=list)
     #: get: requested ids not found in scope (or expired).
     missing: list[str] = Field(default_factory=list)
-    #: list: pass as ``cursor`` for the next page; null on the last page.
-    next_cursor: str | None = None
+    #: list: pass as ``offset`` for the next page; null on the last page.
+    next_offset: str | None = None
     #: delete, purge: how many records were removed.
     deleted: int = 0
     #: consolidate, unconsolidate.
@@ -183,3 +189,11 @@ class FactResponse(WireModel):
     evicted: list[str] = Field(default_factory=list)
     #: forget: what was removed, per kind, and the collections compacted.
     forgotten: Forgotten | None = None
+    #: ``next_offset`` under its former name, for clients written against it.
+    next_cursor: str | None = None
+
+    @model_validator(mode="after")
+    def _same_next_page(self) -> Self:
+        self.next_offset = self.next_offset or self.next_cursor
+        self.next_cursor = self.next_offset
+        return self

@@ -43,14 +43,14 @@ Operations (``operation``):
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field
 
 from react_mem.schema import Error, WireModel
 from react_mem.schema.forget import Forgotten
 
-OPERATIONS = (
+PlaybookOperation = Literal[
     "retrieve",
     "apply-delta",
     "get",
@@ -65,7 +65,8 @@ OPERATIONS = (
     "delete",
     "purge",
     "forget",
-)
+]
+OPERATIONS: tuple[PlaybookOperation, ...] = get_args(PlaybookOperation)
 
 MemoryType = Literal["semantic", "episodic", "procedural"]
 DeltaType = Literal["ADD", "UPDATE", "TAG", "REMOVE"]
@@ -172,7 +173,8 @@ class Weights(WireModel):
 
 
 class PlaybookRequest(WireModel):
-    operation: str = ""
+    #: Required: a missing or unknown one is refused (``bad-operation``) when decoded.
+    operation: PlaybookOperation
     collection: str = "default"
     context_scope_id: str = ""
     user: str | None = None

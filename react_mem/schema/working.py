@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 from pydantic import Field
 
 from react_mem.schema import AgentStep, Error
 from react_mem.schema.base import WireModel
 
 #: The operations this service answers.
-OPERATIONS = ("compress",)
+WorkingMemoryOperation = Literal["compress"]
+OPERATIONS: tuple[WorkingMemoryOperation, ...] = get_args(WorkingMemoryOperation)
 #: ``step_type`` of the step that stands for the summarised older steps.
 SUMMARY_STEP_TYPE = "summary"
 
@@ -16,7 +19,8 @@ SUMMARY_STEP_TYPE = "summary"
 class WorkingMemoryRequest(WireModel):
     """``threshold`` and ``keep_recent`` default to the service's settings when absent."""
 
-    operation: str = ""
+    #: Required: a missing or unknown one is refused (``bad-operation``) when decoded.
+    operation: WorkingMemoryOperation
     collection: str = "default"
     user: str | None = None
     conversation_id: str | None = None

@@ -12,8 +12,8 @@ from prometheus_client import CollectorRegistry
 
 from memory_services.facts.service import FactMemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
-from react_mem.schema.facts import Fact, FactInput, FactRequest, FactResponse
-from tests.support.memory_services import MovableClock, Running, serving, topics
+from react_mem.schema.facts import FACT_OPERATIONS, Fact, FactInput, FactRequest, FactResponse
+from tests.support.memory_services import MovableClock, Raw, Running, serving, topics
 
 
 @dataclass
@@ -28,6 +28,10 @@ class FactService:
         return self.running.processor
 
     async def ask(self, operation: str, *, workspace: str = "ws-a", **fields: Any) -> FactResponse:
+        """``operation`` may be one the service lacks: then the request goes as raw JSON (a
+        :class:`FactRequest` cannot be built with it)."""
+        if operation not in FACT_OPERATIONS:
+            return await self.running.ask(Raw(body={"operation": operation, **fields}), workspace)
         return await self.running.ask(FactRequest(operation=operation, **fields), workspace)
 
     async def ok(self, operation: str, **fields: Any) -> FactResponse:

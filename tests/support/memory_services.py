@@ -18,11 +18,12 @@ from pydantic import Field
 from memory_services.processor import MemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.rpc import RequestResponseClient
+from react_mem.embedding.base import Embedder
 from react_mem.schema import WireModel
 
 Req = TypeVar("Req", bound=WireModel)
 Resp = TypeVar("Resp", bound=WireModel)
-P = TypeVar("P", bound=MemoryProcessor)
+P = TypeVar("P", bound=MemoryProcessor[Any])
 
 START = 1_700_000_000.0
 
@@ -84,14 +85,17 @@ async def serving(
     registry: CollectorRegistry,
     clock: MovableClock,
     config: dict[str, dict[str, Any]] | None = None,
+    embedder: Embedder | None = None,
     **settings: Any,
 ) -> AsyncIterator[Running[P, Any, Resp]]:
-    """Start ``cls`` with one flow per workspace in ``queues`` and a client for each."""
+    """Start ``cls`` with one flow per workspace in ``queues`` and a client for each;
+    ``embedder``: default the real model (pass a ``HashingEmbedder`` unless the test is
+    about what the model finds)."""
     flows = flows_file(data_dir.parent / f"flows-{pid}.yaml", pid, queues, config)
     loaded = cls.Settings.load(
         {"id": pid, "flows": flows, "data_dir": data_dir, "concurrency": 4, **settings}
     )
-    processor = cls(loaded, transport, registry=registry, clock=clock)  # type: ignore[call-arg]
+    processor = cls(loaded, transport, registry=registry, clock=clock, embedder=embedder)
     await processor.start()
     running: Running[P, Any, Resp] = Running(processor)
     try:
