@@ -14,29 +14,30 @@ from react_mem.agent.parse import Action, Final, ParseError
 
 ANSWER = "final-answer"
 
-FORMAT = f"""Reply with one JSON object and nothing else. Its keys:
-- "thought": your own reasoning about the Question, in one sentence;
-- "action": the name of one tool from the list, or "{ANSWER}" to answer now;
-- "args": with a tool, its arguments as an object of strings;
-- "answer": with "{ANSWER}", your reply to the Question, written for the user.
-Before answering, check what memory says about the user: when a fact bears on the
-Question, the answer must take it into account."""
+#: The shape in words, no filled-in example: a small model copies an example verbatim.
+FORMAT = f"""Reply with one JSON object: "thought" (your reasoning about the Question), \
+"action" ("{ANSWER}" to answer, or a tool name), then "answer" (your reply to the user) \
+or "args" (the tool's arguments).
+Memory tells you about the user: your answer must respect it."""
 
 CORRECTION = f"Reply with one JSON object only, as described: {FORMAT}"
 
 
 def schema(tool_names: Sequence[str]) -> dict[str, Any]:
     """The JSON Schema of a decision: ``action`` is one of the tools or the answer.
-    (No ``maxLength``: llama.cpp expands it into a grammar too large to load.)"""
+    ``answer`` is always required, right after ``action`` (a grammar writes required keys
+    in order): a small model otherwise chooses the answer and ends the object without one;
+    with a tool it is ignored. (No ``maxLength``: llama.cpp expands it into a grammar too
+    large to load.)"""
     return {
         "type": "object",
         "properties": {
             "thought": {"type": "string"},
             "action": {"type": "string", "enum": [*tool_names, ANSWER]},
-            "args": {"type": "object", "additionalProperties": {"type": "string"}},
             "answer": {"type": "string"},
+            "args": {"type": "object", "additionalProperties": {"type": "string"}},
         },
-        "required": ["thought", "action"],
+        "required": ["thought", "action", "answer"],
     }
 
 
