@@ -53,6 +53,7 @@ class RabbitMQNode:
         self.name = f"react-mem-test-{uuid.uuid4().hex[:8]}@localhost"
         self.port, self.dist_port, self.epmd_port = _free_port(), _free_port(), _free_port()
         self._process: subprocess.Popen[bytes] | None = None
+        self._watchdog: subprocess.Popen[bytes] | None = None
 
     @property
     def log(self) -> Path:
@@ -114,6 +115,7 @@ class RabbitMQNode:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        self._watch(self._process.pid)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
@@ -123,6 +125,25 @@ class RabbitMQNode:
             time.sleep(0.2)
         self.stop()
         raise RuntimeError(f"rabbitmq-server did not start in {START_TIMEOUT}s: see {self.log}")
+
+    def _watch(self, group: int) -> None:
+        """A watchdog that stops the node (and its epmd) if this process dies without
+        stopping it (a killed test run), as the embedded broker dies with its owner."""
+        epmd = _epmd() or "epmd"
+        script = (
+            f"while kill -0 {os.getpid()} 2>/dev/null && kill -0 {group} 2>/dev/null;"
+            " do sleep 1; done;"
+            f" kill -0 {os.getpid()} 2>/dev/null && exit 0;"
+            f" kill -TERM -{group} 2>/dev/null; sleep 20; kill -KILL -{group} 2>/dev/null;"
+            f" ERL_EPMD_PORT={self.epmd_port} {epmd} -kill >/dev/null 2>&1"
+        )
+        self._watchdog = subprocess.Popen(
+            ["sh", "-c", script],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     def _listening(self) -> bool:
         rabbit_log = self.base / "log" / "rabbit.log"
@@ -147,6 +168,9 @@ class RabbitMQNode:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait(10)
+        if self._watchdog is not None:
+            self._watchdog.wait(5)  # it ends once the node has
+            self._watchdog = None
         # A restart must find the log line of its own start.
         with contextlib.suppress(FileNotFoundError):
             rabbit_log = self.base / "log" / "rabbit.log"
