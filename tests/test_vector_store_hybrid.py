@@ -205,3 +205,22 @@ async def test_a_server_collection_from_before_lexical_search_is_reindexed_on_st
     got = await store.get(C, [rare.id], scope=HOME)
     assert got[0].vector is not None and len(got[0].vector) == 4
     await store.close()
+
+
+async def test_a_boost_lifts_the_records_that_meet_it_in_hybrid_mode(store: VectorStore) -> None:
+    from memory_services.store import Condition
+
+    early = note(HOME, "we went camping by the lake", [1.0, 0.0, 0.0, 0.0], when=100.0)
+    late = note(HOME, "we went camping by the river", [0.9, 0.1, 0.0, 0.0], when=500.0)
+    await store.upsert(C, [early, late])
+    plain = await store.search(C, QUERY, scope=HOME, limit=2, text="camping trip to the lake")
+    assert [h.id for h in plain] == [early.id, late.id]
+    in_range = [Condition("when", gte=400.0, lte=600.0)]
+    boosted = await store.search(
+        C, QUERY, scope=HOME, limit=2, text="camping trip to the lake", boost=in_range
+    )
+    assert [h.id for h in boosted] == [late.id, early.id]  # lifted, the other still there
+    elsewhere = note(OTHER, "camping", QUERY, when=500.0)
+    await store.upsert(C, [elsewhere])  # the boost's prefetches keep the scope too
+    again = await store.search(C, QUERY, scope=HOME, limit=5, text="camping", boost=in_range)
+    assert elsewhere.id not in [h.id for h in again]

@@ -184,9 +184,12 @@ class VectorStore(Protocol):
         where: Sequence[Condition] = (),
         text: str | None = None,
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
+        boost: Sequence[Condition] = (),
     ) -> list[Hit]:
         """The records nearest ``vector``; given the query ``text`` too, ranked as
-        ``retrieval`` says (without it, or in a collection with no text field: dense)."""
+        ``retrieval`` says (without it, or in a collection with no text field: dense). In
+        hybrid mode, records that also meet ``boost`` rank higher: both sides are fetched
+        again under it and the four lists fused (e.g. a question's time range)."""
 
     async def search_many(
         self,
@@ -199,6 +202,7 @@ class VectorStore(Protocol):
         where: Sequence[Condition] = (),
         texts: Sequence[str] | None = None,
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
+        boost: Sequence[Condition] = (),
     ) -> list[list[Hit]]:
         """:meth:`search` for each vector (and its text in ``texts``), as one batch."""
 

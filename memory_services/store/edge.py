@@ -227,6 +227,7 @@ class EdgeStore:
         where: Sequence[Condition] = (),
         text: str | None = None,
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
+        boost: Sequence[Condition] = (),
     ) -> list[Hit]:
         [hits] = await self.search_many(
             collection,
@@ -237,6 +238,7 @@ class EdgeStore:
             where=where,
             texts=None if text is None else [text],
             retrieval=retrieval,
+            boost=boost,
         )
         return hits
 
@@ -251,9 +253,11 @@ class EdgeStore:
         where: Sequence[Condition] = (),
         texts: Sequence[str] | None = None,
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
+        boost: Sequence[Condition] = (),
     ) -> list[list[Hit]]:
         shard, size = self._shard(collection), self._sizes[collection]
         selected, limit = scope_filter(scope, where), checks.limit(limit)
+        boosted = scope_filter(scope, [*where, *boost]) if boost else None
         if not self._fields[collection]:
             texts = None  # no lexical vectors: dense
         probes = [checks.vector(vector, size) for vector in vectors]
@@ -265,6 +269,7 @@ class EdgeStore:
                 limit=limit,
                 min_score=min_score,
                 retrieval=retrieval,
+                boosted=boosted,
             )
             for probe, text in zip(
                 probes, edge_query.search_texts(texts, len(vectors)), strict=True

@@ -49,9 +49,10 @@ def request(
     limit: int,
     min_score: float | None,
     retrieval: Retrieval,
+    boosted: qe.Filter | None = None,
 ) -> qe.QueryRequest:
     """One search: dense when there is no text (or ``retrieval`` says so), else lexical or
-    the fusion of both."""
+    the fusion of both (and of both again under ``boosted``, when given)."""
     ranked = text is not None and retrieval.mode != "dense"  # scores are cosines: need vectors
     common: dict[str, Any] = {"limit": limit, "with_payload": True, "with_vector": ranked}
     if text is None or retrieval.mode == "dense":
@@ -60,15 +61,16 @@ def request(
     terms = qe.Query.Nearest(sparse(lexical.query(text)), using=lexical.VECTOR)
     if retrieval.mode == "lexical":
         return qe.QueryRequest(query=terms, filter=selected, **common)
-    depth = retrieval.candidates(limit)
-    prefetches = [
-        qe.Prefetch(
-            depth, query=qe.Query.Nearest(vector), filter=selected, score_threshold=min_score
-        ),
-        qe.Prefetch(depth, query=terms, filter=selected),
-    ]
+    depth, prefetches = retrieval.candidates(limit), []
+    for where in [selected] if boosted is None else [selected, boosted]:
+        prefetches += [
+            qe.Prefetch(
+                depth, query=qe.Query.Nearest(vector), filter=where, score_threshold=min_score
+            ),
+            qe.Prefetch(depth, query=terms, filter=where),
+        ]
     fusion: Any = (
-        qe.Fusion.Rrf(k=retrieval.rrf_k, weights=list(retrieval.weights))
+        qe.Fusion.Rrf(k=retrieval.rrf_k, weights=list(retrieval.weights) * (len(prefetches) // 2))
         if retrieval.fusion == "rrf"
         else qe.Fusion.Dbsf()
     )

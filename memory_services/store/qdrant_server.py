@@ -164,6 +164,7 @@ class QdrantServerStore:
         where: Sequence[Condition] = (),
         text: str | None = None,
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
+        boost: Sequence[Condition] = (),
     ) -> list[Hit]:
         [hits] = await self.search_many(
             collection,
@@ -174,6 +175,7 @@ class QdrantServerStore:
             where=where,
             texts=None if text is None else [text],
             retrieval=retrieval,
+            boost=boost,
         )
         return hits
 
@@ -188,8 +190,10 @@ class QdrantServerStore:
         where: Sequence[Condition] = (),
         texts: Sequence[str] | None = None,
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
+        boost: Sequence[Condition] = (),
     ) -> list[list[Hit]]:
         size, selected = self._size(collection), scope_filter(scope, where)
+        boosted = scope_filter(scope, [*where, *boost]) if boost else None
         limit = checks.limit(limit)
         if texts is not None and len(texts) != len(vectors):
             raise ValueError(f"{len(texts)} texts for {len(vectors)} vectors")
@@ -197,7 +201,7 @@ class QdrantServerStore:
             texts = [None] * len(vectors)  # type: ignore[list-item]
         probes = [checks.vector(vector, size) for vector in vectors]
         requests = [
-            _request(probe, text, selected, limit, min_score, retrieval)
+            _request(probe, text, selected, limit, min_score, retrieval, boosted)
             for probe, text in zip(probes, texts, strict=True)
         ]
         if not requests:
@@ -334,6 +338,7 @@ def _request(
     limit: int,
     min_score: float | None,
     retrieval: Retrieval,
+    boosted: models.Filter | None = None,
 ) -> models.QueryRequest:
     """One search: dense without text (or when ``retrieval`` says so), else lexical or the
     fusion of a dense and a lexical prefetch, each under the scope filter."""
@@ -348,13 +353,15 @@ def _request(
             query=terms, using=lexical.VECTOR, filter=selected, limit=limit, with_payload=True,
             with_vector=[""],
         )  # fmt: skip
-    depth = retrieval.candidates(limit)
-    prefetch = [
-        models.Prefetch(query=vector, filter=selected, limit=depth, score_threshold=min_score),
-        models.Prefetch(query=terms, using=lexical.VECTOR, filter=selected, limit=depth),
-    ]
+    depth, prefetch = retrieval.candidates(limit), []
+    for where in [selected] if boosted is None else [selected, boosted]:
+        prefetch += [
+            models.Prefetch(query=vector, filter=where, limit=depth, score_threshold=min_score),
+            models.Prefetch(query=terms, using=lexical.VECTOR, filter=where, limit=depth),
+        ]
+    weights = list(retrieval.weights) * (len(prefetch) // 2)
     fusion: models.Query = (
-        models.RrfQuery(rrf=models.Rrf(k=retrieval.rrf_k, weights=list(retrieval.weights)))
+        models.RrfQuery(rrf=models.Rrf(k=retrieval.rrf_k, weights=weights))
         if retrieval.fusion == "rrf"
         else models.FusionQuery(fusion=models.Fusion.DBSF)
     )
