@@ -97,7 +97,9 @@ async def test_stored_fact_is_retrieved_by_text_and_by_vector(
         retrieval={"mode": "dense"},
     )
     assert strict.facts == []  # hybrid: min_score bounds the dense side, words still match
-    assert await model_facts.error("retrieve", query="pets", vector=vector) == "bad-request"
+    both = await model_facts.ok("retrieve", query="Carol's tortoise", vector=vector, top_k=1)
+    assert [f.id for f in both.facts] == [carol]  # the vector embeds, the query's words rank
+    assert await model_facts.error("retrieve", top_k=1) == "bad-request"
     assert await model_facts.error("retrieve", vector=[0.1, 0.2]) == "bad-request"
     assert model_facts.size() == 3
 
