@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-from react_mem.agent.sources import EPISODES, FACTS
 from react_mem.agent.tools import Argument, Invoke, Tool, ToolCall, ToolError
+from react_mem.clients.episodes import EpisodeClient
+from react_mem.clients.facts import FactClient
 from react_mem.processor.flow import Flow
-from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
-from react_mem.schema.facts import FactInput, FactRequest, FactResponse
+from react_mem.schema.facts import FactInput
 
 QUERY = (Argument("query", "string", "What to look for"),)
-
-
-def _checked(response: FactResponse | EpisodeResponse, service: str) -> None:
-    if response.error is not None:
-        raise ToolError(f"{service}: {response.error.message}")
 
 
 def _required(call: ToolCall, tool: str, name: str) -> str:
@@ -26,21 +21,16 @@ def _required(call: ToolCall, tool: str, name: str) -> str:
 def retrieve_facts(top_k: int, min_score: float | None = None) -> Invoke:
     async def invoke(call: ToolCall) -> str:
         query = _required(call, "RetrieveFacts", "query")
-        request = FactRequest(
-            operation="retrieve",
-            collection=call.scope.collection,
-            user=call.scope.user,
-            query=query,
+        # The user's facts across their conversations: the scope without its conversation.
+        facts = await FactClient.of(call.flow, timeout=call.timeout).retrieve(
+            call.scope.owner(),
+            query,
             top_k=max(top_k, 1),
             min_score=min_score,
         )
-        response: FactResponse = await call.flow.client(FACTS.client).request(
-            request, timeout=call.timeout
-        )
-        _checked(response, "fact-memory")
-        if not response.facts:
+        if not facts:
             return "No stored facts match."
-        return "\n".join(f"- {f.content} (score {f.score or 0:.2f})" for f in response.facts)
+        return "\n".join(f"- {f.content} (score {f.score or 0:.2f})" for f in facts)
 
     return invoke
 
@@ -48,24 +38,18 @@ def retrieve_facts(top_k: int, min_score: float | None = None) -> Invoke:
 def recall_episodes(top_k: int, min_score: float | None = None) -> Invoke:
     async def invoke(call: ToolCall) -> str:
         query = _required(call, "RecallEpisodes", "query")
-        request = EpisodeRequest(
-            operation="retrieve",
-            collection=call.scope.collection,
-            user=call.scope.user,
+        episodes = await EpisodeClient.of(call.flow, timeout=call.timeout).retrieve(
+            call.scope.owner(),
             goal=query,
             top_k=max(top_k, 1),
             min_score=min_score,
         )
-        response: EpisodeResponse = await call.flow.client(EPISODES.client).request(
-            request, timeout=call.timeout
-        )
-        _checked(response, "episode-memory")
-        if not response.episodes:
+        if not episodes:
             return "No similar past episodes."
         return "\n".join(
             f"- {e.goal} -> {e.outcome}"
             + (f". Lessons: {'; '.join(e.lessons)}" if e.lessons else "")
-            for e in response.episodes
+            for e in episodes
         )
 
     return invoke
@@ -73,17 +57,8 @@ def recall_episodes(top_k: int, min_score: float | None = None) -> Invoke:
 
 async def _store_fact(call: ToolCall) -> str:
     content = _required(call, "StoreFact", "fact_content")
-    request = FactRequest(
-        operation="store",
-        collection=call.scope.collection,
-        user=call.scope.user,
-        conversation_id=call.scope.conversation,
-        facts=[FactInput(content=content)],
-    )
-    response: FactResponse = await call.flow.client(FACTS.client).request(
-        request, timeout=call.timeout
-    )
-    _checked(response, "fact-memory")
+    client = FactClient.of(call.flow, timeout=call.timeout)
+    response = await client.store(call.scope, [FactInput(content=content)])
     status = response.stored[0].status if response.stored else "added"
     return "Stored." if status == "added" else f"Already known ({status})."
 
@@ -99,7 +74,7 @@ def memory_tools(
     """The memory tools whose services run in ``flow``; the score floors are those of the
     memory recalled into the prompt (``fact-min-score``, ``episode-min-score``)."""
     tools = []
-    if flow.has_client(FACTS.client):
+    if FactClient.available(flow):
         tools.append(
             Tool(
                 "RetrieveFacts",
@@ -116,7 +91,7 @@ def memory_tools(
                 _store_fact,
             )
         )
-    if flow.has_client(EPISODES.client):
+    if EpisodeClient.available(flow):
         tools.append(
             Tool(
                 "RecallEpisodes",

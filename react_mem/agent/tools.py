@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from react_mem.errors import ConfigurationError
+from react_mem.errors import ConfigurationError, ReactMemError
 from react_mem.processor.flow import Flow
 from react_mem.schema.scope import Scope
 from react_mem.schema.services import (
@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 TOOL_CONFIG_TYPE = "tool"
 
 
-class ToolError(Exception):
+class ToolError(ReactMemError):
     """A tool failed; the message becomes the step's observation."""
 
 
