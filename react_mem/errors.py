@@ -40,12 +40,20 @@ class RequestTimeout(TransientError):
 
 
 class ServiceError(ReactMemError):
-    """A service did not serve a request: ``service`` names it (its spec name), ``type``
-    the ``Error.type`` of its error reply (or of the failure seen instead of one)."""
+    """A service did not serve a request: ``service`` names it, ``type`` is the
+    ``Error.type`` of its error reply (or of the failure seen instead of one), ``detail``
+    the reply's own message."""
 
-    def __init__(self, message: str, *, service: str = "", type: str = "processing-failed"):
+    def __init__(
+        self,
+        message: str,
+        *,
+        service: str = "",
+        type: str = "processing-failed",
+        detail: str = "",
+    ) -> None:
         super().__init__(message)
-        self.service, self.type = service, type
+        self.service, self.type, self.detail = service, type, detail or message
 
 
 class ServiceRefused(ServiceError, BadRequest):
@@ -83,8 +91,10 @@ class BadReply(ServiceError):
 class LLMError(ServiceError):
     """No usable completion: an error reply, a malformed or empty one."""
 
-    def __init__(self, message: str, *, service: str = "", type: str = "llm-error"):
-        super().__init__(message, service=service, type=type)
+    def __init__(
+        self, message: str, *, service: str = "", type: str = "llm-error", detail: str = ""
+    ) -> None:
+        super().__init__(message, service=service, type=type, detail=detail)
 
 
 class LLMUnavailable(LLMError, ServiceUnavailable):

@@ -87,13 +87,16 @@ def owner(scope: Scope) -> dict[str, Any]:
 
 
 def build(model: type[M], **fields: Any) -> M:
-    """A request from typed arguments; arguments the schema refuses are a :class:`BadRequest`."""
+    """A request from typed arguments; arguments the schema refuses are a :class:`BadRequest`
+    (``invalid``) naming each (``limit: Input should be ...``), raised before anything is sent."""
     try:
         return model.model_validate(fields)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or model.__name__
-        raise BadRequest(f"{model.__name__}: {where}: {first['msg']}", type="invalid") from exc
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or model.__name__}: {e['msg']}"
+            for e in exc.errors()
+        )
+        raise BadRequest(problems, type="invalid") from exc
 
 
 class ServiceClient(Generic[Req, Resp]):

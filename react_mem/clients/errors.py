@@ -48,7 +48,7 @@ def exception_for(service: str, error: Error) -> ServiceError:
     TrustGraph peer's own) included."""
     message = f"{service}: {error.type}: {error.message}"
     cls = EXCEPTIONS.get(error.type, ServiceRefused)
-    return cls(message, service=service, type=error.type)
+    return cls(message, service=service, type=error.type, detail=error.message)
 
 
 def raise_for(service: str, error: Error | None) -> None:

@@ -221,4 +221,4 @@ def _llm_exception(response: TextCompletionResponse) -> LLMError:
     error = exception_for(_NAME, response.error)
     if isinstance(error, LLMError):
         return error
-    return LLMError(str(error), service=_NAME, type=error.type)
+    return LLMError(str(error), service=_NAME, type=error.type, detail=error.detail)

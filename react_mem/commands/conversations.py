@@ -3,24 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import TextIO
+from typing import Any, TextIO
 
+from react_mem.clients.base import Page
+from react_mem.clients.conversations import ConversationClient
 from react_mem.commands.common import BusArgs, Subparsers
 from react_mem.commands.operation import Operation, leaf, scope
 from react_mem.commands.table import plural, table, when
-from react_mem.schema.conversations import (
-    Conversation,
-    ConversationRequest,
-    ConversationResponse,
-)
-
-SERVICE = "conversation-memory"
-
-
-def _request(args: argparse.Namespace, operation: str, **fields: object) -> ConversationRequest:
-    return ConversationRequest.model_validate(
-        {"operation": operation, "collection": args.collection, "user": args.user, **fields}
-    )
+from react_mem.schema.conversations import Conversation
+from react_mem.schema.scope import Scope
 
 
 def _state(c: Conversation) -> str:
@@ -32,8 +23,7 @@ def _indented(label: str, text: str) -> str:
     return label + text.replace("\n", "\n" + " " * len(label))
 
 
-def _shown(response: ConversationResponse, args: argparse.Namespace, out: TextIO) -> str | None:
-    c = response.conversation
+def _shown(c: Conversation | None, args: argparse.Namespace, out: TextIO) -> str | None:
     if c is None:
         return f"no conversation {args.id} in {scope(args)}"
     print(
@@ -54,44 +44,54 @@ def _shown(response: ConversationResponse, args: argparse.Namespace, out: TextIO
     return None
 
 
-def _listed(response: ConversationResponse, args: argparse.Namespace, out: TextIO) -> str | None:
-    if not response.conversations:
+def _listed(page: Page[Conversation], args: argparse.Namespace, out: TextIO) -> str | None:
+    if not page.items:
         print(f"no conversations in {scope(args)}", file=out)
         return None
     rows = [
         [c.conversation_id, str(c.turn_count), when(c.last_activity), _state(c), c.summary]
-        for c in response.conversations
+        for c in page.items
     ]
     table(out, ["ID", "TURNS", "LAST ACTIVITY", "STATE", "SUMMARY"], rows)
-    if response.next_offset:
-        print(f"(more: --offset {response.next_offset})", file=out)
+    if page.next:
+        print(f"(more: --offset {page.next})", file=out)
     return None
 
 
-def _ended(response: ConversationResponse, args: argparse.Namespace, out: TextIO) -> str | None:
-    c = response.conversation
-    turns = plural(c.turn_count, "turn") if c is not None else "its turns"
-    print(f"ended conversation {args.id} after {turns}", file=out)
+def _ended(c: Conversation, args: argparse.Namespace, out: TextIO) -> str | None:
+    print(f"ended conversation {args.id} after {plural(c.turn_count, 'turn')}", file=out)
     return None
 
 
-SHOW = Operation(
-    service=SERVICE,
-    response=ConversationResponse,
-    build=lambda a: _request(a, "get", conversation_id=a.id, limit=a.last),
+def _named(to: Scope, args: argparse.Namespace) -> Scope:
+    """The scope narrowed to the conversation the command names."""
+    return to.with_conversation(args.id)
+
+
+def _conversation(c: Conversation | None) -> dict[str, Any]:
+    return {"conversation": None if c is None else c.to_wire()}
+
+
+SHOW: Operation[ConversationClient, Conversation | None] = Operation(
+    client=ConversationClient,
+    call=lambda c, to, a: c.get(_named(to, a), limit=a.last),
     render=_shown,
+    wire=_conversation,
 )
-LIST = Operation(
-    service=SERVICE,
-    response=ConversationResponse,
-    build=lambda a: _request(a, "list", limit=a.limit, offset=a.offset),
+LIST: Operation[ConversationClient, Page[Conversation]] = Operation(
+    client=ConversationClient,
+    call=lambda c, to, a: c.page(to, limit=a.limit, offset=a.offset),
     render=_listed,
+    wire=lambda page: {
+        "conversations": [c.to_wire() for c in page.items],
+        "next_offset": page.next,
+    },
 )
-END = Operation(
-    service=SERVICE,
-    response=ConversationResponse,
-    build=lambda a: _request(a, "end", conversation_id=a.id),
+END: Operation[ConversationClient, Conversation] = Operation(
+    client=ConversationClient,
+    call=lambda c, to, a: c.end(_named(to, a)),
     render=_ended,
+    wire=_conversation,
 )
 
 

@@ -3,58 +3,45 @@
 from __future__ import annotations
 
 import argparse
-from typing import TextIO, get_args
+from typing import Any, TextIO, get_args
 
+from react_mem.clients.base import Page
+from react_mem.clients.episodes import EpisodeClient
 from react_mem.commands.common import BusArgs, Subparsers
 from react_mem.commands.operation import Operation, leaf, scope
 from react_mem.commands.table import plural, score, table
-from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse, Outcome
-
-SERVICE = "episode-memory"
+from react_mem.schema.episodes import Episode, Outcome
 
 
-def _request(args: argparse.Namespace, operation: str, **fields: object) -> EpisodeRequest:
-    return EpisodeRequest.model_validate(
-        {
-            "operation": operation,
-            "collection": args.collection,
-            "user": args.user,
-            "conversation_id": getattr(args, "conversation", None),
-            "outcome": getattr(args, "outcome", None),
-            **fields,
-        }
-    )
-
-
-def _listed(response: EpisodeResponse, args: argparse.Namespace, out: TextIO) -> str | None:
-    if not response.episodes:
+def _listed(page: Page[Episode], args: argparse.Namespace, out: TextIO) -> str | None:
+    if not page.items:
         print(f"no episodes in {scope(args)}", file=out)
         return None
-    rows = [[e.id, e.outcome, score(e.score), e.goal] for e in response.episodes]
+    rows = [[e.id, e.outcome, score(e.score), e.goal] for e in page.items]
     table(out, ["ID", "OUTCOME", "SCORE", "GOAL"], rows)
-    if response.next_offset:
-        print(f"(more: --offset {response.next_offset})", file=out)
+    if page.next:
+        print(f"(more: --offset {page.next})", file=out)
     return None
 
 
-def _found(response: EpisodeResponse, args: argparse.Namespace, out: TextIO) -> str | None:
-    if not response.episodes:
+def _found(episodes: list[Episode], args: argparse.Namespace, out: TextIO) -> str | None:
+    if not episodes:
         print(f"no episodes match in {scope(args)}", file=out)
         return None
-    rows = [[e.id, score(e.similarity), e.outcome, e.goal] for e in response.episodes]
+    rows = [[e.id, score(e.similarity), e.outcome, e.goal] for e in episodes]
     table(out, ["ID", "SIMILARITY", "OUTCOME", "GOAL"], rows)
     return None
 
 
-def _deleted(response: EpisodeResponse, args: argparse.Namespace, out: TextIO) -> str | None:
-    count, asked = response.count or 0, len(args.ids)
+def _deleted(count: int, args: argparse.Namespace, out: TextIO) -> str | None:
+    asked = len(args.ids)
     missing = f" ({asked - count} not found)" if count < asked else ""
     print(f"deleted {plural(count, 'episode')}{missing}", file=out)
     return None
 
 
-def _purged(response: EpisodeResponse, args: argparse.Namespace, out: TextIO) -> str | None:
-    print(f"purged {plural(response.count or 0, 'episode')} from {scope(args)}", file=out)
+def _purged(count: int, args: argparse.Namespace, out: TextIO) -> str | None:
+    print(f"purged {plural(count, 'episode')} from {scope(args)}", file=out)
     return None
 
 
@@ -63,29 +50,35 @@ def _purge_scope(args: argparse.Namespace) -> str:
     return f"every episode{source} in {scope(args)}"
 
 
-LIST = Operation(
-    service=SERVICE,
-    response=EpisodeResponse,
-    build=lambda a: _request(a, "list", limit=a.limit, offset=a.offset),
+def _episodes(episodes: list[Episode]) -> dict[str, Any]:
+    return {"episodes": [e.to_wire() for e in episodes]}
+
+
+LIST: Operation[EpisodeClient, Page[Episode]] = Operation(
+    client=EpisodeClient,
+    call=lambda c, to, a: c.page(to, limit=a.limit, offset=a.offset, outcome=a.outcome),
     render=_listed,
+    wire=lambda page: _episodes(page.items) | {"next_offset": page.next},
 )
-SEARCH = Operation(
-    service=SERVICE,
-    response=EpisodeResponse,
-    build=lambda a: _request(a, "retrieve", goal=a.query, top_k=a.top_k, min_score=a.min_score),
+SEARCH: Operation[EpisodeClient, list[Episode]] = Operation(
+    client=EpisodeClient,
+    call=lambda c, to, a: c.retrieve(
+        to, goal=a.query, top_k=a.top_k, min_score=a.min_score, outcome=a.outcome
+    ),
     render=_found,
+    wire=_episodes,
 )
-DELETE = Operation(
-    service=SERVICE,
-    response=EpisodeResponse,
-    build=lambda a: _request(a, "delete", ids=a.ids),
+DELETE: Operation[EpisodeClient, int] = Operation(
+    client=EpisodeClient,
+    call=lambda c, to, a: c.delete(to, a.ids),
     render=_deleted,
+    wire=lambda count: {"count": count},
 )
-PURGE = Operation(
-    service=SERVICE,
-    response=EpisodeResponse,
-    build=lambda a: _request(a, "purge"),
+PURGE: Operation[EpisodeClient, int] = Operation(
+    client=EpisodeClient,
+    call=lambda c, to, a: c.purge(to),
     render=_purged,
+    wire=lambda count: {"count": count},
     confirm=_purge_scope,
 )
 

@@ -3,57 +3,43 @@
 from __future__ import annotations
 
 import argparse
-from typing import TextIO
+from typing import Any, TextIO
 
+from react_mem.clients.base import Page
+from react_mem.clients.facts import FactClient
 from react_mem.commands.common import BusArgs, Subparsers
 from react_mem.commands.operation import Operation, leaf, scope
 from react_mem.commands.table import plural, score, table
-from react_mem.schema.facts import FactRequest, FactResponse
-
-SERVICE = "fact-memory"
+from react_mem.schema.facts import Fact
 
 
-def _request(args: argparse.Namespace, operation: str, **fields: object) -> FactRequest:
-    return FactRequest.model_validate(
-        {
-            "operation": operation,
-            "collection": args.collection,
-            "user": args.user,
-            "conversation_id": getattr(args, "conversation", None),
-            **fields,
-        }
-    )
-
-
-def _listed(response: FactResponse, args: argparse.Namespace, out: TextIO) -> str | None:
-    if not response.facts:
+def _listed(page: Page[Fact], args: argparse.Namespace, out: TextIO) -> str | None:
+    if not page.items:
         print(f"no facts in {scope(args)}", file=out)
         return None
-    table(out, ["ID", "CONTENT"], [[f.id, f.content] for f in response.facts])
-    if response.next_cursor:
-        print(f"(more: --cursor {response.next_cursor})", file=out)
+    table(out, ["ID", "CONTENT"], [[f.id, f.content] for f in page.items])
+    if page.next:
+        print(f"(more: --cursor {page.next})", file=out)
     return None
 
 
-def _found(response: FactResponse, args: argparse.Namespace, out: TextIO) -> str | None:
-    if not response.facts:
+def _found(facts: list[Fact], args: argparse.Namespace, out: TextIO) -> str | None:
+    if not facts:
         print(f"no facts match in {scope(args)}", file=out)
         return None
-    table(
-        out, ["ID", "SCORE", "CONTENT"], [[f.id, score(f.score), f.content] for f in response.facts]
-    )
+    table(out, ["ID", "SCORE", "CONTENT"], [[f.id, score(f.score), f.content] for f in facts])
     return None
 
 
-def _deleted(response: FactResponse, args: argparse.Namespace, out: TextIO) -> str | None:
+def _deleted(deleted: int, args: argparse.Namespace, out: TextIO) -> str | None:
     asked = len(args.ids)
-    missing = f" ({asked - response.deleted} not found)" if response.deleted < asked else ""
-    print(f"deleted {plural(response.deleted, 'fact')}{missing}", file=out)
+    missing = f" ({asked - deleted} not found)" if deleted < asked else ""
+    print(f"deleted {plural(deleted, 'fact')}{missing}", file=out)
     return None
 
 
-def _purged(response: FactResponse, args: argparse.Namespace, out: TextIO) -> str | None:
-    print(f"purged {plural(response.deleted, 'fact record')} from {scope(args)}", file=out)
+def _purged(deleted: int, args: argparse.Namespace, out: TextIO) -> str | None:
+    print(f"purged {plural(deleted, 'fact record')} from {scope(args)}", file=out)
     return None
 
 
@@ -62,29 +48,33 @@ def _purge_scope(args: argparse.Namespace) -> str:
     return f"every fact{source} in {scope(args)}, with its history"
 
 
-LIST = Operation(
-    service=SERVICE,
-    response=FactResponse,
-    build=lambda a: _request(a, "list", limit=a.limit, cursor=a.cursor),
+def _facts(facts: list[Fact]) -> dict[str, Any]:
+    return {"facts": [f.to_wire() for f in facts]}
+
+
+LIST: Operation[FactClient, Page[Fact]] = Operation(
+    client=FactClient,
+    call=lambda c, to, a: c.page(to, limit=a.limit, cursor=a.cursor),
     render=_listed,
+    wire=lambda page: _facts(page.items) | {"next_cursor": page.next},
 )
-SEARCH = Operation(
-    service=SERVICE,
-    response=FactResponse,
-    build=lambda a: _request(a, "retrieve", query=a.query, top_k=a.top_k, min_score=a.min_score),
+SEARCH: Operation[FactClient, list[Fact]] = Operation(
+    client=FactClient,
+    call=lambda c, to, a: c.retrieve(to, a.query, top_k=a.top_k, min_score=a.min_score),
     render=_found,
+    wire=_facts,
 )
-DELETE = Operation(
-    service=SERVICE,
-    response=FactResponse,
-    build=lambda a: _request(a, "delete", ids=a.ids),
+DELETE: Operation[FactClient, int] = Operation(
+    client=FactClient,
+    call=lambda c, to, a: c.delete(to, a.ids),
     render=_deleted,
+    wire=lambda deleted: {"deleted": deleted},
 )
-PURGE = Operation(
-    service=SERVICE,
-    response=FactResponse,
-    build=lambda a: _request(a, "purge"),
+PURGE: Operation[FactClient, int] = Operation(
+    client=FactClient,
+    call=lambda c, to, a: c.purge(to),
     render=_purged,
+    wire=lambda deleted: {"deleted": deleted},
     confirm=_purge_scope,
 )
 

@@ -7,8 +7,6 @@ import json
 import sys
 from typing import Any, TextIO
 
-from pydantic import ValidationError
-
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
 from react_mem.commands import conversations, episodes, facts, forget
@@ -20,10 +18,9 @@ from react_mem.commands.common import (
     bus_settings,
     with_bus,
 )
-from react_mem.commands.operation import Operation
+from react_mem.commands.operation import Operation, owner
 from react_mem.commands.progress import Progress
-from react_mem.errors import RequestTimeout
-from react_mem.schema import Error
+from react_mem.errors import BadRequest, ServiceError, ServiceTimeout
 
 KINDS = {
     "facts": (facts, "facts in fact-memory"),
@@ -58,44 +55,44 @@ async def execute(
     err: TextIO = sys.stderr,
 ) -> int:
     """Run the memory operation ``args`` describe: 0 done, 1 failed, 2 bad arguments."""
-    op: Operation[Any] = args.operation
+    op: Operation[Any, Any] = args.operation
     queues = queues or ServiceQueues.of(op.service, args.workspace, args.flow)
-    try:
-        request = op.build(args)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        print(f"react-mem memory: invalid arguments: {problems}", file=err)
-        return 2
     if op.confirm is not None and not args.yes and not _confirmed(op.confirm(args), err):
         return 1
-    client: RequestResponseClient[Any, Any] = RequestResponseClient(
-        transport, queues.request, queues.response, op.response, subscriber="react-mem-memory"
+    rpc: RequestResponseClient[Any, Any] = RequestResponseClient(
+        transport,
+        queues.request,
+        queues.response,
+        op.client.service.response_schema,
+        subscriber="react-mem-memory",
     )
     progress = Progress(err, f"waiting for {op.service}")
-    await client.start()
+    await rpc.start()
     try:
         progress.start()
-        response = await client.request(request, timeout=args.timeout)
-    except RequestTimeout:
+        result = await op.call(op.client(rpc, timeout=args.timeout), owner(args), args)
+    except ServiceTimeout:
         print(
             f"react-mem memory: no response from {op.service} on {queues.request} within "
             f"{args.timeout:g}s ({NO_STACK_HINT})",
             file=err,
         )
         return 1
+    except ServiceError as exc:
+        print(f"react-mem memory: {op.service} error ({exc.type}): {exc.detail}", file=err)
+        return 1
+    except BadRequest as exc:  # refused before anything was sent
+        print(f"react-mem memory: invalid arguments: {exc}", file=err)
+        return 2
     finally:
         await progress.stop()
-        await client.close()
-    error: Error | None = response.error
+        await rpc.close()
     if args.json:
-        print(json.dumps(response.to_wire(), indent=2), file=out)
-    elif error is None:
-        problem = op.render(response, args, out)
-        if problem is not None:
-            print(f"react-mem memory: {problem}", file=err)
-            return 1
-    if error is not None:
-        print(f"react-mem memory: {op.service} error ({error.type}): {error.message}", file=err)
+        print(json.dumps(op.wire(result), indent=2), file=out)
+        return 0
+    problem = op.render(result, args, out)
+    if problem is not None:
+        print(f"react-mem memory: {problem}", file=err)
         return 1
     return 0
 

@@ -1,33 +1,41 @@
-"""One ``react-mem memory`` subcommand: which service, how to build the request from the
-arguments, and how to show the response."""
+"""One ``react-mem memory`` subcommand: which service's client, which of its operations
+with what arguments, and how to show the result."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TextIO, TypeVar
 
+from react_mem.clients.base import ServiceClient
 from react_mem.commands.common import BusArgs, Subparsers, flow_args
-from react_mem.schema.base import WireModel
+from react_mem.schema.scope import Scope
 
-Resp = TypeVar("Resp", bound=WireModel)
+C = TypeVar("C", bound=ServiceClient[Any, Any])
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, kw_only=True)
-class Operation(Generic[Resp]):
-    #: The service name in its queues (``request:tg:{service}:{workspace}:{flow}``).
-    service: str
-    response: type[Resp]
-    build: Callable[[argparse.Namespace], WireModel]
-    #: Writes the response to ``out``; returns a message for stderr when it is a failure.
-    render: Callable[[Resp, argparse.Namespace, TextIO], str | None]
+class Operation(Generic[C, R]):
+    client: type[C]
+    #: The operation: the client's method called with the scope and the arguments.
+    call: Callable[[C, Scope, argparse.Namespace], Awaitable[R]]
+    #: Writes the result to ``out``; returns a message for stderr when it is a failure.
+    render: Callable[[R, argparse.Namespace, TextIO], str | None]
+    #: The result as the service's reply fields, for ``--json``.
+    wire: Callable[[R], dict[str, Any]]
     #: For destructive operations: describes what will be deleted, to confirm first.
     confirm: Callable[[argparse.Namespace], str] | None = None
 
+    @property
+    def service(self) -> str:
+        """The service name in its queues (``request:tg:{service}:{workspace}:{flow}``)."""
+        return self.client.service.name
+
 
 def leaf(
-    sub: Subparsers, name: str, help: str, operation: Operation[Any], bus: BusArgs
+    sub: Subparsers, name: str, help: str, operation: Operation[Any, Any], bus: BusArgs
 ) -> argparse.ArgumentParser:
     """A subcommand parser with the scope, output and bus options every operation takes."""
     parser = sub.add_parser(name, help=help, description=help)
@@ -45,6 +53,11 @@ def leaf(
     bus(parser)
     parser.set_defaults(operation=operation, log_level="WARNING")
     return parser
+
+
+def owner(args: argparse.Namespace) -> Scope:
+    """The scope the arguments name (``--conversation`` where the command has one)."""
+    return Scope(args.workspace, args.collection, args.user, getattr(args, "conversation", None))
 
 
 def scope(args: argparse.Namespace) -> str:
