@@ -105,13 +105,11 @@ class ConversationClient(ServiceClient[ConversationRequest, ConversationResponse
         response = await self.call(build(ConversationRequest, operation="purge", **owner(scope)))
         return response.count or 0
 
-    async def forget(self, user: str, *, collection: str = "default") -> Forgotten:
+    async def forget(self, user: str, *, collection: str = "") -> Forgotten:
         response = await self.call(
             build(ConversationRequest, operation="forget", user=user, collection=collection)
         )
-        if response.forgotten is None:
-            raise BadReply(f"{_NAME}: forget reply without its report", service=_NAME)
-        return response.forgotten
+        return response.forgotten or Forgotten()
 
 
 def _conversation(response: ConversationResponse) -> Conversation:
