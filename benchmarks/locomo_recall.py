@@ -2,7 +2,7 @@
 by side, by question category (recall@k, all-evidence), with each retrieval's latency.
 
 Every turn of a conversation is stored as one fact (speaker and session date prefixed,
-``dia_id`` kept in metadata; near-duplicate merging off, so
+``dia_id`` kept in metadata, the session date as ``valid_at``; near-duplicate merging off, so
 each turn stays one memory) in a collection of its own. Each question with evidence retrieves
 the top k over the bus once per ranking (the request's ``retrieval`` options), and counts as a
 hit when every evidence ``dia_id`` is among them. A ``+ctx`` column also counts the turns
@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, get_args
 
@@ -40,9 +41,18 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 
 RANKINGS: dict[str, RetrievalOptions] = {
     "dense": RetrievalOptions(mode="dense"),
     "lexical": RetrievalOptions(mode="lexical"),
-    "hybrid": RetrievalOptions(mode="hybrid"),
-    "hybrid-dbsf": RetrievalOptions(mode="hybrid", fusion="dbsf"),
+    "hybrid": RetrievalOptions(mode="hybrid", time_boost=False),
+    "hybrid-dbsf": RetrievalOptions(mode="hybrid", fusion="dbsf", time_boost=False),
+    "hybrid+time": RetrievalOptions(mode="hybrid"),
 }
+
+
+def session_time(text: str) -> float | None:
+    """A LoCoMo session date ("1:56 pm on 8 May, 2023") in epoch seconds (UTC)."""
+    try:
+        return datetime.strptime(text, "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
 
 
 def turns(sample: dict[str, Any]) -> list[FactInput]:
@@ -52,7 +62,13 @@ def turns(sample: dict[str, Any]) -> list[FactInput]:
             date = conversation.get(f"{key}_date_time", "")
             for turn in session:
                 text = f"{turn['speaker']} ({date}): {turn['text']}"
-                facts.append(FactInput(content=text, metadata={"dia_id": turn["dia_id"]}))
+                facts.append(
+                    FactInput(
+                        content=text,
+                        metadata={"dia_id": turn["dia_id"]},
+                        valid_at=session_time(date),
+                    )
+                )
     return facts
 
 

@@ -10,6 +10,11 @@ from react_mem.errors import BadRequest
 from react_mem.schema.retrieval import RetrievalOptions
 
 
+def time_boost(options: RetrievalOptions | None) -> bool:
+    """Whether a request's time expressions may boost records of that time (default: yes)."""
+    return options is None or options.time_boost is None or options.time_boost
+
+
 def resolve(options: RetrievalOptions | None, default: Retrieval = DEFAULT_RETRIEVAL) -> Retrieval:
     """The retrieval a request asks for, or a BadRequest if it makes no sense."""
     if options is None:

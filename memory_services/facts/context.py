@@ -67,6 +67,7 @@ class FactContext:
         where: Sequence[Condition],
         text: str | None = None,
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
+        boost: Sequence[Condition] = (),
     ) -> list[Hit]:
         return await retrying(
             "vector store",
@@ -79,6 +80,7 @@ class FactContext:
             where=where,
             text=text,
             retrieval=retrieval,
+            boost=boost,
         )
 
     async def search_many(

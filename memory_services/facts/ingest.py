@@ -173,7 +173,7 @@ def _new(
     scope: Scope,
 ) -> dict[str, Any]:
     policy = ctx.policy
-    return rec.new_payload(
+    payload = rec.new_payload(
         owner,
         content=item.content,
         normalised=item.normalised,
@@ -185,6 +185,9 @@ def _new(
         source_conversation=item.fact.source_conversation or scope.conversation,
         request_id=request_id,
     )
+    if item.fact.valid_at is not None:
+        payload["valid_at"] = item.fact.valid_at
+    return payload
 
 
 def _or(value: float | None, default: float) -> float:

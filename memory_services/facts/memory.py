@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
+from memory_services import when
 from memory_services.consolidation.engine import Engine, Options, check_id
 from memory_services.consolidation.ledger import Ledger
 from memory_services.facts import ingest, supersede
@@ -29,6 +30,9 @@ from react_mem.errors import BadRequest
 from react_mem.schema.consolidation import ConsolidationReport
 from react_mem.schema.facts import Fact, FactInput, StoredFact
 from react_mem.schema.forget import Forgotten
+
+#: Days a fact may be told after it happened, for a question's time range (tuned on LoCoMo dev).
+TOLD = 30 * when.DAY
 
 
 class FactMemory:
@@ -232,11 +236,13 @@ class FactMemory:
         top_k: int = 5,
         min_score: float | None = None,
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
+        time_boost: bool = True,
     ) -> list[Fact]:
         """The current facts most similar to ``query`` (embedded once, unless its embedding
         comes as ``vector``), ranked as ``retrieval`` says (hybrid by default; by ``vector``
         alone: dense), best first; each one's ``last_accessed`` and ``access_count`` are
-        updated."""
+        updated. With ``time_boost``, a hybrid search ranks the facts whose ``valid_at``
+        falls in a time the query names higher (see :mod:`memory_services.when`)."""
         ctx = self.ctx
         if query is None and vector is None:
             raise BadRequest("retrieve needs 'query' or 'vector' (or both)")
@@ -250,6 +256,9 @@ class FactMemory:
             assert query is not None
             [probe] = await ctx.embed([ctx.content(query, "query")])
         now = ctx.clock()
+        boost: list[Condition] = []
+        if query is not None and time_boost and (named := when.span(query, now, after=TOLD)):
+            boost = [Condition("valid_at", gte=named[0], lt=named[1])]
         hits = await ctx.search(
             scope,
             probe,
@@ -258,6 +267,7 @@ class FactMemory:
             where=rec.live(now),
             text=query,
             retrieval=retrieval,
+            boost=boost,
         )
         facts = []
         for hit in hits:

@@ -24,7 +24,7 @@ FACT_NAMESPACE = uuid.UUID("6f1c1f0e-5b7a-4d0e-9a43-3f7f1e2a9c10")
 #: ``expires_at`` stored for facts that never expire, so "unexpired" is one range condition.
 NEVER = 32503680000.0  # 3000-01-01T00:00:00Z
 #: Payload indexes besides the scope keys.
-INDEXES = {"current": FieldType.BOOL, "expires_at": FieldType.FLOAT}
+INDEXES = {"current": FieldType.BOOL, "expires_at": FieldType.FLOAT, "valid_at": FieldType.FLOAT}
 
 #: Other wordings a fact keeps (``aliases``): the merge guard lets only restatements in other
 #: case, punctuation, inflection or filler merge, so a few show every way it was put.
@@ -177,6 +177,7 @@ def to_fact(id: str, payload: Mapping[str, Any], score: float | None = None) -> 
         superseded_by=payload.get("superseded_by"),
         content_hash=payload["content_hash"],
         metadata=payload.get("metadata") or {},
+        valid_at=payload.get("valid_at"),
         score=score,
         sources=payload.get("sources") or [],
         aliases=payload.get("aliases") or [],

@@ -17,7 +17,7 @@ from memory_services.facts.quota import QuotaExceeded
 from memory_services.facts.records import FactPolicy
 from memory_services.metrics import quota_evictions, quota_refusals
 from memory_services.processor import Clock, MemoryProcessor, page_offset
-from memory_services.retrieval import resolve
+from memory_services.retrieval import resolve, time_boost
 from memory_services.store.base import Scope, VectorStore
 from react_mem.bus.transport import Transport
 from react_mem.embedding.base import Embedder
@@ -171,6 +171,7 @@ class FactMemoryProcessor(MemoryProcessor[FactMemorySettings]):
                     top_k=r.top_k,
                     min_score=r.min_score,
                     retrieval=resolve(r.retrieval),
+                    time_boost=time_boost(r.retrieval),
                 )
                 return FactResponse(facts=facts)
             case "get":

@@ -69,6 +69,8 @@ async def update(
             request_id=request_id,
             supersedes=id,
         )
+        if (valid_at := p.get("valid_at") if new.valid_at is None else new.valid_at) is not None:
+            payload["valid_at"] = valid_at
         await ctx.upsert([Record(new_id, payload, vector)])
         ctx.on_change(1)
         status = "added"

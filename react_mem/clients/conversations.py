@@ -105,11 +105,13 @@ class ConversationClient(ServiceClient[ConversationRequest, ConversationResponse
         response = await self.call(build(ConversationRequest, operation="purge", **owner(scope)))
         return response.count or 0
 
-    async def forget(self, user: str, *, collection: str = "") -> Forgotten:
+    async def forget(self, user: str, *, collection: str = "default") -> Forgotten:
         response = await self.call(
             build(ConversationRequest, operation="forget", user=user, collection=collection)
         )
-        return response.forgotten or Forgotten()
+        if response.forgotten is None:
+            raise BadReply(f"{_NAME}: forget reply without its report", service=_NAME)
+        return response.forgotten
 
 
 def _conversation(response: ConversationResponse) -> Conversation:

@@ -49,6 +49,7 @@ from react_mem.schema.base import WireModel
 from react_mem.schema.consolidation import ConsolidationReport
 from react_mem.schema.forget import Forgotten
 from react_mem.schema.retrieval import RetrievalOptions
+from react_mem.schema.retrieval import RetrievalOptions
 
 #: Operations on the request's one scope (collection, user, conversation).
 ScopedFactOperation = Literal[
@@ -81,6 +82,9 @@ class FactInput(WireModel):
     metadata: dict[str, str] = Field(default_factory=dict)
     #: Where the fact was learned; default: the request's ``conversation_id``.
     source_conversation: str | None = Field(default=None, max_length=256)
+    #: When what it says happened or held (epoch seconds), when known: a question naming a
+    #: time ("in May 2023") ranks facts of that time higher.
+    valid_at: float | None = Field(default=None, ge=0)
 
 
 class Fact(WireModel):
@@ -103,6 +107,8 @@ class Fact(WireModel):
     #: SHA-256 of the normalised content.
     content_hash: str = ""
     metadata: dict[str, str] = Field(default_factory=dict)
+    #: When what it says happened or held (epoch seconds), if the store was told.
+    valid_at: float | None = None
     #: Cosine similarity to the query (``retrieve`` only).
     score: float | None = None
     #: Other conversations the fact was learned in (merged in by ``consolidate``).

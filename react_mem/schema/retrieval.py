@@ -16,6 +16,9 @@ FusionMethod = Literal["rrf", "dbsf"]
 
 class RetrievalOptions(WireModel):
     mode: RetrievalMode | None = None
+    #: hybrid: rank records dated within a time the query names ("in May 2023", "last
+    #: week") higher (default: on).
+    time_boost: bool | None = None
     fusion: FusionMethod | None = None
     #: rrf: how much each side's ranks count (DBSF normalises scores and has no weights).
     dense_weight: float | None = Field(default=None, ge=0.0, le=100.0)

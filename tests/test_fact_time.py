@@ -1,0 +1,58 @@
+"""Facts keep when what they say happened (``valid_at``); a question naming a time ranks the
+facts of that time higher (hybrid retrieval), over the real broker, edge store and MiniLM."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from react_mem.bus.pulsar import PulsarTransport
+from react_mem.schema.facts import FactInput
+from react_mem.schema.retrieval import RetrievalOptions
+from tests.support.fact_memory import FactService, fact_service
+
+pytestmark = pytest.mark.broker
+
+
+@pytest.fixture
+async def facts(
+    transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
+) -> AsyncIterator[FactService]:
+    async with fact_service(transport, registry, tmp_path, unique, client=FactService) as service:
+        yield service
+
+
+def at(day: str) -> float:
+    return datetime.fromisoformat(day).replace(tzinfo=UTC).timestamp()
+
+
+async def test_a_question_naming_a_time_ranks_the_facts_of_that_time_first(
+    facts: FactService,
+) -> None:
+    stored = await facts.ok(
+        "store",
+        facts=[
+            FactInput(
+                content="Maria went hiking in the hills with her dog", valid_at=at("2023-03-04")
+            ),
+            FactInput(
+                content="Maria went hiking along the coast with friends", valid_at=at("2023-07-09")
+            ),
+            FactInput(content="Maria baked bread for the shelter"),
+        ],
+    )
+    march, july, _ = [s.id for s in stored.stored]
+    ask = "Where did Maria go hiking in July 2023?"
+    found = (await facts.ok("retrieve", query=ask, top_k=2)).facts
+    assert [f.id for f in found] == [july, march]
+    assert found[0].valid_at == at("2023-07-09")
+    ask = "Where did Maria go hiking in March 2023?"
+    found = (await facts.ok("retrieve", query=ask, top_k=2)).facts
+    assert [f.id for f in found] == [march, july]
+    off = RetrievalOptions(time_boost=False)
+    plain = (await facts.ok("retrieve", query=ask, top_k=2, retrieval=off)).facts
+    assert {f.id for f in plain} == {march, july}
