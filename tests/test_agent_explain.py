@@ -1,11 +1,13 @@
 """Explainability as agent-manager's, read with TrustGraph 2.11's own code: the explain
 events on the response stream and the Triples on the flow's explainability queue are what
-TrustGraph's provenance builders produce for the same invocation, in its retrieval graph;
-react-mem adds the memory the prompt held, with scores, linked from the conclusion."""
+TrustGraph's provenance builders produce for the same invocation, in its retrieval graph,
+with or without a librarian holding the texts; react-mem adds the memory the prompt held,
+with scores, linked from the conclusion."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from trustgraph.provenance import (
     agent_observation_uri,
     agent_session_triples,
     agent_session_uri,
+    agent_thought_uri,
     set_graph,
 )
 from trustgraph.schema import AgentRequest as TGAgentRequest
@@ -28,8 +31,10 @@ from trustgraph.schema import Triples as TGTriples
 from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.schema.facts import FactInput, FactRequest, FactResponse
+from react_mem.schema.services import LibrarianRequest, LibrarianResponse
 from tests.support.agent_stack import Stack, agent_stack
 from tests.support.scripted_llm import replies
+from tests.support.services import Service, service_double
 from tests.support.trustgraph import converse, trustgraph_agent, trustgraph_backend
 
 pytestmark = pytest.mark.broker
@@ -60,12 +65,32 @@ def objects(triples: list[Any], predicate: str) -> list[str]:
     return [t.o.value or t.o.iri for t in triples if t.p.iri == predicate]
 
 
+@pytest.mark.parametrize("librarian", [False, True], ids=["no-librarian", "librarian"])
 async def test_explain_events_and_provenance_are_trustgraphs(
-    broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str
+    broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str, librarian: bool
 ) -> None:
     explainability = f"flow:tg:explainability-{unique}:default:f1"
     session = f"s-{unique}"
+    topics = {"explainability": explainability}
+    library = {
+        "request": f"request:tg:librarian-{unique}:default",
+        "response": f"response:tg:librarian-{unique}:default",
+    }
+    if librarian:
+        topics |= {
+            "librarian-request": library["request"],
+            "librarian-response": library["response"],
+        }
     async with (
+        service_double(
+            transport,
+            tmp_path,
+            f"librarian-{unique}",
+            library,
+            LibrarianRequest,
+            LibrarianResponse,
+            lambda r: LibrarianResponse(document_id=r.document_id),
+        ) as stored,
         agent_stack(
             transport,
             tmp_path,
@@ -76,7 +101,7 @@ async def test_explain_events_and_provenance_are_trustgraphs(
             ),
             services=("fact-memory",),
             tools={"lookup": LOOKUP},
-            agent_topics={"explainability": explainability},
+            agent_topics=topics,
         ) as stack,
         trustgraph_backend(broker.url) as backend,
         trustgraph_agent(backend, stack.topics["agent"]) as agent,
@@ -103,6 +128,8 @@ async def test_explain_events_and_provenance_are_trustgraphs(
     by_id = {r.explain_id: r.explain_triples for r in explains}
 
     # agent-manager's triples, built by TrustGraph's own provenance functions.
+    # With a librarian, the thought, observation and answer are documents there.
+    thought_doc, observation_doc, answer_doc = documents(stored, session, librarian)
     (started,) = objects(by_id[question], STARTED_AT)
     assert by_id[question] == set_graph(
         agent_session_triples(question, QUESTION, started), GRAPH_RETRIEVAL
@@ -113,17 +140,21 @@ async def test_explain_events_and_provenance_are_trustgraphs(
             question_uri=question,
             action="lookup",
             arguments={"question": "Eiffel Tower"},
+            thought_uri=agent_thought_uri(session, 1) if thought_doc else None,
+            thought_document_id=thought_doc,
         ),
         GRAPH_RETRIEVAL,
     )
     assert by_id[observation] == set_graph(
-        agent_observation_triples(observation, iteration), GRAPH_RETRIEVAL
+        agent_observation_triples(observation, iteration, document_id=observation_doc),
+        GRAPH_RETRIEVAL,
     )
     answer = got[-1]
     expected_final = set_graph(
         agent_final_triples(
             final,
             previous_uri=observation,
+            document_id=answer_doc,
             in_token=answer.in_token,
             out_token=answer.out_token,
             model=answer.model,
@@ -144,3 +175,28 @@ async def test_explain_events_and_provenance_are_trustgraphs(
     assert all(t.metadata.collection == "default" for t in sent)
     assert [t.triples for t in sent] == [by_id[t.metadata.id] for t in sent]
     assert answer.message_type == "answer" and answer.content == "In Paris."
+
+
+def documents(
+    stored: Service, session: str, librarian: bool
+) -> tuple[str | None, str | None, str | None]:
+    """The thought, observation and answer documents the agent saved, as agent-manager
+    names, titles and encodes them; all ``None`` without a librarian."""
+    if not librarian:
+        assert stored.requests == []
+        return None, None, None
+    saved = {r.document_id: r for r in stored.requests}
+    thought = agent_thought_uri(session, 1)
+    observation = agent_observation_uri(session, 1)
+    answer = f"{agent_session_uri(session)}/answer"
+    assert list(saved) == [thought, observation, answer]
+    texts = {k: base64.b64decode(r.content).decode() for k, r in saved.items()}
+    assert texts == {
+        thought: "ask the graph",
+        observation: "KNOWLEDGE about Eiffel Tower",
+        answer: "In Paris.",
+    }
+    titles = [r.document_metadata.title for r in saved.values() if r.document_metadata]
+    assert titles == ["Agent Thought: lookup", "Agent Observation", f"Agent Answer: {QUESTION}..."]
+    assert all(r.operation == "add-document" for r in saved.values())
+    return thought, observation, answer

@@ -35,6 +35,7 @@ TRUSTGRAPH_SERVICES = {"text-completion", "prompt-rag", "graph-rag", "mcp-tool"}
     "structured-query",
     "embeddings",
     "row-embeddings-query",
+    "librarian",
 }
 #: Queues fed from outside the flow's processors: `react-mem feedback` and `react-mem memory
 #: forget` (or any client).

@@ -6,6 +6,8 @@ named graph that ``tg-invoke-agent -x`` and the Workbench read.
 The entities are TrustGraph's: the question (``tg:Question``/``tg:AgentQuestion``), each
 iteration's analysis (``tg:Analysis``/``tg:ToolUse``, with its thought), its observation and
 the conclusion (``tg:Conclusion``/``tg:Answer``), chained by ``prov:wasDerivedFrom``.
+With a librarian in the flow (``librarian-*``), the thought, observation and answer texts
+are stored there as documents and linked (``tg:document``), as agent-manager does.
 react-mem adds its own (namespace ``urn:react-mem:ns:``): the memory in the prompt
 (``rm:MemoryContext``), derived from the question, with one entity per fact, episode,
 conversation turn, summary or playbook bullet, its id and score; the conclusion names it
@@ -65,6 +67,11 @@ def memory_uri(session: str) -> str:
     return f"{session_uri(session)}/memory"
 
 
+def answer_document(session: str) -> str:
+    """The librarian document holding the answer (agent-manager's id)."""
+    return f"{session_uri(session)}/answer"
+
+
 # -- triples ---------------------------------------------------------------------------
 def _iri(value: str) -> Term:
     return Term(type="i", iri=value)
@@ -103,26 +110,46 @@ def session_triples(session: str, question: str, started: datetime | None = None
 
 
 def iteration_triples(
-    session: str, iteration: int, action: str, arguments: dict[str, str]
+    session: str,
+    iteration: int,
+    action: str,
+    arguments: dict[str, str],
+    thought_document: str | None = None,
 ) -> list[Triple]:
-    """An iteration's analysis (agent-manager's without a librarian: the thought's text is
-    in the response stream, not in a stored document, so no thought entity)."""
+    """An iteration's analysis; its thought is an entity when the librarian holds its text
+    (``thought_document``), as in agent-manager."""
     uri = iteration_uri(session, iteration)
-    return [
+    triples = [
         *_types(uri, f"Analysis: {action}", TG + "Analysis", TG + "ToolUse"),
         _t(uri, TG + "action", _literal(action)),
         _t(uri, TG + "arguments", _literal(json.dumps(arguments))),
         _t(uri, DERIVED_FROM, _iri(_after(session, iteration))),
     ]
+    if thought_document:
+        sub = thought_uri(session, iteration)
+        triples += [
+            _t(uri, TG + "thought", _iri(sub)),
+            _t(sub, RDF_TYPE, _iri(TG + "Reflection")),
+            _t(sub, RDF_TYPE, _iri(TG + "Thought")),
+            _t(sub, RDFS_LABEL, _literal("Thought")),
+            _t(sub, DERIVED_FROM, _iri(uri)),
+            _t(sub, TG + "document", _iri(thought_document)),
+        ]
+    return triples
 
 
-def observation_triples(session: str, iteration: int, *, error: str | None = None) -> list[Triple]:
-    """An iteration's observation; ``error``: the tool's failure (``tg:toolError``)."""
+def observation_triples(
+    session: str, iteration: int, *, document: str | None = None, error: str | None = None
+) -> list[Triple]:
+    """An iteration's observation (``document``: its text in the librarian); ``error``: the
+    tool's failure (``tg:toolError``, react-mem's addition)."""
     uri = observation_uri(session, iteration)
     triples = [
         *_types(uri, "Observation", TG + "Observation"),
         _t(uri, DERIVED_FROM, _iri(iteration_uri(session, iteration))),
     ]
+    if document:
+        triples.append(_t(uri, TG + "document", _iri(document)))
     if error:
         triples += [
             _t(uri, TG + "toolError", _literal(error)),
@@ -138,6 +165,7 @@ def final_triples(
     in_token: int | None = None,
     out_token: int | None = None,
     model: str | None = None,
+    document: str | None = None,
     memory: bool = False,
 ) -> list[Triple]:
     uri = final_uri(session)
@@ -145,6 +173,8 @@ def final_triples(
         *_types(uri, "Conclusion", TG + "Conclusion", TG + "Answer"),
         _t(uri, DERIVED_FROM, _iri(_after(session, iteration))),
     ]
+    if document:
+        triples.append(_t(uri, TG + "document", _iri(document)))
     for predicate, value in (("inToken", in_token), ("outToken", out_token), ("llmModel", model)):
         if value is not None:
             triples.append(_t(uri, TG + predicate, _literal(value)))

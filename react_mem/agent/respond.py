@@ -18,19 +18,34 @@ react-mem's memory context (what memory the prompt held, with scores).
 
 from __future__ import annotations
 
+import base64
 import logging
+from typing import Any
 
 from react_mem.agent import explain
 from react_mem.processor.context import MessageContext
 from react_mem.schema import AgentResponse, Error
 from react_mem.schema.agent import MemoryRef
 from react_mem.schema.primitives import Triple
-from react_mem.schema.services import Metadata, Triples
+from react_mem.schema.services import (
+    DocumentMetadata,
+    LibrarianRequest,
+    LibrarianResponse,
+    Metadata,
+    Triples,
+)
 from react_mem.schema.trajectory import PARSE_ERROR_ACTION
 
 logger = logging.getLogger(__name__)
 #: The flow's producer for provenance triples (agent-manager's spec name).
 EXPLAINABILITY = "explainability"
+#: The librarian, where agent-manager keeps thought, observation and answer texts.
+LIBRARIAN = "librarian-request"
+LIBRARIAN_TIMEOUT = 10.0
+#: Client specs the responder uses: (service, request, response schemas).
+DOCUMENT_CLIENTS: tuple[tuple[str, type[Any], type[Any]], ...] = (
+    ("librarian", LibrarianRequest, LibrarianResponse),
+)
 
 ERROR_TYPE = "agent-error"
 
@@ -58,8 +73,9 @@ class Responder:
         streaming: bool,
         *,
         collection: str = "default",
+        question: str = "",
     ):
-        self.ctx, self.streaming = ctx, streaming
+        self.ctx, self.streaming, self.question_text = ctx, streaming, question
         self.session, self.iteration, self.collection = session_id, iteration, collection
         self.thought_id = explain.thought_uri(session_id, iteration)
         self.observation_id = explain.observation_uri(session_id, iteration)
@@ -104,10 +120,38 @@ class Responder:
     async def action(self, name: str, arguments: dict[str, str], thought: str = "") -> None:
         """The iteration's analysis, before its tool runs (agent-manager's ``on_action``)."""
         self._acted = True
+        document = await self.document(self.thought_id, thought, f"Agent Thought: {name}")
         await self.explain(
             explain.iteration_uri(self.session, self.iteration),
-            explain.iteration_triples(self.session, self.iteration, name, arguments),
+            explain.iteration_triples(self.session, self.iteration, name, arguments, document),
         )
+
+    async def document(self, document_id: str, text: str, title: str) -> str | None:
+        """``text`` stored in the flow's librarian as ``document_id`` (agent-manager's
+        ``save_document``); ``None`` without a librarian or when it fails."""
+        flow = self.ctx.flow
+        if not text or not flow.has_client(LIBRARIAN):
+            return None
+        metadata = DocumentMetadata(
+            id=document_id, kind="text/plain", title=title, document_type="answer"
+        )
+        request = LibrarianRequest(
+            operation="add-document",
+            document_id=document_id,
+            document_metadata=metadata,
+            content=base64.b64encode(text.encode()).decode("ascii"),
+        )
+        try:
+            response: LibrarianResponse = await flow.client(LIBRARIAN).request(
+                request, timeout=LIBRARIAN_TIMEOUT
+            )
+        except Exception as exc:  # the provenance links no document; the answer goes on
+            logger.warning("librarian: %s not saved: %r", document_id, exc)
+            return None
+        if response.error is not None:
+            logger.warning("librarian: %s not saved: %s", document_id, response.error.type)
+            return None
+        return document_id
 
     async def _send(self, kind: str, content: str, message_id: str, *, end: bool) -> None:
         await self.ctx.reply(
@@ -143,20 +187,29 @@ class Responder:
         if not self._acted:
             await self.action(PARSE_ERROR_ACTION, {})
         await self._send("observation", text, self.observation_id, end=True)
+        document = await self.document(self.observation_id, text, "Agent Observation")
         await self.explain(
             self.observation_id,
-            explain.observation_triples(self.session, self.iteration, error=error),
+            explain.observation_triples(
+                self.session, self.iteration, document=document, error=error
+            ),
         )
 
     async def answer(self, text: str) -> None:
         """The conclusion's provenance, then the end of the dialog: the whole answer, or
         (streaming) the terminal marker."""
+        document = await self.document(
+            explain.answer_document(self.session),
+            text,
+            f"Agent Answer: {self.question_text[:50]}...",
+        )
         triples = explain.final_triples(
             self.session,
             self.iteration,
             in_token=self.in_token,
             out_token=self.out_token,
             model=self.model,
+            document=document,
             memory=bool(self.used),
         )
         await self.explain(self.answer_id, triples)

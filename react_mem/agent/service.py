@@ -42,7 +42,12 @@ from react_mem.agent.memory_tools import memory_tools
 from react_mem.agent.metrics import agent_metrics
 from react_mem.agent.sources import CONVERSATIONS, SOURCES
 from react_mem.agent.parse import Action, Final, ParseError
-from react_mem.agent.respond import EXPLAINABILITY, Responder, error_response
+from react_mem.agent.respond import (
+    DOCUMENT_CLIENTS,
+    EXPLAINABILITY,
+    Responder,
+    error_response,
+)
 from react_mem.agent.seal import StateSealer, invocation, load_key
 from react_mem.agent.tools import TOOL_CONFIG_TYPE, Tool, ToolCall, tools_from_config
 from react_mem.bus.transport import Transport
@@ -107,7 +112,7 @@ def _clients() -> list[RequestResponseSpec]:
         ("prompt", PromptRequest, PromptResponse, True),
         ("mcp-tool", ToolRequest, ToolResponse, True),
     ]
-    pairs += [(name, req, resp, True) for name, req, resp in CLIENTS]
+    pairs += [(name, req, resp, True) for name, req, resp in (*CLIENTS, *DOCUMENT_CLIENTS)]
     pairs += [(s.service, s.request, s.response, True) for s in SOURCES]
     pairs.append(("working-memory", WorkingMemoryRequest, WorkingMemoryResponse, True))
     return [
@@ -251,6 +256,7 @@ class AgentProcessor(Processor):
             inv.state.iteration,
             request.streaming,
             collection=request.collection,
+            question=request.question,
         )
         respond.used = inv.state.used
         if inv.state.iteration == 1:  # provenance: the question and the memory recalled

@@ -69,6 +69,7 @@ register(services.EmbeddingsRequest, services.EmbeddingsResponse, services.RowIn
 register(services.RowEmbeddingsRequest, services.RowEmbeddingsResponse)
 register(services.ToolServiceRequest, services.ToolServiceResponse)
 register(services.Metadata, services.Triples)
+register(services.DocumentMetadata, services.LibrarianRequest, services.LibrarianResponse)
 # react-mem's agent messages.
 register(agent.MemoryRef, agent.MemoryState, trajectory.Trajectory)
 # Forgetting a user and the audit trail.

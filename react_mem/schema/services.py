@@ -150,3 +150,33 @@ class Triples(WireModel):
 
     metadata: Metadata | None = None
     triples: list[Triple] = Field(default_factory=list)
+
+
+class DocumentMetadata(WireModel):
+    id: str = ""
+    time: int = 0
+    kind: str = ""
+    title: str = ""
+    comments: str = ""
+    metadata: list[Triple] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    parent_id: str = ""
+    document_type: str = "source"
+
+
+class LibrarianRequest(WireModel):
+    """The part of TrustGraph's librarian request the agent sends (``add-document``):
+    ``content`` is the document, base64-encoded."""
+
+    operation: str = ""
+    document_id: str = ""
+    document_metadata: DocumentMetadata | None = None
+    content: str = ""
+    collection: str = ""
+
+
+class LibrarianResponse(WireModel):
+    """The part of TrustGraph's librarian response the agent reads."""
+
+    error: Error | None = None
+    document_id: str = ""
