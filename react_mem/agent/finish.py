@@ -6,11 +6,11 @@ import logging
 import time
 
 from react_mem.agent.config import AgentMemConfig
-from react_mem.agent.sources import CONVERSATIONS
+from react_mem.clients.conversations import ConversationClient
+from react_mem.errors import ReactMemError
 from react_mem.processor.flow import Flow
 from react_mem.schema import AgentRequest, AgentStep
 from react_mem.schema.agent import MemoryState
-from react_mem.schema.conversations import ConversationRequest, ConversationResponse
 from react_mem.schema.scope import Scope
 from react_mem.schema.trajectory import PARSE_ERROR_ACTION, Outcome, Trajectory
 from react_mem.text import clip, one_line
@@ -78,22 +78,14 @@ async def append_turn(
     said = answer if answer else "no answer"
     summary = f"User asked: {short(request.question)} Agent answered{did}: {short(said)}"
     try:
-        response: ConversationResponse = await flow.client(CONVERSATIONS.client).request(
-            ConversationRequest(
-                operation="append",
-                collection=scope.collection,
-                user=scope.user,
-                conversation_id=scope.conversation or "",
-                turn_id=request.session_id,
-                session_id=request.session_id,
-                query=request.question,
-                answer=answer,
-                summary=summary,
-                result=outcome,
-            ),
-            timeout=timeout,
+        await ConversationClient.of(flow, timeout=timeout).append(
+            scope,
+            query=request.question,
+            answer=answer,
+            summary=summary,
+            turn_id=request.session_id,
+            session_id=request.session_id,
+            result=outcome,
         )
-        if response.error is not None:
-            logger.warning("conversation turn not stored: %s", response.error.message)
-    except Exception as exc:
-        logger.warning("conversation turn not stored: %r", exc)
+    except ReactMemError as exc:  # the client maps every failure to one
+        logger.warning("conversation turn not stored: %s", exc)

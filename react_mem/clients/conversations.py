@@ -32,6 +32,7 @@ class ConversationClient(ServiceClient[ConversationRequest, ConversationResponse
         *,
         query: str,
         answer: str = "",
+        summary: str = "",
         turn_id: str | None = None,
         session_id: str | None = None,
         result: Result | None = None,
@@ -44,6 +45,7 @@ class ConversationClient(ServiceClient[ConversationRequest, ConversationResponse
                 operation="append",
                 query=query,
                 answer=answer,
+                summary=summary,
                 turn_id=turn_id,
                 session_id=session_id,
                 result=result,
@@ -105,13 +107,11 @@ class ConversationClient(ServiceClient[ConversationRequest, ConversationResponse
         response = await self.call(build(ConversationRequest, operation="purge", **owner(scope)))
         return response.count or 0
 
-    async def forget(self, user: str, *, collection: str = "default") -> Forgotten:
+    async def forget(self, user: str, *, collection: str = "") -> Forgotten:
         response = await self.call(
             build(ConversationRequest, operation="forget", user=user, collection=collection)
         )
-        if response.forgotten is None:
-            raise BadReply(f"{_NAME}: forget reply without its report", service=_NAME)
-        return response.forgotten
+        return response.forgotten or Forgotten()
 
 
 def _conversation(response: ConversationResponse) -> Conversation:
