@@ -81,6 +81,8 @@ class ConfigServiceProcessor(Processor):
     """Serves get, list, getvalues, getvalues-all-ws, getkeys-all-ws, put, delete, config."""
 
     Settings: ClassVar[type[ProcessorSettings]] = ConfigServiceSettings
+    #: Of the ``Settings`` class (:class:`Processor` revalidates what it is given as it).
+    settings: ConfigServiceSettings
     default_id: ClassVar[str] = "config-svc"
     static_topics: ClassVar[dict[str, str] | None] = {
         "request": CONFIG_REQUEST_QUEUE,
@@ -96,7 +98,6 @@ class ConfigServiceProcessor(Processor):
         registry: CollectorRegistry | None = None,
     ) -> None:
         super().__init__(settings, transport, registry=registry)
-        assert isinstance(self.settings, ConfigServiceSettings)
         self.config_settings = self.settings
         self._store: ConfigStore | None = None
         # Writes are serialised so pushes go out in version order.

@@ -142,6 +142,8 @@ class LearnerSettings(ProcessorSettings):
 
 class MemoryLearnerProcessor(Processor):
     Settings: ClassVar[type[ProcessorSettings]] = LearnerSettings
+    #: Of the ``Settings`` class (:class:`Processor` revalidates what it is given as it).
+    settings: LearnerSettings
     default_id: ClassVar[str] = "memory-learner"
 
     def __init__(
@@ -152,8 +154,7 @@ class MemoryLearnerProcessor(Processor):
         registry: CollectorRegistry | None = None,
     ) -> None:
         super().__init__(settings, transport, registry=registry)
-        assert isinstance(self.settings, LearnerSettings)
-        self.learner_settings: LearnerSettings = self.settings
+        self.learner_settings = self.settings
         self.metrics = LearnerMetrics(registry, self.id)
         self.lag = Lag(registry, self.id, time.time)
         self._limits = self.learner_settings.limits()

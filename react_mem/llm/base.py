@@ -133,6 +133,8 @@ class TextCompletionProcessor(Processor, ABC):
     """Serves ``TextCompletionRequest`` on the flow's ``request`` queue with a :class:`Backend`."""
 
     Settings: ClassVar[type[ProcessorSettings]] = LLMSettings
+    #: Of the ``Settings`` class (:class:`Processor` revalidates what it is given as it).
+    settings: LLMSettings
     default_id: ClassVar[str] = "text-completion"
 
     def __init__(
@@ -143,8 +145,7 @@ class TextCompletionProcessor(Processor, ABC):
         registry: CollectorRegistry | None = None,
     ) -> None:
         super().__init__(settings, transport, registry=registry)
-        assert isinstance(self.settings, LLMSettings)
-        self.llm_settings: LLMSettings = self.settings
+        self.llm_settings = self.settings
         self.backend = self.create_backend()
         self.llm_metrics = LLMMetrics(registry, self.id)
         self.gate = PriorityGate(self.llm_settings.parallel or self.llm_settings.concurrency)

@@ -210,7 +210,7 @@ class LlamaCppBackend:
 
 class LlamaCppProcessor(TextCompletionProcessor):
     Settings: ClassVar[type[ProcessorSettings]] = LlamaCppSettings
+    settings: LlamaCppSettings
 
     def create_backend(self) -> Backend:
-        assert isinstance(self.settings, LlamaCppSettings)
         return LlamaCppBackend(self.settings)

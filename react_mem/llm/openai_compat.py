@@ -159,7 +159,7 @@ def _mapped(exc: openai.OpenAIError) -> LLMError:
 
 class OpenAICompatibleProcessor(TextCompletionProcessor):
     Settings: ClassVar[type[ProcessorSettings]] = OpenAISettings
+    settings: OpenAISettings
 
     def create_backend(self) -> Backend:
-        assert isinstance(self.settings, OpenAISettings)
         return OpenAIBackend(self.settings)
