@@ -11,6 +11,7 @@ from react_mem.schema.agent import AgentStep
 from react_mem.schema.consolidation import ConsolidationReport
 from react_mem.schema.episodes import Episode, EpisodeRequest, EpisodeResponse, Outcome
 from react_mem.schema.forget import Forgotten
+from react_mem.schema.retrieval import RetrievalOptions
 from react_mem.schema.scope import Scope
 
 EPISODE_MEMORY: Service[EpisodeRequest, EpisodeResponse] = Service(
@@ -75,6 +76,7 @@ class EpisodeClient(ServiceClient[EpisodeRequest, EpisodeResponse]):
         top_k: int | None = None,
         outcome: Outcome | None = None,
         min_score: float | None = None,
+        retrieval: RetrievalOptions | None = None,
     ) -> list[Episode]:
         """The episodes most similar to ``goal``/``context`` (or ``vector``), best first."""
         response = await self.call(
@@ -87,6 +89,7 @@ class EpisodeClient(ServiceClient[EpisodeRequest, EpisodeResponse]):
                 top_k=top_k,
                 outcome=outcome,
                 min_score=min_score,
+                retrieval=retrieval,
                 **owner(scope),
             )
         )
@@ -161,15 +164,11 @@ class EpisodeClient(ServiceClient[EpisodeRequest, EpisodeResponse]):
         )
         return _report(response.consolidation)
 
-    async def forget(self, user: str, *, collection: str = "default") -> Forgotten:
+    async def forget(self, user: str, *, collection: str = "") -> Forgotten:
         response = await self.call(
             build(EpisodeRequest, operation="forget", user=user, collection=collection)
         )
-        if response.forgotten is None:
-            raise BadReply(
-                "episode-memory: forget reply without its report", service="episode-memory"
-            )
-        return response.forgotten
+        return response.forgotten or Forgotten()
 
 
 def _report(report: ConsolidationReport | None) -> ConsolidationReport:

@@ -9,6 +9,7 @@ from react_mem.errors import BadReply
 from react_mem.schema.consolidation import ConsolidationReport
 from react_mem.schema.facts import Fact, FactInput, FactRequest, FactResponse, StoredFact
 from react_mem.schema.forget import Forgotten
+from react_mem.schema.retrieval import RetrievalOptions
 from react_mem.schema.scope import Scope
 
 FACT_MEMORY: Service[FactRequest, FactResponse] = Service("fact-memory", FactRequest, FactResponse)
@@ -39,6 +40,7 @@ class FactClient(ServiceClient[FactRequest, FactResponse]):
         vector: Sequence[float] | None = None,
         top_k: int = 5,
         min_score: float | None = None,
+        retrieval: RetrievalOptions | None = None,
     ) -> list[Fact]:
         """The facts most similar to ``query`` (or ``vector``), best first."""
         response = await self.call(
@@ -49,6 +51,7 @@ class FactClient(ServiceClient[FactRequest, FactResponse]):
                 vector=None if vector is None else list(vector),
                 top_k=top_k,
                 min_score=min_score,
+                retrieval=retrieval,
                 **owner(scope),
             )
         )
@@ -117,14 +120,12 @@ class FactClient(ServiceClient[FactRequest, FactResponse]):
         )
         return _report(response.consolidation)
 
-    async def forget(self, user: str, *, collection: str = "default") -> Forgotten:
-        """Delete every fact of ``user`` in every collection of the flow's workspace."""
+    async def forget(self, user: str, *, collection: str = "") -> Forgotten:
+        """Delete every fact of ``user`` in ``collection`` ("": every collection)."""
         response = await self.call(
             build(FactRequest, operation="forget", user=user, collection=collection)
         )
-        if response.forgotten is None:
-            raise BadReply("fact-memory: forget reply without its report", service="fact-memory")
-        return response.forgotten
+        return response.forgotten or Forgotten()
 
 
 def _one(stored: list[StoredFact]) -> StoredFact:

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from react_mem.clients.base import Page, Service, ServiceClient, build
-from react_mem.errors import BadReply
 from react_mem.schema.forget import Forgotten
 from react_mem.schema.playbook import (
     Bullet,
@@ -21,7 +20,6 @@ from react_mem.schema.playbook import (
 PLAYBOOK_MEMORY: Service[PlaybookRequest, PlaybookResponse] = Service(
     "playbook-memory", PlaybookRequest, PlaybookResponse
 )
-_NAME = PLAYBOOK_MEMORY.name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,6 +129,4 @@ class PlaybookClient(ServiceClient[PlaybookRequest, PlaybookResponse]):
     async def forget(self, user: str, *, collection: str = "") -> Forgotten:
         """Everything of ``user``; ``collection`` "" for every collection."""
         response = await self._op(Playbook(collection=collection, user=user), "forget")
-        if response.forgotten is None:
-            raise BadReply(f"{_NAME}: forget reply without its report", service=_NAME)
-        return response.forgotten
+        return response.forgotten or Forgotten()

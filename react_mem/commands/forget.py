@@ -14,40 +14,38 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
+from react_mem.clients.conversations import ConversationClient
+from react_mem.clients.episodes import EpisodeClient
+from react_mem.clients.facts import FactClient
+from react_mem.clients.forget import LearnerForgetClient
+from react_mem.clients.playbook import PlaybookClient
 from react_mem.commands.common import BusArgs, ServiceQueues, Subparsers, flow_args
 from react_mem.commands.progress import Progress
-from react_mem.errors import RequestTimeout
-from react_mem.schema.base import WireModel
+from react_mem.errors import ServiceError, ServiceTimeout
 from react_mem.schema.forget import MEMORY_FORGET, Forgotten
-from react_mem.schema.primitives import Error
 
-#: The services that hold a user's memory, in report order.
-SERVICES = ("fact-memory", "episode-memory", "conversation-memory", "playbook-memory")
 LEARNER = "memory-learner"
+#: Who holds a user's memory, in report order: the memory services, then the learner.
+Forgetter = (
+    type[FactClient]
+    | type[EpisodeClient]
+    | type[ConversationClient]
+    | type[PlaybookClient]
+    | type[LearnerForgetClient]
+)
+CLIENTS: dict[str, Forgetter] = {
+    c.service.name: c for c in (FactClient, EpisodeClient, ConversationClient, PlaybookClient)
+} | {LEARNER: LearnerForgetClient}
+SERVICES = tuple(name for name in CLIENTS if name != LEARNER)
 #: Dead-letter queues are persistent topics that pulsar-lite can neither list nor trim.
 DEAD_LETTERS = (
     "not reached: dead-letter queues (flow:tg:dlq--...) keep failed messages, a user's "
     "included, until an operator consumes them; on Pulsar, set the namespace's retention"
 )
-
-
-class ServiceForget(WireModel):
-    """The request every service's ``forget`` takes (their request shapes share these)."""
-
-    operation: str = "forget"
-    collection: str = ""
-    user: str = ""
-
-
-class ForgetReply(WireModel):
-    """The fields of any service's response that a forget reads (others are ignored)."""
-
-    error: Error | None = None
-    forgotten: Forgotten | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,12 +85,11 @@ async def forget_user(
 ) -> list[Report]:
     """Send ``forget`` to each of ``to`` at once; one report per service, in order (and a
     line on ``progress`` as each answers)."""
-    request = ServiceForget(user=user, collection=collection)
     started, answered = time.monotonic(), 0
 
     async def one(name: str, queues: ServiceQueues) -> Report:
         nonlocal answered
-        report = await _one(transport, name, queues, request, timeout)
+        report = await _one(transport, name, queues, user, collection, timeout)
         answered += 1
         if progress is not None:
             took = time.monotonic() - started
@@ -104,23 +101,33 @@ async def forget_user(
 
 
 async def _one(
-    transport: Transport, name: str, queues: ServiceQueues, request: ServiceForget, timeout: float
+    transport: Transport,
+    name: str,
+    queues: ServiceQueues,
+    user: str,
+    collection: str,
+    timeout: float,
 ) -> Report:
-    client: RequestResponseClient[ServiceForget, ForgetReply] = RequestResponseClient(
-        transport, queues.request, queues.response, ForgetReply, subscriber="react-mem-forget"
+    kind = CLIENTS[name]
+    rpc: RequestResponseClient[Any, Any] = RequestResponseClient(
+        transport,
+        queues.request,
+        queues.response,
+        kind.service.response_schema,
+        subscriber="react-mem-forget",
     )
-    await client.start()
+    await rpc.start()
     try:
-        reply = await client.request(request, timeout=timeout)
-    except RequestTimeout:
+        forgotten = await kind(rpc, timeout=timeout).forget(user, collection=collection)
+    except ServiceTimeout:
         return Report(name, "no response", detail=f"nothing on {queues.response} in {timeout:g}s")
-    finally:
-        await client.close()
-    if reply.error is not None:
-        if reply.error.type == "bad-operation":
+    except ServiceError as exc:
+        if exc.type == "bad-operation":
             return Report(name, "not supported", detail="this version has no forget")
-        return Report(name, "error", detail=f"{reply.error.type}: {reply.error.message}")
-    return Report(name, "forgotten", reply.forgotten or Forgotten())
+        return Report(name, "error", detail=f"{exc.type}: {exc.detail}")
+    finally:
+        await rpc.close()
+    return Report(name, "forgotten", forgotten)
 
 
 def add_parser(kinds: Subparsers, bus: BusArgs) -> None:

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TextIO
 
 import yaml
@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from react_mem.agent.prompt import as_prompt
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
+from react_mem.clients.playbook import PLAYBOOK_MEMORY, Playbook, PlaybookClient
 from react_mem.commands.common import (
     NO_STACK_HINT,
     BusArgs,
@@ -30,42 +31,34 @@ from react_mem.commands.common import (
 )
 from react_mem.commands.progress import Progress
 from react_mem.commands.table import plural, score, table, when
-from react_mem.errors import RequestTimeout
-from react_mem.schema.playbook import (
-    Bullet,
-    DeltaRecord,
-    PlaybookRequest,
-    PlaybookResponse,
-    Weights,
-)
+from react_mem.errors import BadRequest, ServiceError, ServiceTimeout
+from react_mem.schema.playbook import Bullet, DeltaRecord, PlaybookResponse, Weights
 
-SERVICE = "playbook-memory"
+SERVICE = PLAYBOOK_MEMORY.name
 PRESETS = ("default", "relevance-dominant")
 #: Bullets per ``list`` page fetched for show and export.
 PAGE = 200
 
 
-class Failed(Exception):
-    """The service answered with an error, or could not be reached; the message says so."""
-
-
-Ask = Callable[[PlaybookRequest], Awaitable[PlaybookResponse]]
 #: Runs one subcommand: asks the service, writes to ``out``, returns the exit status.
-Action = Callable[[Ask, argparse.Namespace, TextIO], Awaitable[int]]
+Action = Callable[["Cli", argparse.Namespace, TextIO], Awaitable[int]]
 
 
-def _request(args: argparse.Namespace, operation: str, **fields: Any) -> PlaybookRequest:
-    return PlaybookRequest.model_validate(
-        {
-            "operation": operation,
-            "collection": args.collection,
-            "context_scope_id": args.context_scope,
-            "user": args.user or None,
-            "playbook_owner": args.owner or None,
-            "collection_wide": args.collection_wide,
-            **fields,
-        }
-    )
+class Cli:
+    """The playbook client and the playbook the arguments name; ``fetched`` reports
+    progress while a listing takes several pages."""
+
+    def __init__(
+        self, client: PlaybookClient, args: argparse.Namespace, progress: Progress
+    ) -> None:
+        self.client, self.progress = client, progress
+        self.which = Playbook(
+            collection=args.collection,
+            context=args.context_scope,
+            user=args.user or None,
+            owner=args.owner or None,
+            collection_wide=args.collection_wide,
+        )
 
 
 def _scope(args: argparse.Namespace) -> str:
@@ -77,32 +70,34 @@ def _json(out: TextIO, response: PlaybookResponse) -> None:
     print(json.dumps(response.to_wire(), indent=2), file=out)
 
 
-async def _current(ask: Ask, args: argparse.Namespace) -> PlaybookResponse:
+async def _current(cli: Cli, args: argparse.Namespace) -> list[Bullet]:
     """Every current bullet (of ``--section``, if given), page by page."""
     bullets: list[Bullet] = []
     offset: str | None = None
     while True:
-        page = await ask(
-            _request(args, "list", limit=PAGE, offset=offset, section=args.section or None)
+        page = await cli.client.page(
+            cli.which, limit=PAGE, offset=offset, section=args.section or None
         )
-        bullets += page.bullets
-        offset = page.next_offset
+        bullets += page.items
+        offset = page.next
+        if bullets and (offset or len(bullets) > len(page.items)):
+            more = ", more to come" if offset else ", all"  # a line per page when several
+            cli.progress.line(f"{args.action}: {plural(len(bullets), 'bullet')} fetched{more}")
         if not offset:
-            return page.model_copy(update={"bullets": bullets, "next_offset": None})
+            return bullets
 
 
-async def _show(ask: Ask, args: argparse.Namespace, out: TextIO) -> int:
+async def _show(cli: Cli, args: argparse.Namespace, out: TextIO) -> int:
     if args.version is None:
-        response = await _current(ask, args)
+        bullets = await _current(cli, args)
     else:
-        response = await ask(_request(args, "show", version=args.version))
-        kept = [b for b in response.bullets if not args.section or b.section == args.section]
-        kept.sort(key=lambda b: (b.section, b.created_at, b.id))  # as ``list`` orders them
-        response = response.model_copy(update={"bullets": kept})
+        shown = await cli.client.show(cli.which, args.version)
+        bullets = [b for b in shown if not args.section or b.section == args.section]
+        bullets.sort(key=lambda b: (b.section, b.created_at, b.id))  # as ``list`` orders them
     if args.json:
-        _json(out, response)
-    elif response.bullets:
-        print(as_prompt(response.bullets), file=out)
+        _json(out, PlaybookResponse(bullets=bullets))
+    elif bullets:
+        print(as_prompt(bullets), file=out)
     else:
         at = f" at version {args.version}" if args.version is not None else ""
         section = f" in section {args.section}" if args.section else ""
@@ -122,21 +117,19 @@ def _weights(value: str) -> str | Weights:
         ) from None
 
 
-async def _search(ask: Ask, args: argparse.Namespace, out: TextIO) -> int:
-    request = _request(
-        args,
-        "retrieve",
-        query=args.query,
+async def _search(cli: Cli, args: argparse.Namespace, out: TextIO) -> int:
+    found = await cli.client.retrieve(
+        cli.which,
+        args.query,
         top_k=args.top_k,
         weights=args.weights,
         relevance=args.relevance,
         topic=args.topic,
         advance_clock=False,  # looking is not using: the decay clock stays put
     )
-    response = await ask(request)
     if args.json:
-        _json(out, response)
-    elif not response.bullets:
+        _json(out, PlaybookResponse(bullets=found))
+    elif not found:
         print(f"no bullets match in {_scope(args)}", file=out)
     else:
         rows = [
@@ -149,24 +142,24 @@ async def _search(ask: Ask, args: argparse.Namespace, out: TextIO) -> int:
                 b.section,
                 b.content,
             ]
-            for b in response.bullets
+            for b in found
         ]
         headers = ["ID", "SCORE", "RELEVANCE", "STRENGTH", "HELPFUL/HARMFUL", "SECTION", "CONTENT"]
         table(out, headers, rows)
     return 0
 
 
-async def _export(ask: Ask, args: argparse.Namespace, out: TextIO) -> int:
-    response = await _current(ask, args)
+async def _export(cli: Cli, args: argparse.Namespace, out: TextIO) -> int:
+    bullets = await _current(cli, args)
     if args.format == "markdown":
-        print(as_prompt(response.bullets), file=out)
+        print(as_prompt(bullets), file=out)
         return 0
-    stats = await ask(_request(args, "stats"))
+    stats = await cli.client.stats(cli.which)
     document = {
         "collection": args.collection,
         "context_scope_id": args.context_scope,
         "version": stats.version,
-        "bullets": [b.to_wire() for b in response.bullets],
+        "bullets": [b.to_wire() for b in bullets],
     }
     if args.format == "json":
         print(json.dumps(document, indent=2), file=out)
@@ -181,8 +174,8 @@ def changes(record: DeltaRecord) -> str:
     return ", ".join(f"{kind} {n}" for kind, n in counts.items()) or "none"
 
 
-async def _history(ask: Ask, args: argparse.Namespace, out: TextIO) -> int:
-    response = await ask(_request(args, "history", limit=args.limit))
+async def _history(cli: Cli, args: argparse.Namespace, out: TextIO) -> int:
+    response = await cli.client.history(cli.which, limit=args.limit)
     if args.json:
         _json(out, response)
     elif not response.history:
@@ -196,8 +189,8 @@ async def _history(ask: Ask, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-async def _rollback(ask: Ask, args: argparse.Namespace, out: TextIO) -> int:
-    response = await ask(_request(args, "rollback", version=args.version))
+async def _rollback(cli: Cli, args: argparse.Namespace, out: TextIO) -> int:
+    response = await cli.client.rollback(cli.which, args.version)
     if args.json:
         _json(out, response)
     else:
@@ -207,17 +200,22 @@ async def _rollback(ask: Ask, args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-async def _manage(ask: Ask, args: argparse.Namespace, out: TextIO) -> int:
+async def _manage(cli: Cli, args: argparse.Namespace, out: TextIO) -> int:
     """grant, revoke, share, delete, purge."""
     if args.action == "purge" and not args.yes:
         print(f"purge deletes the playbook of {_scope(args)} with its history; add --yes", file=out)
         return 1
-    fields: dict[str, Any] = {}
-    if args.action in ("grant", "revoke"):
-        fields = {"grantees": args.users, "relation": getattr(args, "relation", None)}
-    elif args.action in ("share", "delete"):
-        fields = {"ids": args.ids}
-    response = await ask(_request(args, args.action, **fields))
+    client, which = cli.client, cli.which
+    if args.action == "grant":
+        response = await client.grant(which, args.relation, args.users)
+    elif args.action == "revoke":
+        response = await client.revoke(which, args.users)
+    elif args.action == "share":
+        response = await client.share(which, args.ids)
+    elif args.action == "delete":
+        response = PlaybookResponse(removed=await client.delete(which, args.ids))
+    else:
+        response = PlaybookResponse(removed=await client.purge(which))
     if args.json:
         _json(out, response)
     elif response.removed:
@@ -306,48 +304,52 @@ async def execute(
     queues = queues or ServiceQueues.of(SERVICE, args.workspace, args.flow)
     if args.action == "rollback" and not args.yes and not _confirmed(args, err):
         return 1
-    client: RequestResponseClient[PlaybookRequest, PlaybookResponse] = RequestResponseClient(
+    rpc: RequestResponseClient[Any, PlaybookResponse] = RequestResponseClient(
         transport, queues.request, queues.response, PlaybookResponse, subscriber="react-mem-cli"
     )
-
-    fetched = 0
-
-    async def ask(request: PlaybookRequest) -> PlaybookResponse:
-        nonlocal fetched
-        progress.start()
-        try:
-            response = await client.request(request, timeout=args.timeout)
-        except RequestTimeout:
-            raise Failed(
-                f"no response from {SERVICE} on {queues.request} within {args.timeout:g}s "
-                f"({NO_STACK_HINT})"
-            ) from None
-        finally:
-            await progress.stop()  # before anything is printed
-        if response.error is not None:
-            error = response.error
-            raise Failed(f"{SERVICE} error ({error.type}): {error.message}")
-        if request.operation == "list" and (fetched or response.next_offset):
-            fetched += len(response.bullets)  # a line per page when there are several
-            more = ", more to come" if response.next_offset else ", all"
-            progress.line(f"{args.action}: {plural(fetched, 'bullet')} fetched{more}")
-        return response
-
     progress = Progress(err, f"waiting for {SERVICE}")
-    await client.start()
+    await rpc.start()
     try:
+        cli = Cli(PlaybookClient(_Waiting(rpc, progress), timeout=args.timeout), args, progress)
         run: Action = args.run
-        return await run(ask, args, out)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        print(f"react-mem playbook: invalid arguments: {problems}", file=err)
+        return await run(cli, args, out)
+    except ServiceTimeout:
+        message = (
+            f"no response from {SERVICE} on {queues.request} within {args.timeout:g}s "
+            f"({NO_STACK_HINT})"
+        )
+    except ServiceError as exc:
+        message = f"{SERVICE} error ({exc.type}): {exc.detail}"
+    except BadRequest as exc:  # refused before anything was sent
+        print(f"react-mem playbook: invalid arguments: {exc}", file=err)
         return 2
-    except Failed as exc:
-        print(f"react-mem playbook: {exc}", file=err)
-        return 1
     finally:
         await progress.stop()
-        await client.close()
+        await rpc.close()
+    print(f"react-mem playbook: {message}", file=err)
+    return 1
+
+
+class _Waiting:
+    """The request/response client, the progress line drawn while each request waits (and
+    erased before anything is printed)."""
+
+    def __init__(
+        self, rpc: RequestResponseClient[Any, PlaybookResponse], progress: Progress
+    ) -> None:
+        self._rpc, self._progress = rpc, progress
+
+    async def request(self, message: Any, *, timeout: float | None = None) -> PlaybookResponse:
+        self._progress.start()
+        try:
+            return await self._rpc.request(message, timeout=timeout)
+        finally:
+            await self._progress.stop()
+
+    def stream(
+        self, message: Any, *, last: Callable[[Any], bool], timeout: float | None = None
+    ) -> AsyncIterator[PlaybookResponse]:
+        return self._rpc.stream(message, last=last, timeout=timeout)
 
 
 def _confirmed(args: argparse.Namespace, err: TextIO) -> bool:
