@@ -11,6 +11,7 @@ from typing import TextIO, TypeAlias
 
 from react_mem.bus.backends import open_bus
 from react_mem.bus.transport import BrokerNotRunning, Transport
+from react_mem.commands.topology import queue
 from react_mem.processor.settings import BusSettings
 
 # A string: the class is not subscriptable at run time.
@@ -31,8 +32,9 @@ class ServiceQueues:
 
     @classmethod
     def of(cls, service: str, workspace: str, flow: str) -> ServiceQueues:
-        tail = f"{service}:{workspace}:{flow}"
-        return cls(f"request:tg:{tail}", f"response:tg:{tail}")
+        return cls(
+            queue("request", service, workspace, flow), queue("response", service, workspace, flow)
+        )
 
 
 def flow_args(parser: argparse.ArgumentParser) -> None:

@@ -41,7 +41,12 @@ class Topic:
     when: str | None = None
 
     def queue(self, workspace: str, flow: str) -> str:
-        return f"{self.cls}:tg:{self.name}:{workspace}:{flow}"
+        return queue(self.cls, self.name, workspace, flow)
+
+
+def queue(cls: QueueClass, topic: str, workspace: str, flow: str) -> str:
+    """TrustGraph's queue naming: ``<class>:tg:<topic>:<workspace>:<flow>``."""
+    return f"{cls}:tg:{topic}:{workspace}:{flow}"
 
 
 def serves(service: str, *, next_: bool = False) -> tuple[Topic, ...]:
@@ -105,7 +110,9 @@ NODES: tuple[Node, ...] = (
             *client("structured-query"),
             *client("embeddings"),
             *client("row-embeddings-query"),
+            *client("librarian"),
         ),
+        trustgraph_flows=(flow("explainability", "explainability"),),
     ),
     Node(
         "memory-learner",

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from react_mem.learner.grounding import fact_grounded, summary_grounded
 from react_mem.learner.llm import JsonLLM
+from react_mem.text import clip as clip
 
 logger = logging.getLogger(__name__)
 
@@ -232,14 +233,6 @@ async def extract_lessons(llm: JsonLLM, record: str, *, limit: int, max_chars: i
         return []
     lessons = [" ".join(x.split()) for x in reply.lessons if isinstance(x, str)]
     return [clip(lesson, max_chars) for lesson in lessons if len(words(lesson)) >= 3][:limit]
-
-
-def clip(text: str, max_chars: int) -> str:
-    """At most ``max_chars``, cut at a word boundary with an ellipsis."""
-    if len(text) <= max_chars:
-        return text
-    cut = text[: max_chars - 1].rsplit(" ", 1)[0] or text[: max_chars - 1]
-    return cut + "…"
 
 
 def wrap_record(record: str) -> str:

@@ -9,7 +9,6 @@ the caller can retry the record later instead of learning without the LLM.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -21,6 +20,7 @@ from react_mem.clients.llm import TextCompletionClient
 from react_mem.errors import LLMError
 from react_mem.errors import LLMUnavailable as LLMUnavailable
 from react_mem.schema import TextCompletionRequest
+from react_mem.text import first_json as first_json
 
 logger = logging.getLogger(__name__)
 
@@ -98,15 +98,3 @@ def parse(text: str, model: type[M], coerce: Coerce = lambda v: v) -> M | None:
         return model.model_validate(coerce(value))
     except (ValidationError, TypeError, ValueError):
         return None
-
-
-def first_json(text: str) -> Any:
-    decoder = json.JSONDecoder()
-    for start, char in enumerate(text):
-        if char in "{[":
-            try:
-                value, _ = decoder.raw_decode(text, start)
-            except json.JSONDecodeError:
-                continue
-            return value
-    return None
