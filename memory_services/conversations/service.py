@@ -29,12 +29,15 @@ from react_mem.schema.conversations import (
     ConversationEnded,
     ConversationRequest,
     ConversationResponse,
+    ScopedConversationOperation,
 )
 
 logger = logging.getLogger(__name__)
 
 #: Operations that address one conversation and need its ``conversation_id``.
-NEEDS_CONVERSATION = frozenset({"append", "get", "update-summary", "end", "delete"})
+NEEDS_CONVERSATION: frozenset[ScopedConversationOperation] = frozenset(
+    {"append", "get", "update-summary", "end", "delete"}
+)
 
 
 class ConversationMemorySettings(MemorySettings):
