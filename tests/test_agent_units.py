@@ -122,3 +122,12 @@ def test_working_memory_is_rendered_in_the_reply_format() -> None:
     assert "Summary of earlier steps: earlier: looked up A" in user
     assert 'Action: lookup\nArgs: {"question": "B"}\nObservation: B is 2' in user
     assert "<memory>" not in user
+
+
+def test_a_fact_is_dated_in_the_memory_section_when_its_time_is_known() -> None:
+    from react_mem.agent.items import fact_items
+
+    dated = Fact(id="f1", content="Ada ran a marathon", valid_at=1683554160.0)
+    undated = Fact(id="f2", content="Ada likes tea")
+    lines = [item.text for item in fact_items([dated, undated])]
+    assert lines == ["- (2023-05-08) Ada ran a marathon", "- Ada likes tea"]

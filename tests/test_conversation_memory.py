@@ -502,3 +502,21 @@ async def test_search_finds_a_rare_token_and_brings_the_turns_around_a_hit(
         search.top_k, search.window = 2, 2  # two hits next to each other: each turn once
         keys = [(t.conversation_id, t.sequence) for t in (await ok(service, search)).turns]
         assert len(keys) == len(set(keys)) and ("c1", 3) in keys and ("c1", 1) in keys
+
+
+async def test_search_ranks_the_turns_of_a_named_time_first(
+    transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
+) -> None:
+    march, july = 1709900000.0, 1720500000.0  # 2024-03-08, 2024-07-09
+    async with conversation_service(transport, registry, tmp_path, unique) as service:
+        await ok(
+            service, append("c1", 0, query="what soup did we cook", answer="leek soup", time=march)
+        )
+        await ok(
+            service, append("c1", 1, query="what soup did we cook", answer="pea soup", time=july)
+        )
+        for named, want in [("March 2024", "leek soup"), ("July 2024", "pea soup")]:
+            ask = ConversationRequest(
+                operation="search", query=f"what soup did we cook in {named}?", top_k=1
+            )
+            assert [t.answer for t in (await ok(service, ask)).turns] == [want]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from memory_services import when
 from memory_services.conversations.records import (
     IS_HEADER,
     IS_TURN,
@@ -69,6 +70,7 @@ class ConversationMemory:
                 "last_activity": FieldType.FLOAT,
                 "ended_at": FieldType.FLOAT,
                 "sequence": FieldType.INTEGER,
+                "time": FieldType.FLOAT,
             },
             text_fields=("query", "answer"),
         )
@@ -190,8 +192,11 @@ class ConversationMemory:
         """The ``top_k`` turns nearest ``text`` (ranked as ``retrieval`` says), best first;
         with a ``window``, each hit comes with the turns up to ``window`` either side of it in
         its conversation (in order, ``similarity`` None), so an answer spread over adjacent
-        turns comes back whole. A turn appears once."""
+        turns comes back whole. A turn appears once. A hybrid search ranks the turns of a
+        time ``text`` names ("last week", "in May 2023") higher."""
         [vector] = await retrying(EMBEDDER, self._embedder.embed, [text])
+        named = when.span(text, self._clock(), after=when.DAY)
+        boost = [] if named is None else [Condition("time", gte=named[0], lt=named[1])]
         hits = await retrying(
             STORE,
             self._store.search,
@@ -203,6 +208,7 @@ class ConversationMemory:
             where=[IS_TURN],
             text=text,
             retrieval=retrieval,
+            boost=boost,
         )
         found = [to_turn(hit.payload, hit.score) for hit in hits]
         if window <= 0:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from react_mem.schema.agent import MemoryRef
 from react_mem.schema.conversations import Conversation
@@ -81,10 +82,18 @@ def bullet_items(bullets: Sequence[Bullet]) -> list[Item]:
     ]
 
 
+def day(epoch: float | None) -> str:
+    """``(YYYY-MM-DD) `` for a known time (UTC), else nothing."""
+    if epoch is None:
+        return ""
+    return f"({datetime.fromtimestamp(epoch, UTC):%Y-%m-%d}) "
+
+
 def fact_items(facts: Sequence[Fact]) -> list[Item]:
+    """One line per fact, dated when what it says happened is known."""
     return [
         Item(
-            f"- {clean(f.content)}",
+            f"- {day(f.valid_at)}{clean(f.content)}",
             MemoryRef(kind="fact", id=f.id, content=f.content, score=f.score),
         )
         for f in facts
