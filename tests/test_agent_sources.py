@@ -12,6 +12,7 @@ from react_mem.agent.items import Item
 from react_mem.agent.memory import MemoryRecall
 from react_mem.agent.service import _clients
 from react_mem.agent.sources import SOURCES, Ask, MemorySource, setting
+from react_mem.clients.base import Service
 from react_mem.processor.flow import Flow
 from react_mem.schema.agent import MemoryRef
 from react_mem.schema.facts import FactRequest, FactResponse
@@ -44,9 +45,7 @@ class Embedder:
 def source(name: str, fetch: Any, **kw: Any) -> MemorySource:
     return MemorySource(
         name=name,
-        service=f"{name}-memory",
-        request=FactRequest,
-        response=FactResponse,
+        service=Service(f"{name}-memory", FactRequest, FactResponse),
         title=f"{name}:",
         share=0.5,
         fetch=fetch,

@@ -40,7 +40,6 @@ from react_mem.agent.llm import Deadline, LLMError, ReplyFormat, Usage, decide
 from react_mem.agent.memory import WORKING, MemoryRecall
 from react_mem.agent.memory_tools import memory_tools
 from react_mem.agent.metrics import agent_metrics
-from react_mem.agent.sources import CONVERSATIONS, SOURCES
 from react_mem.agent.parse import Action, Final, ParseError
 from react_mem.agent.respond import (
     DOCUMENT_CLIENTS,
@@ -49,6 +48,7 @@ from react_mem.agent.respond import (
     error_response,
 )
 from react_mem.agent.seal import StateSealer, invocation, load_key
+from react_mem.agent.sources import CONVERSATIONS, SOURCES
 from react_mem.agent.tools import TOOL_CONFIG_TYPE, Tool, ToolCall, tools_from_config
 from react_mem.bus.transport import Transport
 from react_mem.embedding.base import DEFAULT_BACKEND, Backend, Embedder
@@ -113,7 +113,10 @@ def _clients() -> list[RequestResponseSpec]:
         ("mcp-tool", ToolRequest, ToolResponse, True),
     ]
     pairs += [(name, req, resp, True) for name, req, resp in (*CLIENTS, *DOCUMENT_CLIENTS)]
-    pairs += [(s.service, s.request, s.response, True) for s in SOURCES]
+    pairs += [
+        (s.service.name, s.service.request_schema, s.service.response_schema, True)
+        for s in SOURCES
+    ]
     pairs.append(("working-memory", WorkingMemoryRequest, WorkingMemoryResponse, True))
     return [
         RequestResponseSpec(

@@ -9,9 +9,10 @@ plus one ``MemorySource`` here.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 from react_mem.agent.config import AgentMemConfig
 from react_mem.agent.items import (
@@ -21,13 +22,12 @@ from react_mem.agent.items import (
     episode_items,
     fact_items,
 )
+from react_mem.clients.base import Service
+from react_mem.clients.conversations import CONVERSATION_MEMORY, ConversationClient
+from react_mem.clients.episodes import EPISODE_MEMORY, EpisodeClient
+from react_mem.clients.facts import FACT_MEMORY, FactClient
+from react_mem.clients.playbook import PLAYBOOK_MEMORY, Playbook, PlaybookClient
 from react_mem.processor.flow import Flow
-from react_mem.schema.base import WireModel
-from react_mem.schema.conversations import ConversationRequest, ConversationResponse
-from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
-from react_mem.schema.facts import FactRequest, FactResponse
-from react_mem.schema.playbook import PlaybookRequest, PlaybookResponse
-from react_mem.schema.primitives import Error
 from react_mem.schema.scope import Scope
 
 
@@ -51,9 +51,7 @@ class MemorySource:
     #: The prompt section, the key in ``Recall.items`` and the ``source`` metric label.
     name: str
     #: The memory service; the agent's client is ``<service>-request``/``-response``.
-    service: str
-    request: type[WireModel]
-    response: type[WireModel]
+    service: Service[Any, Any]
     #: The section's title in the memory section of the prompt.
     title: str
     #: Share of the memory budget the section may use first; what one leaves, others take.
@@ -74,7 +72,7 @@ class MemorySource:
 
     @property
     def client(self) -> str:
-        return f"{self.service}-request"
+        return self.service.request
 
     def ask(self, flow: Flow, cfg: AgentMemConfig, question: str, scope: Scope) -> Ask | None:
         """The question for this source, or ``None`` when it is not asked."""
@@ -87,13 +85,6 @@ class MemorySource:
         return Ask(flow, cfg, question, None, scope, top_k, min_score)
 
 
-class _Reply(Protocol):
-    error: Error | None
-
-
-R = TypeVar("R", bound=_Reply)
-
-
 def setting(cfg: AgentMemConfig, key: str) -> Any:
     """The value of ``agent-mem`` key ``key`` (hyphenated, as the config map spells it)."""
     for name, info in AgentMemConfig.model_fields.items():
@@ -102,90 +93,70 @@ def setting(cfg: AgentMemConfig, key: str) -> Any:
     raise KeyError(f"no {key!r} in agent-mem config")
 
 
-def _answer(response: R) -> R:
-    if response.error is not None:
-        raise RuntimeError(response.error.message)
-    return response
+def _owner(ask: Ask) -> Scope:
+    """The request's owner across its conversations: recall spans all of them."""
+    return dataclasses.replace(ask.scope, conversation=None)
 
 
 async def _facts(ask: Ask) -> list[Item]:
-    request = FactRequest(
-        operation="retrieve",
-        collection=ask.scope.collection,
-        user=ask.scope.user,
+    facts = await FactClient.of(ask.flow).retrieve(
+        _owner(ask),
+        ask.question,  # also beside the vector: hybrid ranking reads its words
+        vector=ask.vector,
         top_k=ask.top_k,
         min_score=ask.min_score,
-        vector=ask.vector,
-        query=ask.question,  # also beside the vector: hybrid ranking reads its words
         retrieval=ask.cfg.retrieval(),
     )
-    response: FactResponse = _answer(await ask.flow.client(FACTS.client).request(request))
-    return fact_items(response.facts)
+    return fact_items(facts)
 
 
 async def _episodes(ask: Ask) -> list[Item]:
-    request = EpisodeRequest(
-        operation="retrieve",
-        collection=ask.scope.collection,
-        user=ask.scope.user,
+    episodes = await EpisodeClient.of(ask.flow).retrieve(
+        _owner(ask),
+        goal=ask.question,  # also beside the vector: hybrid ranking reads its words
+        vector=ask.vector,
         top_k=ask.top_k,
         min_score=ask.min_score,
-        vector=ask.vector,
-        goal=ask.question,  # also beside the vector: hybrid ranking reads its words
         retrieval=ask.cfg.retrieval(),
     )
-    response: EpisodeResponse = _answer(await ask.flow.client(EPISODES.client).request(request))
-    return episode_items(response.episodes)
+    return episode_items(episodes)
 
 
 async def _playbook(ask: Ask) -> list[Item]:
-    cfg = ask.cfg
-    request = PlaybookRequest(
-        operation="retrieve",
-        collection=ask.scope.collection,
-        context_scope_id=cfg.playbook_context_scope,
-        user=ask.scope.user,
-        query=ask.question,  # also when a vector is given: Jaccard relevance needs the text
+    cfg, scope = ask.cfg, ask.scope
+    which = Playbook(
+        collection=scope.collection, context=cfg.playbook_context_scope, user=scope.user
+    )
+    bullets = await PlaybookClient.of(ask.flow).retrieve(
+        which,
+        ask.question,  # also when a vector is given: Jaccard relevance needs the text
         vector=ask.vector,
         top_k=ask.top_k,
         relevance=cfg.playbook_relevance,
         weights=cfg.playbook_weights,
     )
-    response: PlaybookResponse = _answer(await ask.flow.client(PLAYBOOK.client).request(request))
-    return bullet_items(response.bullets)
+    return bullet_items(bullets)
 
 
 async def _conversation(ask: Ask) -> list[Item]:
     turns = ask.cfg.conversation_turns
-    request = ConversationRequest(
-        operation="get",
-        collection=ask.scope.collection,
-        user=ask.scope.user,
-        conversation_id=ask.scope.conversation or "",
-        limit=max(turns, 1),
-    )
-    client = ask.flow.client(CONVERSATIONS.client)
-    response: ConversationResponse = _answer(await client.request(request))
-    return conversation_items(response.conversation, turns)
+    conversation = await ConversationClient.of(ask.flow).get(ask.scope, limit=max(turns, 1))
+    return conversation_items(conversation, turns)
 
 
 PLAYBOOK = MemorySource(
     name="playbook",
-    service="playbook-memory",
-    request=PlaybookRequest,
-    response=PlaybookResponse,
+    service=PLAYBOOK_MEMORY,
     title="Playbook (strategies learned from past tasks):",
     share=0.25,
     share_key="playbook-token-share",
     fetch=_playbook,
     top_k="playbook-top-k",
-    embeds=lambda cfg: cfg.playbook_relevance == "embedding",
+    embeds=lambda cfg: cfg.playbook_relevance != "jaccard",
 )
 FACTS = MemorySource(
     name="facts",
-    service="fact-memory",
-    request=FactRequest,
-    response=FactResponse,
+    service=FACT_MEMORY,
     title="Long-term Facts:",
     share=0.4,
     fetch=_facts,
@@ -195,9 +166,7 @@ FACTS = MemorySource(
 )
 EPISODES = MemorySource(
     name="episodes",
-    service="episode-memory",
-    request=EpisodeRequest,
-    response=EpisodeResponse,
+    service=EPISODE_MEMORY,
     title="Relevant Past Episodes:",
     share=0.25,
     fetch=_episodes,
@@ -207,9 +176,7 @@ EPISODES = MemorySource(
 )
 CONVERSATIONS = MemorySource(
     name="conversation",
-    service="conversation-memory",
-    request=ConversationRequest,
-    response=ConversationResponse,
+    service=CONVERSATION_MEMORY,
     title="Conversation History:",
     share=0.35,
     fetch=_conversation,
