@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from react_mem.bus.queues import Queue
-from react_mem.bus.rabbitmq import RabbitMQTransport
+from react_mem.bus.queues import Queue, dead_letter_queue
+from react_mem.bus.rabbitmq import DEAD_LETTERS, RabbitMQTransport
 from react_mem.errors import BusError
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
@@ -79,7 +79,7 @@ async def send_until_accepted(bus: RabbitMQTransport, queue: str, message: str) 
 async def test_a_broker_restart_loses_nothing(tmp_path: Path, unique: str) -> None:
     """Messages held unacknowledged by the processor and messages waiting in its durable
     queue survive a restart of the node, each handled once; the same connection comes
-    back by itself and goes on receiving and sending."""
+    back by itself and goes on receiving, and a send waits for it."""
     node = RabbitMQNode(tmp_path / "node")
     node.start()
     bus = node.transport(connect_timeout=30.0, prefetch=2)
@@ -100,14 +100,15 @@ async def test_a_broker_restart_loses_nothing(tmp_path: Path, unique: str) -> No
         "held-1",
         *(f"{when}-{n}" for when in ("before", "after") for n in range(3)),
     ]
+    producer = await bus.producer(Queue.parse(queue))
     try:
         await processor.start()
         for message in expected[:5]:
-            await send_until_accepted(bus, queue, message)
+            await producer.send(PingRequest(message=message).encode(), {"id": message})
         await eventually(lambda: sorted(m for m, _ in processor.attempts) == ["held-0", "held-1"])
         await asyncio.to_thread(node.restart)
-        for message in expected[5:]:
-            await send_until_accepted(bus, queue, message)
+        for message in expected[5:]:  # the first waits until the connection is back
+            await producer.send(PingRequest(message=message).encode(), {"id": message})
         await eventually(lambda: len(processor.done) >= len(expected), timeout=60)
         await asyncio.sleep(0.3)
         assert sorted(processor.done) == sorted(expected)
@@ -115,6 +116,7 @@ async def test_a_broker_restart_loses_nothing(tmp_path: Path, unique: str) -> No
     finally:
         release.set()
         await processor.stop()
+        await producer.close()
         await bus.close()
         await asyncio.to_thread(node.shutdown)
 
@@ -200,3 +202,42 @@ async def test_replicas_share_a_queue_and_each_message_is_handled_once(
             await replica.stop()
         for bus in buses:
             await bus.close()
+
+
+async def test_dead_letters_wait_in_a_durable_queue_nobody_subscribed_to(
+    transport: RabbitMQTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
+) -> None:
+    """RabbitMQ drops what reaches an exchange with no queue bound: the dead-letter
+    exchange has its own durable queue, bound before the first dead letter is sent."""
+    settings = recording_settings(tmp_path, unique)
+    processor = RecordingProcessor(settings, transport, registry=registry)
+    await processor.start()
+    queue = Queue.parse(f"flow:tg:in-{unique}")
+    try:
+        await send_raw(transport, queue, b"{not json")
+        await eventually(
+            lambda: bool(
+                registry.get_sample_value(
+                    "tg_consumer_dead_letter_total",
+                    {"processor": processor.id, "consumer": queue.id, "reason": "invalid"},
+                )
+            )
+        )
+    finally:
+        await processor.stop()
+    subscription = f"{processor.id}--default--f1--input"
+    held = await transport.consumer(dead_letter_queue(queue, subscription), DEAD_LETTERS)
+    try:
+        dead = await asyncio.wait_for(held.receive(), 10)
+        assert dead.data == b"{not json" and dead.properties["dlq-reason"] == "invalid"
+        await held.ack(dead)
+    finally:
+        await held.close()
+
+
+async def send_raw(bus: RabbitMQTransport, queue: Queue, data: bytes) -> None:
+    producer = await bus.producer(queue)
+    try:
+        await producer.send(data, {"id": "raw"})
+    finally:
+        await producer.close()

@@ -4,6 +4,8 @@ processors on the same private node.
 
 - TrustGraph's ``AgentClient`` (registered through its ``AgentClientSpec``, as a TrustGraph
   processor does) asks react-mem's agent and gets the answer with its thoughts streamed.
+- react-mem's agent calls a text-completion service written with TrustGraph's backend and
+  schema (TrustGraph's processors serve react-mem's).
 - A config service written with TrustGraph's backend and schema answers react-mem's
   config fetches and pushes a change on ``notify:tg:config``; the react-mem processor
   takes up the flow it names and serves it.
@@ -21,11 +23,13 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from react_mem.agent.service import AgentProcessor
+from react_mem.bus.queues import Queue
 from react_mem.bus.rabbitmq import RabbitMQTransport
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.ping.service import PingProcessor
 from react_mem.schema.ping import PingRequest, PingResponse
-from tests.support.agent_stack import agent_stack
+from tests.support.agent_stack import agent_flow, agent_stack, queues, write_flows
 from tests.support.ping import answered
 from tests.support.rabbitmq import RabbitMQNode, rabbitmq_node  # noqa: F401 (fixture)
 from tests.test_agent import ANSWER, LOOKUP, tool_then_answer
@@ -36,6 +40,7 @@ tg_rabbitmq = pytest.importorskip(
 )
 tg_agent = pytest.importorskip("trustgraph.base.agent_client")
 tg_config = pytest.importorskip("trustgraph.schema.config")
+tg_llm = pytest.importorskip("trustgraph.schema.llm")
 
 pytestmark = pytest.mark.rabbitmq
 
@@ -180,3 +185,122 @@ async def test_trustgraphs_config_push_reaches_a_react_mem_processor(
             await client.close()
             await processor.stop()
             await push.close()
+
+
+@contextlib.asynccontextmanager
+async def trustgraph_text_completion(
+    backend: Any, topics: dict[str, str], answer: str, prompts: list[str]
+) -> AsyncIterator[None]:
+    """A text-completion service on TrustGraph's backend and schema, answering ``answer``."""
+    requests = await backend.create_consumer(
+        topic=topics["request"], subscription="tg-llm", schema=tg_llm.TextCompletionRequest
+    )
+    responses = await backend.create_producer(
+        topic=topics["response"], schema=tg_llm.TextCompletionResponse
+    )
+
+    async def serve() -> None:
+        while True:
+            message = await requests.receive()
+            prompts.append(message.value().prompt)
+            reply = tg_llm.TextCompletionResponse(
+                response=answer, in_token=12, out_token=5, model="tg-llm", end_of_stream=True
+            )
+            await responses.send(reply, {"id": message.properties()["id"]})
+            await requests.acknowledge(message)
+
+    task = asyncio.create_task(serve())
+    try:
+        yield
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await requests.close()
+        await responses.close()
+
+
+async def test_react_mems_agent_calls_a_trustgraph_text_completion_service(
+    transport: RabbitMQTransport, trustgraph: Any, tmp_path: Path, unique: str
+) -> None:
+    """Everything around react-mem's agent is TrustGraph's code: the caller and the LLM."""
+    topics = queues(unique)
+    pid = f"agent-{unique}"
+    flows = write_flows(
+        tmp_path / "flows.yaml",
+        {
+            f"processor:{pid}": {"f1": agent_flow(unique, topics, (), learner=False)},
+            "agent-mem": {},
+            "tool": {},
+        },
+    )
+    settings = AgentProcessor.Settings.load({"id": pid, "flows": flows, "concurrency": 2})
+    agent = AgentProcessor(settings, transport, registry=CollectorRegistry())
+    prompts: list[str] = []
+    llm = trustgraph_text_completion(
+        trustgraph, topics["text-completion"], f"Thought: easy\nFinal Answer: {ANSWER}", prompts
+    )
+    async with llm:
+        await agent.start()
+        client = await tg_agent.AgentClientSpec("agent", "agent-response").register(
+            Flow(),
+            Peer(trustgraph),
+            {
+                "topics": {
+                    "agent": topics["agent"]["request"],
+                    "agent-response": topics["agent"]["response"],
+                }
+            },
+        )
+        try:
+            answer = await client.invoke("What is the capital of France?", timeout=60)
+        finally:
+            await client.stop()
+            await agent.stop()
+    assert answer == ANSWER
+    assert len(prompts) == 1 and "What is the capital of France?" in prompts[0]
+
+
+@pytest.mark.parametrize("cls", ["flow", "request"])
+async def test_trustgraph_and_react_mem_consumers_share_one_queue(
+    transport: RabbitMQTransport, trustgraph: Any, unique: str, cls: str
+) -> None:
+    """Both declare the shared queue with the same arguments (RabbitMQ refuses a second
+    declaration that differs) and compete on it: each message reaches one of them."""
+    topic = f"{cls}:tg:shared-{unique}"
+    theirs = await trustgraph.create_consumer(
+        topic=topic, subscription="workers", schema=tg_config.ConfigPush
+    )
+    ours = await transport.consumer(Queue.parse(topic), "workers")
+    producer = await transport.producer(Queue.parse(topic))
+    got: list[str] = []
+
+    async def take_theirs() -> None:
+        while True:
+            message = await theirs.receive()
+            got.append(f"tg:{message.value().version}")
+            await theirs.acknowledge(message)
+
+    async def take_ours() -> None:
+        while True:
+            delivery = await ours.receive()
+            got.append(f"rm:{json.loads(delivery.data)['version']}")
+            await ours.ack(delivery)
+
+    tasks = [asyncio.create_task(take_theirs()), asyncio.create_task(take_ours())]
+    try:
+        for n in range(20):
+            await producer.send(json.dumps({"version": n}).encode(), {"id": str(n)})
+        for _ in range(200):
+            if len(got) >= 20:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.2)
+        assert sorted(int(g.split(":")[1]) for g in got) == list(range(20))  # each once
+        assert {g.split(":")[0] for g in got} == {"tg", "rm"}  # both took a share
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await theirs.close()
+        await ours.close()
+        await producer.close()
