@@ -373,3 +373,19 @@ def test_reinforcement_gain_ties_strength_to_counters_when_enabled() -> None:
     assert bullets.strengthened(proven, capped).semantic_strength == 3.0
     harmful = proven.model_copy(update={"helpful": 0, "harmful": 9})
     assert bullets.strengthened(harmful, capped).semantic_strength == 0.1
+
+
+def test_hybrid_relevance_adds_the_query_terms_a_bullet_holds() -> None:
+    a = bullet("a", "retry the VX-9 deploy twice", "procedural", index=0)
+    b = bullet("b", "deploys need a review", "procedural", index=0)
+    pb = playbook((a, unit(0, 1, 0)), (b, unit(1, 1, 0)))
+    q, weights = as_vector(unit(1, 0, 0)), PRESETS["relevance-dominant"]
+    dense = rank(pb, Query(vector=q, text="the VX-9 deploy", weights=weights, top_k=2), RATES,
+                 PlaybookPolicy(), 0.0)  # fmt: skip
+    assert [x.id for x in dense] == ["b", "a"]
+    query = Query(vector=q, text="the VX-9 deploy", weights=weights, top_k=2, hybrid=True)
+    found = rank(pb, query, RATES, PlaybookPolicy(), 0.0)
+    assert [x.id for x in found] == ["a", "b"]  # the rare id outweighs the cosine
+    by_id = {x.id: x.relevance for x in found}
+    assert by_id["a"] == pytest.approx(0.5)  # (cosine 0 + all the terms) / 2
+    assert math.sqrt(0.5) / 2 < by_id["b"] < 0.5  # (cosine 0.71 + "deploy" alone) / 2

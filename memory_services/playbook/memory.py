@@ -51,7 +51,15 @@ class PlaybookMemory(Erasing):
         chosen = resolve_weights(weights)
         probe = await self._probe(query, vector, relevance)
         text = query or ""
-        q = Query(vector=probe, text=text, top_k=top_k, weights=chosen, user=user, topic=topic)
+        q = Query(
+            vector=probe,
+            text=text,
+            top_k=top_k,
+            weights=chosen,
+            user=user,
+            topic=topic,
+            hybrid=relevance == "hybrid",
+        )
         ranked: list[tuple[Bullet, ScopeKey]] = []
         first: Playbook | None = None
         for key in keys:
@@ -95,9 +103,9 @@ class PlaybookMemory(Erasing):
     async def _probe(
         self, query: str | None, vector: Sequence[float] | None, relevance: str
     ) -> Vector | None:
+        if relevance in ("jaccard", "hybrid") and (not query or not query.strip()):
+            raise BadRequest(f"{relevance} relevance needs the 'query' text", type="bad-query")
         if relevance == "jaccard":
-            if not query or not query.strip():
-                raise BadRequest("jaccard relevance needs the 'query' text", type="bad-query")
             return None
         if vector is not None:
             probe = as_vector(vector)

@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from memory_services.playbook.records import INITIAL_STRENGTH, ScopeKey, expires_at
 from memory_services.playbook.scoring import TYPE_PRIORITY, TYPES, access_indexes, strengths, words
+from memory_services.store import lexical
 from react_mem.schema.playbook import Bullet, MemoryType
 
 Vector = npt.NDArray[np.float32]
@@ -60,6 +61,7 @@ class Columns:
     users: npt.NDArray[np.object_]
     topics: npt.NDArray[np.object_]
     _words: list[frozenset[str]] | None = None
+    _terms: list[frozenset[int]] | None = None
 
     @classmethod
     def build(cls, bullets: dict[str, Bullet], vectors: dict[str, Vector], dim: int) -> Columns:
@@ -84,6 +86,12 @@ class Columns:
         if self._words is None:
             self._words = [words(bullets[i].content) for i in self.ids]
         return self._words
+
+    def terms(self, bullets: dict[str, Bullet]) -> list[frozenset[int]]:
+        """Each bullet's lexical terms (stemmed, hashed: :mod:`memory_services.store.lexical`)."""
+        if self._terms is None:
+            self._terms = [frozenset(lexical.document(bullets[i].content)[0]) for i in self.ids]
+        return self._terms
 
 
 @dataclass

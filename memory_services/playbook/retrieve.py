@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,14 +12,17 @@ import numpy as np
 from memory_services.playbook.playbook import Playbook, Vector
 from memory_services.playbook.records import BASELINE_STRENGTH, PlaybookPolicy
 from memory_services.playbook.scoring import DecayRates, Floats, decay_scores, jaccard, words
+from memory_services.store import lexical
 from react_mem.schema.playbook import Bullet, Weights
 
 
 @dataclass(frozen=True, kw_only=True)
 class Query:
-    #: Unit query embedding (embedding relevance) or None (Jaccard relevance).
+    #: Unit query embedding (embedding or hybrid relevance) or None (Jaccard relevance).
     vector: Vector | None = None
     text: str = ""
+    #: Relevance is the mean of the cosine and the query terms' coverage (:func:`coverage`).
+    hybrid: bool = False
     top_k: int = 10
     weights: Weights
     user: str | None = None
@@ -27,10 +32,23 @@ class Query:
 def relevance(pb: Playbook, query: Query) -> Floats:
     columns = pb.columns
     if query.vector is not None:
-        cosine = columns.matrix @ query.vector
-        return np.maximum(cosine.astype(np.float64), 0.0)
+        cosine = np.maximum((columns.matrix @ query.vector).astype(np.float64), 0.0)
+        return (cosine + coverage(pb, query.text)) / 2 if query.hybrid else cosine
     probe = words(query.text)
     return np.array([jaccard(probe, w) for w in columns.words(pb.bullets)], dtype=np.float64)
+
+
+def coverage(pb: Playbook, text: str) -> Floats:
+    """The share of the query's terms each bullet holds, each term weighted by its BM25
+    IDF over the playbook (a rare word counts more than a common one); 0..1."""
+    asked = set(lexical.query(text)[0])
+    held = pb.columns.terms(pb.bullets)
+    if not asked or not held:
+        return np.zeros(len(held), dtype=np.float64)
+    n, df = len(held), Counter(t for terms in held for t in terms & asked)
+    idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in asked}
+    total = sum(idf.values())
+    return np.array([sum(idf[t] for t in terms & asked) / total for terms in held])
 
 
 def bonus(pb: Playbook, query: Query, policy: PlaybookPolicy) -> Floats:

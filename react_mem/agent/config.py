@@ -72,7 +72,7 @@ class AgentMemConfig(BaseModel):
     playbook_weights: Literal["default", "relevance-dominant"] | Weights = Field(
         default="default", alias="playbook-weights"
     )
-    playbook_relevance: Literal["embedding", "jaccard"] = Field(
+    playbook_relevance: Literal["embedding", "jaccard", "hybrid"] = Field(
         default="embedding", alias="playbook-relevance"
     )
     #: The context scope bullets are recalled from (seed 001 enhancement 1; "" is shared).

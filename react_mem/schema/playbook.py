@@ -17,7 +17,7 @@ has no relation to answers ``not-found``.
 Operations (``operation``):
 
 - ``retrieve``: ``query`` text (or ``vector``), ``top_k``, optional ``topic`` and ``user``
-  boosts, ``relevance`` (``embedding`` | ``jaccard``), ``weights`` (a preset name or
+  boosts, ``relevance`` (``embedding`` | ``jaccard`` | ``hybrid``), ``weights`` (a preset name or
   explicit weights); advances the scope's access clock (unless ``advance_clock`` is false)
   and refreshes the returned bullets' access indexes -> ``bullets`` with scores.
 - ``apply-delta``: ``delta`` -> ``version``, ``applied`` (false: this ``delta_id`` was
@@ -183,7 +183,9 @@ class PlaybookRequest(WireModel):
     vector: list[float] | None = None
     top_k: int = Field(default=10, ge=1, le=200)
     topic: str | None = None
-    relevance: Literal["embedding", "jaccard"] = "embedding"
+    #: hybrid: the mean of the embedding's cosine and the share of the query's terms
+    #: (stemmed, IDF-weighted over the playbook) a bullet holds.
+    relevance: Literal["embedding", "jaccard", "hybrid"] = "embedding"
     #: A preset ("default", "relevance-dominant") or explicit weights.
     weights: str | Weights = "default"
     advance_clock: bool = True
