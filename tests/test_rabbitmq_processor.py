@@ -241,3 +241,31 @@ async def send_raw(bus: RabbitMQTransport, queue: Queue, data: bytes) -> None:
         await producer.send(data, {"id": "raw"})
     finally:
         await producer.close()
+
+
+async def test_a_consumer_holds_at_most_its_prefetch_unsettled(
+    rabbitmq_node: RabbitMQNode,  # noqa: F811
+    unique: str,
+) -> None:
+    """With prefetch 1 (a processor of concurrency 1) a busy replica takes nothing more:
+    the next message goes to the idle one."""
+    queue = Queue.parse(f"flow:tg:prefetch-{unique}")
+    busy_bus, idle_bus = rabbitmq_node.transport(prefetch=1), rabbitmq_node.transport(prefetch=1)
+    for bus in (busy_bus, idle_bus):
+        await bus.connect()
+    try:
+        busy = await busy_bus.consumer(queue, "workers")
+        producer = await busy_bus.producer(queue)
+        await producer.send(b"first", {})
+        held = await asyncio.wait_for(busy.receive(), 10)  # in hand, not acknowledged
+        idle = await idle_bus.consumer(queue, "workers")
+        for body in (b"second", b"third"):
+            await producer.send(body, {})
+        for body in (b"second", b"third"):  # both: none waits behind the busy one
+            delivery = await asyncio.wait_for(idle.receive(), 10)
+            assert delivery.data == body
+            await idle.ack(delivery)
+        await busy.ack(held)
+    finally:
+        await busy_bus.close()
+        await idle_bus.close()
