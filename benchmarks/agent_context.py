@@ -601,7 +601,7 @@ def ms(values: list[float], q: float) -> float:
 
 
 async def latency(s: Stack, asked: list[str], warmup: int, conversation: str, size: int) -> str:
-    scope = Scope(COLLECTION, USER, conversation)
+    scope = Scope(WS, COLLECTION, USER, conversation)
     totals: list[float] = []
     parts: dict[str, list[float]] = {}
     facts, tokens, missed = [], [], 0
@@ -644,7 +644,7 @@ async def sources_alone(s: Stack, asked: list[str], conversation: str) -> str:
     for name, (update, conversation_id) in only.items():
         recall = MemoryRecall(s.flow, s.agent.embedder, cfg.model_copy(update=update))
         for question in asked:
-            got = await recall.recall(question, Scope(COLLECTION, USER, conversation_id))
+            got = await recall.recall(question, Scope(WS, COLLECTION, USER, conversation_id))
             for key in (name, "embed"):
                 if key in got.timings:
                     parts.setdefault(key, []).append(got.timings[key])
