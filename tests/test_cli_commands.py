@@ -88,7 +88,7 @@ def failing(request: AgentRequest) -> list[AgentResponse]:
         AgentResponse(message_type="thought", content="Trying.", end_of_message=True),
         AgentResponse(
             message_type="error",
-            error=Error(type="llm-error", message="model unavailable"),
+            error=Error(type="agent-error", message="llm-error: model unavailable"),
             end_of_message=True,
             end_of_dialog=True,
         ),
@@ -224,7 +224,7 @@ async def test_ask_reports_an_agent_error_on_stderr_with_exit_code_1(
         code, out, err = await run_ask(transport, "Q?", unique, conversation="c")
     assert code == 1
     assert out == "Thought: Trying.\n"
-    assert "agent error (llm-error): model unavailable" in err
+    assert "agent error: llm-error: model unavailable" in err
 
 
 async def test_ask_ends_on_a_failed_request_reply_without_end_of_dialog(

@@ -148,7 +148,9 @@ async def ask(
         print(json.dumps(ids | transcript.to_json()), file=out)
     if transcript.error is not None:
         error = transcript.error
-        print(f"react-mem ask: agent error ({error.type}): {error.message}", file=err)
+        # The agent's errors are agent-manager's type agent-error, their kind in the message.
+        kind = "" if error.type == "agent-error" else f" ({error.type})"
+        print(f"react-mem ask: agent error{kind}: {error.message}", file=err)
         return 1
     if not options.json:  # on stderr: stdout stays the answer alone
         print(
