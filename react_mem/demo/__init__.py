@@ -18,14 +18,19 @@ from typing import Any, TextIO
 from react_mem.bus.queues import Queue
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Consumer, Transport
+from react_mem.clients.conversations import ConversationClient
+from react_mem.clients.facts import FactClient
 from react_mem.demo.probe import EPISODE, QUESTION, mentions_fact
 from react_mem.schema import AgentRequest, AgentResponse
-from react_mem.schema.conversations import ConversationRequest, ConversationResponse
-from react_mem.schema.facts import Fact, FactRequest, FactResponse
+from react_mem.schema.conversations import ConversationResponse
+from react_mem.schema.facts import Fact, FactResponse
+from react_mem.schema.scope import Scope
 from react_mem.schema.trajectory import Trajectory
 from react_mem.stack import agent_queues
 
 USER = "demo-user"
+#: The demo user's memory in the stack's default workspace and collection.
+OWNER = Scope("default", "default", USER)
 TRAJECTORIES = "flow:tg:agent-trajectory:default:default"
 
 SESSIONS = [("trip-planning", EPISODE), ("snacks", QUESTION)]
@@ -130,13 +135,10 @@ class Demo:
         return None
 
     async def facts(self, query: str | None = None) -> list[Fact]:
-        request = (
-            FactRequest(operation="retrieve", user=USER, query=query, top_k=5)
-            if query
-            else FactRequest(operation="list", user=USER, limit=20)
-        )
-        response: FactResponse = await self.clients["facts"].request(request, timeout=30)
-        return response.facts
+        facts = FactClient(self.clients["facts"], timeout=30)
+        if query:
+            return await facts.retrieve(OWNER, query, top_k=5)
+        return (await facts.page(OWNER, limit=20)).items
 
     async def wait_for_learner(self, conversation: str, say: Callable[[str], None]) -> list[Fact]:
         """The learner works after the reply, off the reply path: its rolling summary of the
@@ -155,11 +157,9 @@ class Demo:
         return []
 
     async def rolling_summary(self, conversation: str) -> str:
-        response: ConversationResponse = await self.clients["conversations"].request(
-            ConversationRequest(operation="get", user=USER, conversation_id=conversation),
-            timeout=30,
-        )
-        return response.conversation.summary if response.conversation else ""
+        client = ConversationClient(self.clients["conversations"], timeout=30)
+        found = await client.get(OWNER.with_conversation(conversation))
+        return found.summary if found else ""
 
 
 async def run_demo(transport: Transport, out: TextIO) -> bool:
@@ -169,7 +169,15 @@ async def run_demo(transport: Transport, out: TextIO) -> bool:
         first, second = (Turn(c, q) for c, q in SESSIONS)
         say("\n== Session 1: tell the agent something about yourself ==")
         await demo.ask(first)
-        stored = await demo.wait_for_learner(first.conversation, say)
+        if first.error is not None:
+            # A failed ask leaves no trajectory: the learner has nothing to wait for.
+            say(
+                "  The agent could not answer, so nothing was learned from session 1 (on a "
+                "busy machine the local LLM may miss the agent's llm-timeout)."
+            )
+            stored = []
+        else:
+            stored = await demo.wait_for_learner(first.conversation, say)
         say("\nWhat memory stored after session 1:")
         summary = await demo.rolling_summary(first.conversation)
         say(f"  conversation '{first.conversation}', rolling summary: {summary or '(none yet)'}")
