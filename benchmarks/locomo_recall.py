@@ -2,13 +2,14 @@
 by side, by question category (recall@k, all-evidence), with each retrieval's latency.
 
 Every turn of a conversation is stored as one fact (speaker and session date prefixed,
-``dia_id`` kept in metadata, the session date as ``valid_at``; near-duplicate merging off, so
-each turn stays one memory) in a collection of its own. Each question with evidence retrieves
-the top k over the bus once per ranking (the request's ``retrieval`` options), and counts as a
-hit when every evidence ``dia_id`` is among them. A ``+ctx`` column also counts the turns
-next to each hit (``--window`` each side, same session): what a caller that brings a hit's
-neighbours sees. The data (CC BY-NC 4.0, Maharana et al., ACL 2024) is read from
-``../shared/eval/locomo-dev.json`` at run time and never copied; without it, this exits.
+``dia_id`` kept in metadata, the session date as ``valid_at``, the turn before as ``context``;
+near-duplicate merging off, so each turn stays one memory) in a collection of its own. Each
+question with evidence retrieves the top k over the bus once per ranking (the request's
+``retrieval`` options), and counts as a hit when every evidence ``dia_id`` is among them. A
+``+ctx`` column also counts the turns next to each hit (``--window`` each side, same session):
+what a caller that brings a hit's neighbours sees. The data (CC BY-NC 4.0, Maharana et al.,
+ACL 2024) is read from ``../shared/eval/locomo-dev.json`` at run time and never copied;
+without it, this exits.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def turns(sample: dict[str, Any]) -> list[FactInput]:
     conversation, facts = sample["conversation"], []
     for key, session in conversation.items():
         if key.startswith("session_") and isinstance(session, list):
-            date = conversation.get(f"{key}_date_time", "")
+            date, before = conversation.get(f"{key}_date_time", ""), ""
             for turn in session:
                 text = f"{turn['speaker']} ({date}): {turn['text']}"
                 facts.append(
@@ -67,8 +68,10 @@ def turns(sample: dict[str, Any]) -> list[FactInput]:
                         content=text,
                         metadata={"dia_id": turn["dia_id"]},
                         valid_at=session_time(date),
+                        context=before,  # the turn it answers: its words find this one too
                     )
                 )
+                before = turn["text"]
     return facts
 
 

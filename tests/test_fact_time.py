@@ -1,5 +1,6 @@
-"""Facts keep when what they say happened (``valid_at``); a question naming a time ranks the
-facts of that time higher (hybrid retrieval), over the real broker, edge store and MiniLM."""
+"""Facts keep when what they say happened (``valid_at``), and the text around them
+(``context``); a question naming a time ranks the facts of that time higher, and one worded
+like a fact's context finds it (hybrid retrieval), over the real broker, edge store and MiniLM."""
 
 from __future__ import annotations
 
@@ -56,3 +57,18 @@ async def test_a_question_naming_a_time_ranks_the_facts_of_that_time_first(
     off = RetrievalOptions(time_boost=False)
     plain = (await facts.ok("retrieve", query=ask, top_k=2, retrieval=off)).facts
     assert {f.id for f in plain} == {march, july}
+
+
+async def test_a_facts_context_finds_it_by_words_and_is_never_returned(facts: FactService) -> None:
+    stored = await facts.ok(
+        "store",
+        facts=[
+            FactInput(content="It was paid on Monday.", context="Did invoice QX-77 get paid?"),
+            FactInput(content="The office plants need water on Fridays."),
+            FactInput(content="Lunch is at noon on weekdays."),
+        ],
+    )
+    paid = stored.stored[0].id
+    found = (await facts.ok("retrieve", query="What happened to invoice QX-77?", top_k=1)).facts
+    assert [f.id for f in found] == [paid]
+    assert "QX-77" not in found[0].model_dump_json()  # the context stays inside the store

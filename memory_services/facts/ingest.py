@@ -187,6 +187,8 @@ def _new(
     )
     if item.fact.valid_at is not None:
         payload["valid_at"] = item.fact.valid_at
+    if item.fact.context:
+        payload["context"] = item.fact.context  # indexed for lexical search, not returned
     return payload
 
 

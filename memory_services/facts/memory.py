@@ -76,9 +76,9 @@ class FactMemory:
 
     async def ensure(self) -> None:
         """Create the collections if absent (the store must be open)."""
-        spec = CollectionSpec(
-            self.ctx.collection, self.ctx.embedder.dimension, rec.INDEXES, text_fields=("content",)
-        )
+        ctx = self.ctx
+        text = ("content", "context")  # what lexical search reads
+        spec = CollectionSpec(ctx.collection, ctx.embedder.dimension, rec.INDEXES, text_fields=text)
         await retrying("vector store", self.ctx.store.ensure, spec)
         await self.ctx.scopes.ensure()
         await self._consolidation.ledger.ensure()

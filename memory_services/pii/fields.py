@@ -80,6 +80,7 @@ def _fact(fact: FactInput, clean: Clean) -> FactInput:
     return fact.model_copy(
         update={
             "content": clean("fact", fact.content),
+            "context": clean("fact", fact.context) if fact.context else "",
             "metadata": _values("fact", fact.metadata, clean),
         }
     )

@@ -49,7 +49,6 @@ from react_mem.schema.base import WireModel
 from react_mem.schema.consolidation import ConsolidationReport
 from react_mem.schema.forget import Forgotten
 from react_mem.schema.retrieval import RetrievalOptions
-from react_mem.schema.retrieval import RetrievalOptions
 
 #: Operations on the request's one scope (collection, user, conversation).
 ScopedFactOperation = Literal[
@@ -85,6 +84,9 @@ class FactInput(WireModel):
     #: When what it says happened or held (epoch seconds), when known: a question naming a
     #: time ("in May 2023") ranks facts of that time higher.
     valid_at: float | None = Field(default=None, ge=0)
+    #: Text around the fact (the message or turn before it): its words are indexed for
+    #: lexical search, so a question worded like its context finds it; never returned.
+    context: str = Field(default="", max_length=4000)
 
 
 class Fact(WireModel):
