@@ -26,9 +26,10 @@ share a channel and a prefetch window, and closing one would stop the other.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -101,12 +102,10 @@ class RabbitMQOptions:
         return f"amqp://{self.host}:{self.port}{'' if self.vhost == '/' else '/' + self.vhost}"
 
 
-def _headers(properties: dict[str, str]) -> dict[str, Any]:
-    return dict(properties)
-
-
 def _properties(message: AbstractIncomingMessage) -> tuple[dict[str, str], int]:
-    """The message's properties (headers) and its redelivery count."""
+    """The message's properties (headers) and its redelivery count: the count it was
+    republished with, plus one if RabbitMQ hands it back from a consumer that went away
+    (possibly one that had not yet handed it to a handler: counted all the same)."""
     properties: dict[str, str] = {}
     for key, value in (message.headers or {}).items():
         if isinstance(value, bytes):
@@ -194,7 +193,10 @@ class RabbitMQConsumer:
         await asyncio.sleep(
             min(options.nack_delay * 2**delivery.redelivery_count, options.max_nack_delay)
         )
-        headers = _headers(delivery.properties) | {COUNT_HEADER: delivery.redelivery_count + 1}
+        headers: dict[str, Any] = {
+            **delivery.properties,
+            COUNT_HEADER: str(delivery.redelivery_count + 1),
+        }
         try:
             await self._transport.publish(
                 message.body,
@@ -250,9 +252,10 @@ class RabbitMQTransport:
             logger=None,
             reconnect_interval=1.0,
         )
-        self._connection = await self._retry(
-            f"connect to {self.options.describe()}", broker.connect
-        )
+        with _quiet_client_logs():  # a refused attempt is reported once, below
+            self._connection = await self._retry(
+                f"connect to {self.options.describe()}", broker.connect
+            )
         self._broker = broker
 
     @property
@@ -309,19 +312,27 @@ class RabbitMQTransport:
         persistent: bool,
         routing_key: str = "",
     ) -> None:
-        """Publish and wait for the broker's confirmation."""
+        """Publish and wait for the broker's confirmation. While the connection is being
+        restored, retried for up to ``publish_timeout`` (as a Pulsar producer waits)."""
         where = exchange.name or routing_key
         try:
-            await self.broker.publish(
-                data,
-                exchange=exchange,
-                routing_key=routing_key,
-                headers=headers,
-                content_type="application/json",
-                persist=persistent,
-                mandatory=False,
-                timeout=self.options.publish_timeout,
-            )
+            async for attempt in AsyncRetrying(
+                retry=retry_if_exception_type((TimeoutError, *_ERRORS, RuntimeError)),
+                wait=wait_exponential(multiplier=0.05, max=2.0),
+                stop=stop_after_delay(self.options.publish_timeout),
+                reraise=True,
+            ):
+                with attempt:
+                    await self.broker.publish(
+                        data,
+                        exchange=exchange,
+                        routing_key=routing_key,
+                        headers=headers,
+                        content_type="application/json",
+                        persist=persistent,
+                        mandatory=False,
+                        timeout=self.options.publish_timeout,
+                    )
         except (TimeoutError, *_ERRORS, RuntimeError) as exc:
             raise BusError(f"send to {where} failed: {exc!r}") from exc
 
@@ -351,6 +362,11 @@ class RabbitMQTransport:
                 retry=retry_if_exception_type(_ERRORS),
                 wait=wait_exponential(multiplier=0.1, max=5.0),
                 stop=stop_after_delay(self.options.connect_timeout),
+                before_sleep=lambda state: logger.warning(
+                    "could not %s, retrying: %s",
+                    what,
+                    state.outcome.exception() if state.outcome else "?",
+                ),
                 reraise=True,
             ):
                 with attempt:
@@ -369,6 +385,20 @@ class RabbitMQTransport:
                 await broker.stop()
             except _ERRORS as exc:
                 logger.debug("closing the connection: %s", exc)
+
+
+@contextlib.contextmanager
+def _quiet_client_logs() -> Iterator[None]:
+    """aio-pika and aiormq log every refused connection attempt at ERROR, with a traceback."""
+    loggers = [logging.getLogger(n) for n in ("aiormq.connection", "aio_pika.robust_connection")]
+    levels = [each.level for each in loggers]
+    for each in loggers:
+        each.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for each, level in zip(loggers, levels, strict=True):
+            each.setLevel(level)
 
 
 def _security(options: RabbitMQOptions) -> SASLPlaintext:
