@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from memory_services.store.base import Scope
 from react_mem.bus.pulsar import PulsarTransport
+from tests.support.embedder import HashingEmbedder
 from tests.support.fact_memory import FactService, fact_service
 from tests.support.memory_services import START
 
@@ -49,7 +50,13 @@ async def test_repeated_retrievals_are_written_once_before_the_next_operation(
     transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
 ) -> None:
     async with fact_service(
-        transport, registry, tmp_path, unique, client=Counted, access_write_delay=3600
+        transport,
+        registry,
+        tmp_path,
+        unique,
+        client=Counted,
+        embedder=HashingEmbedder(),
+        access_write_delay=3600,
     ) as facts:
         [carol] = await facts.store("Carol has a pet tortoise named Sheldon.")
         facts.count_writes()
@@ -69,7 +76,13 @@ async def test_pending_statistics_are_written_after_the_delay(
     transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
 ) -> None:
     async with fact_service(
-        transport, registry, tmp_path, unique, client=Counted, access_write_delay=0.05
+        transport,
+        registry,
+        tmp_path,
+        unique,
+        client=Counted,
+        embedder=HashingEmbedder(),
+        access_write_delay=0.05,
     ) as facts:
         [carol] = await facts.store("Carol has a pet tortoise named Sheldon.")
         facts.count_writes()
@@ -88,7 +101,13 @@ async def test_a_clean_stop_writes_what_is_pending(
 ) -> None:
     settings: dict[str, Any] = {"access_write_delay": 3600}
     async with fact_service(
-        transport, CollectorRegistry(), tmp_path, unique, client=Counted, **settings
+        transport,
+        CollectorRegistry(),
+        tmp_path,
+        unique,
+        client=Counted,
+        embedder=HashingEmbedder(),
+        **settings,
     ) as facts:
         [carol] = await facts.store("Carol has a pet tortoise named Sheldon.")
         facts.clock.now = START + 7
@@ -96,7 +115,13 @@ async def test_a_clean_stop_writes_what_is_pending(
         await facts.ok("retrieve", query=QUESTION, top_k=1)
         assert await facts.stored_count(carol) == 0  # still pending
     async with fact_service(
-        transport, CollectorRegistry(), tmp_path, unique, client=Counted, **settings
+        transport,
+        CollectorRegistry(),
+        tmp_path,
+        unique,
+        client=Counted,
+        embedder=HashingEmbedder(),
+        **settings,
     ) as again:
         fact = await again.one(carol)
         assert (fact.access_count, fact.last_accessed) == (2, START + 7)

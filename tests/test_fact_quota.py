@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry
 
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.schema.facts import FactInput
+from tests.support.embedder import HashingEmbedder
 from tests.support.fact_memory import FactService, fact_service
 
 pytestmark = pytest.mark.broker
@@ -23,7 +24,13 @@ async def test_evict_gives_up_history_then_the_least_important_then_the_least_us
     transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
 ) -> None:
     async with fact_service(
-        transport, registry, tmp_path, unique, client=FactService, max_facts_per_scope=4
+        transport,
+        registry,
+        tmp_path,
+        unique,
+        client=FactService,
+        embedder=HashingEmbedder(),
+        max_facts_per_scope=4,
     ) as facts:
         [old] = await facts.store("Nora lives in Oslo.", user="nora")
         await facts.ok(
@@ -55,7 +62,13 @@ async def test_evict_never_gives_up_a_more_important_fact(
     transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
 ) -> None:
     async with fact_service(
-        transport, registry, tmp_path, unique, client=FactService, max_facts_per_scope=1
+        transport,
+        registry,
+        tmp_path,
+        unique,
+        client=FactService,
+        embedder=HashingEmbedder(),
+        max_facts_per_scope=1,
     ) as facts:
         await facts.ok("store", user="ole", facts=[fact("Ole is allergic to latex.", 0.9)])
         trivia = [fact("Ole watched a film.", 0.3)]
@@ -67,7 +80,13 @@ async def test_the_collection_quota_holds_across_users_and_is_never_evicted_for(
     transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
 ) -> None:
     async with fact_service(
-        transport, registry, tmp_path, unique, client=FactService, max_facts_per_collection=2
+        transport,
+        registry,
+        tmp_path,
+        unique,
+        client=FactService,
+        embedder=HashingEmbedder(),
+        max_facts_per_collection=2,
     ) as facts:
         await facts.store("Pia sings.", user="pia")
         await facts.store("Quinn rows.", user="quinn")

@@ -36,6 +36,7 @@ from react_mem.schema.playbook import (
     PlaybookResponse,
     Weights,
 )
+from tests.support.embedder import HashingEmbedder
 from tests.support.memory_services import START, MovableClock, Raw, Running, serving, topics
 from tests.support.recording import eventually
 
@@ -124,8 +125,10 @@ async def playbook_service(
     workspaces: tuple[str, ...] = ("ws-a",),
     cls: type[PlaybookMemoryProcessor] = PlaybookMemoryProcessor,
     clock: MovableClock | None = None,
+    embedder: Embedder | None = None,
     **settings: Any,
 ) -> AsyncIterator[Service]:
+    """``embedder``: default a hashed bag of words; the real model where similarity is tested."""
     queues = {ws: topics("playbook-memory", unique, ws) for ws in workspaces}
     clock = clock or MovableClock()
     async with serving(
@@ -137,6 +140,7 @@ async def playbook_service(
         data_dir=tmp_path / "playbook",
         registry=registry,
         clock=clock,
+        embedder=embedder or HashingEmbedder(),
         **({"retry_delay": 0.01, "metrics": False} | settings),
     ) as running:
         yield Service(running, clock, registry, queues)
@@ -147,6 +151,21 @@ async def pb(
     transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
 ) -> AsyncIterator[Service]:
     async with playbook_service(transport, registry, tmp_path, unique) as service:
+        yield service
+
+
+@pytest.fixture
+async def model_pb(
+    transport: PulsarTransport,
+    registry: CollectorRegistry,
+    tmp_path: Path,
+    unique: str,
+    embedder: Embedder,
+) -> AsyncIterator[Service]:
+    """On the real model: for what similarity decides (relevance, near-duplicates)."""
+    async with playbook_service(
+        transport, registry, tmp_path, unique, embedder=embedder
+    ) as service:
         yield service
 
 
@@ -161,27 +180,33 @@ EPISODE = "Last time the nightly build failed because the cache was stale."
 FACT = "Python lists are indexed from zero."
 
 
-async def test_retrieval_scores_equal_hand_computed_values(pb: Service, embedder: Embedder) -> None:
-    ids = await pb.added(
+async def test_retrieval_scores_equal_hand_computed_values(
+    model_pb: Service, embedder: Embedder
+) -> None:
+    ids = await model_pb.added(
         add(PROCEDURE, memory_type="procedural", topic="files", user="ann"),
         add(EPISODE),  # episodic and semantic types are inferred from the wording
         add(FACT),
     )
     p, e, s = ids
-    assert [(await pb.one(i)).memory_type for i in ids] == ["procedural", "episodic", "semantic"]
+    assert [(await model_pb.one(i)).memory_type for i in ids] == [
+        "procedural",
+        "episodic",
+        "semantic",
+    ]
     query = "How do I delete a file safely?"
     for n in range(5):  # the procedure is the best match each time: only it is refreshed
-        found = (await pb.ok("retrieve", query=query, top_k=1)).bullets
+        found = (await model_pb.ok("retrieve", query=query, top_k=1)).bullets
         assert [b.id for b in found] == [p] and found[0].procedural_access_index == n + 1
-    assert await pb.stats() == (3, 1, 5)
-    assert (await pb.one(p)).last_used == START
+    assert await model_pb.stats() == (3, 1, 5)
+    assert (await model_pb.one(p)).last_used == START
 
     rel = dict(zip(ids, await cosines(embedder, query, [PROCEDURE, EPISODE, FACT]), strict=True))
     decay = {p: 1.0, e: 0.95**5, s: 0.99**5}  # clock 5: p refreshed at 5, e and s at 0
     priority = {p: 1.0, e: 0.7, s: 0.4}
 
     async def scored(**fields: Any) -> dict[str, Bullet]:
-        found = (await pb.ok("retrieve", top_k=3, advance_clock=False, **fields)).bullets
+        found = (await model_pb.ok("retrieve", top_k=3, advance_clock=False, **fields)).bullets
         scores = [b.score for b in found]
         assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
         return {b.id: b for b in found}
@@ -214,7 +239,7 @@ async def test_retrieval_scores_equal_hand_computed_values(pb: Service, embedder
     assert overlap == pytest.approx(3 / 7)  # {delete, the, file} of 7 distinct words
     assert got[p].relevance == pytest.approx(overlap)
     assert got[p].score == pytest.approx(0.25 * overlap + 0.55 + 0.2)
-    assert await pb.stats() == (3, 1, 5)  # advance_clock=false touched nothing
+    assert await model_pb.stats() == (3, 1, 5)  # advance_clock=false touched nothing
 
 
 async def test_delta_operations_keep_list_get_retrieve_and_counts_consistent(pb: Service) -> None:
@@ -263,48 +288,52 @@ async def test_delta_operations_keep_list_get_retrieve_and_counts_consistent(pb:
 RESTATED = "Use metric, unit, when, reporting, distance."
 
 
-async def test_duplicate_lessons_reinforce_and_near_duplicates_merge(pb: Service) -> None:
-    [first] = await pb.added(
+async def test_duplicate_lessons_reinforce_and_near_duplicates_merge(model_pb: Service) -> None:
+    [first] = await model_pb.added(
         add("Use metric units when reporting distances.", helpful=1, tags=["units"])
     )
-    again = await pb.delta(
+    again = await model_pb.delta(
         add("  use METRIC units when reporting distances", helpful=1, metadata={"k": "v"})
     )
-    near = await pb.delta(
+    near = await model_pb.delta(
         add("Use the metric units when reporting distances!", helpful=1, tags=["style"])
     )
     for response in (again, near):  # cosine 0.98 >= 0.9: reinforced, not cloned
         assert [(x.change, x.into) for x in response.changes] == [("reinforced", first)]
-    bullet = await pb.one(first)
+    bullet = await model_pb.one(first)
     assert (bullet.helpful, bullet.tags, bullet.metadata) == (3, ["units", "style"], {"k": "v"})
     assert bullet.content == "Use metric units when reporting distances."
     assert bullet.aliases == ["Use the metric units when reporting distances!"]
 
     # Cosine 0.87: added, then grow-and-refine merges it into the stronger bullet.
-    merge = await pb.delta(add(RESTATED, harmful=1, tags=["metric"]))
+    merge = await model_pb.delta(add(RESTATED, harmful=1, tags=["metric"]))
     [(kind, newcomer, _), merged] = [(x.change, x.bullet_id, x.into) for x in merge.changes]
     assert kind == "added" and merged == ("merged", newcomer, first)
-    bullet = await pb.one(first)
+    bullet = await model_pb.one(first)
     assert (bullet.helpful, bullet.harmful, bullet.tags) == (3, 1, ["units", "style", "metric"])
     assert bullet.aliases == ["Use the metric units when reporting distances!", RESTATED]
-    assert [x.id for x in await pb.listed()] == [first]
-    assert (await pb.ok("get", ids=[newcomer])).bullets == []
-    found = (await pb.ok("retrieve", query="metric distances", top_k=10)).bullets
+    assert [x.id for x in await model_pb.listed()] == [first]
+    assert (await model_pb.ok("get", ids=[newcomer])).bullets == []
+    found = (await model_pb.ok("retrieve", query="metric distances", top_k=10)).bullets
     assert [x.id for x in found] == [first]
 
     # In another context the newcomer has the better record and survives the merge.
     other = {"context_scope_id": "units"}
-    [old] = await pb.added(add("Use metric units when reporting distances.", harmful=1), **other)
-    merge = await pb.delta(add(RESTATED, helpful=2), **other)
+    [old] = await model_pb.added(
+        add("Use metric units when reporting distances.", harmful=1), **other
+    )
+    merge = await model_pb.delta(add(RESTATED, helpful=2), **other)
     [(_, winner, _), survivor] = [(x.change, x.bullet_id, x.into) for x in merge.changes]
     assert survivor == ("merged", old, winner)
-    assert [(x.id, x.helpful, x.harmful) for x in await pb.listed(**other)] == [(winner, 2, 1)]
-    assert pb.metric("tg_playbook_changes_total", change="merged") == 2
-    assert pb.metric("tg_playbook_changes_total", change="reinforced") == 2
+    assert [(x.id, x.helpful, x.harmful) for x in await model_pb.listed(**other)] == [
+        (winner, 2, 1)
+    ]
+    assert model_pb.metric("tg_playbook_changes_total", change="merged") == 2
+    assert model_pb.metric("tg_playbook_changes_total", change="reinforced") == 2
 
 
 async def test_alike_lessons_that_teach_different_things_stay_separate(
-    pb: Service, embedder: Embedder
+    model_pb: Service, embedder: Embedder
 ) -> None:
     """Issue 11: embedding similarity alone must not merge a lesson into its opposite, or
     one number into another, by ADD's reinforcement or by grow-and-refine."""
@@ -316,13 +345,13 @@ async def test_alike_lessons_that_teach_different_things_stay_separate(
     await embedder.start()
     first, *others = await embedder.embed(lessons)
     assert all(float(np.dot(first, v)) >= 0.9 for v in others)  # alike enough to reinforce
-    [kept] = await pb.added(add(lessons[0], helpful=1))
+    [kept] = await model_pb.added(add(lessons[0], helpful=1))
     for lesson in lessons[1:]:
-        [change] = (await pb.delta(add(lesson))).changes
+        [change] = (await model_pb.delta(add(lesson))).changes
         assert change.change == "added"
-    listed = await pb.listed()
+    listed = await model_pb.listed()
     assert sorted(b.content for b in listed) == sorted(lessons)
-    assert all(b.aliases == [] for b in listed) and (await pb.one(kept)).helpful == 1
+    assert all(b.aliases == [] for b in listed) and (await model_pb.one(kept)).helpful == 1
 
 
 RULES = {
@@ -726,7 +755,7 @@ async def test_bad_input_is_answered_writes_nothing_and_the_consumer_keeps_servi
 
 @pytest.mark.parametrize("backend", ["edge", "qdrant-server"])
 async def test_two_replicas_on_one_store_see_each_others_writes(
-    backend: str, tmp_path: Path, embedder: Embedder
+    backend: str, tmp_path: Path
 ) -> None:
     """Two services on one store (a Qdrant server's replicas; ``:memory:`` runs the server
     code path): a cached playbook is reloaded when the scope's state record shows another
@@ -736,7 +765,7 @@ async def test_two_replicas_on_one_store_see_each_others_writes(
     )
     await store.open()
     try:
-        await embedder.start()
+        embedder = HashingEmbedder()
         one, two = (
             PlaybookMemory(
                 store, embedder, policy=PlaybookPolicy(), rates=DecayRates(), clock=MovableClock()

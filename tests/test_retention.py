@@ -20,6 +20,7 @@ from react_mem.retention import WorkspaceRetention, parse_days
 from react_mem.schema.conversations import ConversationRequest, ConversationResponse
 from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
 from react_mem.schema.facts import FactInput, FactRequest, FactResponse
+from tests.support.embedder import HashingEmbedder
 from tests.support.memory_services import START, MovableClock, serving, topics
 
 DAY = 86400.0
@@ -104,6 +105,7 @@ async def test_ended_conversations_are_deleted_after_the_retention_open_ones_are
         data_dir=tmp_path / "conversations",
         registry=registry,
         clock=clock,
+        embedder=HashingEmbedder(),
         config=agent_mem("conversation-retention-days"),
         idle_timeout=None,
         sweep_interval=3600,
@@ -138,6 +140,7 @@ async def test_a_conversation_reopened_by_a_turn_is_not_expired(
         data_dir=tmp_path / "conversations",
         registry=registry,
         clock=clock,
+        embedder=HashingEmbedder(),
         config=agent_mem("conversation-retention-days"),
         idle_timeout=None,
         sweep_interval=3600,
@@ -165,6 +168,7 @@ async def test_episodes_expire_after_180_days_by_default_or_the_workspace_settin
         data_dir=tmp_path / "episodes",
         registry=registry,
         clock=clock,
+        embedder=HashingEmbedder(),
         config=agent_mem("episode-retention-days"),
         sweep_interval=3600,
     ) as service:
@@ -208,6 +212,7 @@ async def test_facts_take_the_workspace_ttl_unless_they_carry_their_own(
         data_dir=tmp_path / "facts",
         registry=registry,
         clock=clock,
+        embedder=HashingEmbedder(),
         config=agent_mem("fact-ttl-days"),
         sweep_interval=3600,
     ) as service:
