@@ -40,7 +40,7 @@ async def retrying(
         return await call(*args, **kwargs)
     except BadRequest:
         raise
-    except BaseException:  # as tenacity would: retried (cancellation included)
+    except BaseException:  # noqa: BLE001 - as tenacity would: retried (cancellation included)
         await asyncio.sleep(FIRST_WAIT)
     try:
         async for attempt in AsyncRetrying(  # attempts 2.., waits doubling from 2*FIRST_WAIT

@@ -96,7 +96,7 @@ class Responder:
             metadata = Metadata(id=uri, collection=self.collection)
             try:
                 await flow.send(EXPLAINABILITY, Triples(metadata=metadata, triples=triples))
-            except Exception as exc:  # provenance is never worth the answer
+            except Exception as exc:  # noqa: BLE001 - provenance is never worth the answer
                 logger.warning("explainability %s not sent: %r", uri, exc)
         await self.ctx.reply(
             AgentResponse(
@@ -145,7 +145,7 @@ class Responder:
             response: LibrarianResponse = await flow.client(LIBRARIAN).request(
                 request, timeout=LIBRARIAN_TIMEOUT
             )
-        except Exception as exc:  # the provenance links no document; the answer goes on
+        except Exception as exc:  # noqa: BLE001 - the provenance links no document; the answer goes on
             logger.warning("librarian: %s not saved: %r", document_id, exc)
             return None
         if response.error is not None:

@@ -412,7 +412,7 @@ class AgentProcessor(Processor):
                 ),
                 timeout=deadline.remaining() / 2,
             )
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - uncompressed history still answers
             logger.warning("working memory not compressed: %r", exc)
             return history
         if response.error is not None:
@@ -452,7 +452,7 @@ class AgentProcessor(Processor):
             try:
                 observation = await asyncio.wait_for(tool.invoke(call), timeout)
                 step_type = ""
-            except Exception as exc:  # any tool failure is an observation
+            except Exception as exc:  # noqa: BLE001 - any tool failure is an observation
                 self.metrics.tool_errors.labels(**labels).inc()
                 reason = str(exc) or type(exc).__name__
                 observation = f"Tool {decision.name} failed: {reason}"
@@ -481,7 +481,7 @@ class AgentProcessor(Processor):
             record = trajectory(request, inv.state, inv.scope, inv.cfg, answer, outcome, error)
             try:
                 await inv.flow.send("trajectory", record, id=request.session_id)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the answer is sent; learning is best effort
                 logger.error("trajectory %s not published: %r", request.session_id, exc)
 
     async def append_turn(self, inv: Invocation, answer: str, outcome: Outcome) -> None:

@@ -183,7 +183,7 @@ class SentenceTransformerEmbedder:
                 texts = [t for item, _ in batch for t in item]
                 try:
                     vectors = await asyncio.to_thread(self._encode, texts)
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - every waiter gets the failure
                     error = TransientError(f"embedding with {self.model_name} failed: {exc}")
                     error.__cause__ = exc
                     for _, future in batch:

@@ -189,7 +189,7 @@ class LlamaCppBackend:
                         break
                     loop.call_soon_threadsafe(queue.put_nowait, chunk)
                 loop.call_soon_threadsafe(queue.put_nowait, None)
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
                 loop.call_soon_threadsafe(queue.put_nowait, exc)
 
         pieces = 0

@@ -171,7 +171,7 @@ class ConsumerRunner:
         except BadRequest as exc:
             await self._reply_error(delivery, exc.type, str(exc))
             return "answered"
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure is an attempt, then a dead letter
             if delivery.redelivery_count < self._settlement.max_redeliveries:
                 logger.warning(
                     "%s: attempt %d failed: %r",

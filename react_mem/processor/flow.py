@@ -165,7 +165,7 @@ class Flow:
         for close in closers:
             try:
                 await close()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - every closer runs
                 logger.warning("stopping flow %s/%s: %r", self.workspace, self.name, exc)
         self._runners.clear()
         self._clients.clear()
