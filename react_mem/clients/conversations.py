@@ -13,6 +13,7 @@ from react_mem.schema.conversations import (
     Result,
 )
 from react_mem.schema.forget import Forgotten
+from react_mem.schema.retrieval import RetrievalOptions
 from react_mem.schema.scope import Scope
 
 CONVERSATION_MEMORY: Service[ConversationRequest, ConversationResponse] = Service(
@@ -76,8 +77,16 @@ class ConversationClient(ServiceClient[ConversationRequest, ConversationResponse
         )
 
     async def search(
-        self, scope: Scope, query: str, *, top_k: int | None = None, min_score: float | None = None
+        self,
+        scope: Scope,
+        query: str,
+        *,
+        top_k: int | None = None,
+        min_score: float | None = None,
+        retrieval: RetrievalOptions | None = None,
+        window: int = 0,
     ) -> list[ConversationTurn]:
+        """The turns that best match ``query``, each with ``window`` turns either side."""
         response = await self.call(
             build(
                 ConversationRequest,
@@ -85,6 +94,8 @@ class ConversationClient(ServiceClient[ConversationRequest, ConversationResponse
                 query=query,
                 top_k=top_k,
                 min_score=min_score,
+                retrieval=retrieval,
+                window=window,
                 **owner(scope),
             )
         )

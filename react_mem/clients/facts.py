@@ -42,7 +42,8 @@ class FactClient(ServiceClient[FactRequest, FactResponse]):
         min_score: float | None = None,
         retrieval: RetrievalOptions | None = None,
     ) -> list[Fact]:
-        """The facts most similar to ``query`` (or ``vector``), best first."""
+        """The facts that best match ``query`` (and/or its embedding ``vector``), best
+        first; ``retrieval`` picks dense, lexical or hybrid ranking."""
         response = await self.call(
             build(
                 FactRequest,
@@ -70,11 +71,12 @@ class FactClient(ServiceClient[FactRequest, FactResponse]):
         )
         return response.facts
 
-    async def page(self, scope: Scope, *, limit: int = 50, cursor: str | None = None) -> Page[Fact]:
+    async def page(self, scope: Scope, *, limit: int = 50, offset: str | None = None) -> Page[Fact]:
+        """``offset``: the ``next`` of the previous page."""
         response = await self.call(
-            build(FactRequest, operation="list", limit=limit, cursor=cursor, **owner(scope))
+            build(FactRequest, operation="list", limit=limit, offset=offset, **owner(scope))
         )
-        return Page(response.facts, response.next_cursor)
+        return Page(response.facts, response.next_offset)
 
     async def delete(self, scope: Scope, ids: Sequence[str]) -> int:
         """How many of ``ids`` were deleted."""

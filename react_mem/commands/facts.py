@@ -19,7 +19,7 @@ def _listed(page: Page[Fact], args: argparse.Namespace, out: TextIO) -> str | No
         return None
     table(out, ["ID", "CONTENT"], [[f.id, f.content] for f in page.items])
     if page.next:
-        print(f"(more: --cursor {page.next})", file=out)
+        print(f"(more: --offset {page.next})", file=out)
     return None
 
 
@@ -54,9 +54,9 @@ def _facts(facts: list[Fact]) -> dict[str, Any]:
 
 LIST: Operation[FactClient, Page[Fact]] = Operation(
     client=FactClient,
-    call=lambda c, to, a: c.page(to, limit=a.limit, cursor=a.cursor),
+    call=lambda c, to, a: c.page(to, limit=a.limit, offset=a.offset),
     render=_listed,
-    wire=lambda page: _facts(page.items) | {"next_cursor": page.next},
+    wire=lambda page: _facts(page.items) | {"next_offset": page.next},
 )
 SEARCH: Operation[FactClient, list[Fact]] = Operation(
     client=FactClient,
@@ -82,7 +82,7 @@ PURGE: Operation[FactClient, int] = Operation(
 def add_parsers(sub: Subparsers, bus: BusArgs) -> None:
     listing = leaf(sub, "list", "list current facts", LIST, bus)
     listing.add_argument("--limit", type=int, default=50, help="page size (50)")
-    listing.add_argument("--cursor", help="the page after this cursor")
+    listing.add_argument("--offset", help="the page starting at this offset")
     listing.add_argument("--conversation", help="only facts learned in this conversation")
     search = leaf(sub, "search", "find the facts most similar to a query", SEARCH, bus)
     search.add_argument("query")
