@@ -31,9 +31,12 @@ from memory_services.facts.service import FactMemoryProcessor
 from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
 from react_mem.bus.rpc import RequestResponseClient
+from react_mem.clients.facts import FactClient
 from react_mem.embedding.base import DEFAULT_BACKEND, Backend
+from react_mem.errors import ReactMemError
 from react_mem.schema.facts import FactInput, FactRequest, FactResponse
 from react_mem.schema.retrieval import RetrievalOptions
+from react_mem.schema.scope import Scope
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "eval" / "locomo-dev.json"
 KS = (5, 10)
@@ -141,18 +144,17 @@ async def evaluate(
         bus, topics["request"], topics["response"], FactResponse, timeout=120
     )
     await client.start()
+    memory = FactClient(client)
     tally = Tally()
     try:
         for sample in data:
             collection, facts = f"locomo-{sample['sample_id']}", turns(sample)
+            where = Scope("eval", collection)
             for start in range(0, len(facts), 64):
-                reply = await client.request(
-                    FactRequest(
-                        operation="store", collection=collection, facts=facts[start : start + 64]
-                    )
-                )
-                if reply.error:
-                    sys.exit(f"store failed: {reply.error.message}")
+                try:
+                    await memory.store(where, facts[start : start + 64])
+                except ReactMemError as exc:
+                    sys.exit(f"store failed: {exc}")
             for qa in sample["qa"]:
                 if not qa.get("evidence") or "answer" not in qa:
                     continue
@@ -161,17 +163,11 @@ async def evaluate(
                 tally.questions["all"] += 1
                 for column, options in RANKINGS.items():
                     started = time.perf_counter()
-                    reply = await client.request(
-                        FactRequest(
-                            operation="retrieve",
-                            collection=collection,
-                            query=qa["question"],
-                            top_k=max(KS),
-                            retrieval=options,
-                        )
+                    hits = await memory.retrieve(
+                        where, qa["question"], top_k=max(KS), retrieval=options
                     )
                     tally.latencies[column].append(time.perf_counter() - started)
-                    found = [f.metadata.get("dia_id", "") for f in reply.facts]
+                    found = [f.metadata.get("dia_id", "") for f in hits]
                     tally.add(column, category, found, qa["evidence"])
                     if column == "hybrid" and window:
                         for k in KS:  # the k hits and their neighbours
