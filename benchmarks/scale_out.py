@@ -11,6 +11,10 @@ trip, parse, answer stream. This process drives the load: ``--callers`` closed-l
 (each asks again as soon as it is answered) over one RabbitMQ connection, counting every
 final answer per request id on the response exchange.
 
+Each line also gives the CPU time the agent and LLM processes spent per ask and the load
+average: on a shared machine other work takes cores too, and asks/s is bounded by the cores
+free divided by the CPU per ask (plus the broker's and this driver's share).
+
 The kill run: 2 replicas under the same load; half way through one is killed with SIGKILL.
 RabbitMQ hands its unacknowledged requests to the survivor. Lost: asks never answered (after
 a drain of ``--drain`` seconds); duplicated: asks whose final answer went out twice on the
@@ -109,6 +113,27 @@ def write_flows(base: Path, unique: str) -> tuple[Path, Path]:
         json.dumps({"default": {"processor:llm-bench": {"f1": {"topics": t["text-completion"]}}}})
     )
     return agent_flows, llm_flows
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of ``pids`` so far (Linux ``/proc``)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def node_pids(node: RabbitMQNode) -> list[int]:
+    """The node's processes (its process group: the launcher script, beam and helpers)."""
+    group = node.group
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[2]) == group:
+                pids.append(int(stat.parent.name))
+    return pids
 
 
 class Processes:
@@ -267,9 +292,9 @@ async def run(args: argparse.Namespace) -> None:
 async def measure(
     args: argparse.Namespace, node: RabbitMQNode, base: Path, processes: Processes
 ) -> None:
-    cpu = platform.processor() or platform.machine()
+    machine = platform.processor() or platform.machine()
     print(
-        f"scale-out on RabbitMQ: {os.cpu_count()} CPUs ({cpu}), {args.callers} callers,"
+        f"scale-out on RabbitMQ: {os.cpu_count()} CPUs ({machine}), {args.callers} callers,"
         f" {args.seconds:.0f}s per run, agent --concurrency {args.concurrency}"
     )
     rows = []
@@ -287,11 +312,27 @@ async def measure(
                 await until_ready(node, unique, replicas)
                 await driver.load(args.callers, 2.0)  # warm-up
                 driver.latencies.clear()
+                groups = {
+                    "agents+LLM": [proc.pid for proc in processes.running],
+                    "broker": node_pids(node),
+                    "driver": [os.getpid()],
+                }
+                before = {k: cpu_seconds(v) for k, v in groups.items()}
+                load = os.getloadavg()[0]
                 answered = await driver.load(args.callers, args.seconds)
+                per_ask = {
+                    k: (cpu_seconds(v) - before[k]) / max(answered, 1) * 1000
+                    for k, v in groups.items()
+                }
                 p50 = statistics.median(driver.latencies) * 1000
                 rate = answered / args.seconds
                 rows.append((replicas, rate, p50))
-                print(f"  {replicas} agent process(es): {rate:7.1f} asks/s, p50 {p50:6.1f} ms")
+                print(
+                    f"  {replicas} agent process(es): {rate:7.1f} asks/s, p50 {p50:6.1f} ms;"
+                    " CPU ms per ask: "
+                    + ", ".join(f"{k} {v:.1f}" for k, v in per_ask.items())
+                    + f"; load average {load:.1f}"
+                )
         finally:
             await bus.close()
             processes.stop()

@@ -56,6 +56,11 @@ class RabbitMQNode:
         self._watchdog: subprocess.Popen[bytes] | None = None
 
     @property
+    def group(self) -> int:
+        """The running node's process group (0 when stopped)."""
+        return self._process.pid if self._process is not None else 0
+
+    @property
     def log(self) -> Path:
         return self.base / "server.log"
 
