@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,13 +36,14 @@ from memory_services.store.edge import EdgeStore
 from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
 from react_mem.bus.rpc import RequestResponseClient
+from react_mem.clients.facts import FactClient
 from react_mem.embedding.base import DEFAULT_BACKEND
 from react_mem.embedding.sentence import SentenceTransformerEmbedder
 from react_mem.errors import RequestTimeout
-from react_mem.schema.facts import FactInput, FactRequest, FactResponse
+from react_mem.schema.facts import FactInput, FactResponse
 from react_mem.schema.retrieval import RetrievalMode, RetrievalOptions
 
-Client = RequestResponseClient[FactRequest, FactResponse]
+Client = FactClient
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "eval" / "locomo-dev.json"
 CACHE = Path(tempfile.gettempdir()) / "fact-memory-bench"
 TARGET_P50_MS, TARGET_P99_MS, TARGET_INGEST = 15.0, 40.0, 150.0
@@ -310,16 +312,16 @@ class Service:
         )  # fmt: skip
         self.transport = PulsarTransport(PulsarOptions(url=self.url))
         await self.transport.connect()
-        self.client: Client = RequestResponseClient(
+        self.rpc: RequestResponseClient[Any, FactResponse] = RequestResponseClient(
             self.transport, topics["request"], topics["response"], FactResponse,
             subscriber="bench", timeout=120,
         )  # fmt: skip
-        await self.client.start()
+        await self.rpc.start()
         deadline = time.monotonic() + 180
         while True:  # requests sent before the service subscribes are dropped
             try:
-                await self.client.request(FactRequest(operation="list", limit=1), timeout=1)
-                return self.client
+                await FactClient(self.rpc, timeout=1).page(Scope(WORKSPACE, "default"), limit=1)
+                return FactClient(self.rpc)
             except RequestTimeout:
                 if time.monotonic() > deadline:
                     raise
@@ -332,7 +334,7 @@ class Service:
         return float("nan")
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.client.close()
+        await self.rpc.close()
         await self.transport.close()
         if self.proc is not None and self.proc.returncode is None:
             self.proc.terminate()
@@ -344,10 +346,7 @@ async def ingest(client: Client, where: list[Scope], texts: list[str], batch: in
     started = time.perf_counter()
     for n, first in enumerate(range(0, len(texts), batch)):
         facts = [FactInput(content=t) for t in texts[first : first + batch]]
-        reply = await client.request(
-            FactRequest(operation="store", collection=where[n % len(where)].collection, facts=facts)
-        )
-        assert reply.error is None, reply.error
+        reply = await client.store(where[n % len(where)], facts)
         added += sum(s.status == "added" for s in reply.stored)
         reinforced += sum(s.status == "reinforced" for s in reply.stored)
     rate = len(texts) / (time.perf_counter() - started)
@@ -362,17 +361,12 @@ async def retrieval(
 ) -> str:
     latencies = []
     for n, query in enumerate(asked):
-        request = FactRequest(
-            operation="retrieve",
-            collection=where[n % len(where)].collection,
-            query=query,
-            top_k=5,
-            retrieval=RetrievalOptions(mode=mode),
-        )
         started = time.perf_counter()
-        reply = await client.request(request)
+        found = await client.retrieve(
+            where[n % len(where)], query, top_k=5, retrieval=RetrievalOptions(mode=mode)
+        )
         elapsed = (time.perf_counter() - started) * 1000
-        assert reply.error is None and reply.facts, reply.error
+        assert found, query
         if n >= warmup:
             latencies.append(elapsed)
     q = statistics.quantiles(latencies, n=100)

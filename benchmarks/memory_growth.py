@@ -31,11 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from fact_memory import Client, Service, corpus, questions
+from fact_memory import WORKSPACE, Client, Service, corpus, questions
 
 from memory_services.store import residency
 from react_mem.bus.embedded import EmbeddedBroker
-from react_mem.schema.facts import FactInput, FactRequest
+from react_mem.schema.facts import FactInput
+from react_mem.schema.scope import Scope
 
 #: The configurations compared: their names and the environment that sets them.
 VARIANTS = {"before": {"REACT_MEM_EDGE_PAGE_OUT": "false"}, "after": {}}
@@ -148,30 +149,28 @@ async def load_round(
     rng, deadline = random.Random(), time.monotonic() + args.seconds
     done = [0, 0]
 
-    async def send(variant: Variant, request: FactRequest) -> None:
+    async def store(variant: Variant, to: Scope, facts: list[FactInput]) -> None:
+        assert variant.client is not None
+        await variant.client.store(to, facts)
+
+    async def retrieve(variant: Variant, to: Scope, query: str) -> None:
         assert variant.client is not None
         started = time.perf_counter()
-        reply = await variant.client.request(request)
-        assert reply.error is None, reply.error
-        if request.operation == "retrieve":
-            variant.waited.append(time.perf_counter() - started)
+        await variant.client.retrieve(to, query, top_k=5)
+        variant.waited.append(time.perf_counter() - started)
 
     async def caller() -> None:
         while time.monotonic() < deadline:
-            user = f"user-{rng.randrange(args.users)}"
-            collection = f"c{rng.randrange(args.collections)}"
+            to = Scope(WORKSPACE, f"c{rng.randrange(args.collections)}",
+                       f"user-{rng.randrange(args.users)}")  # fmt: skip
             if rng.random() < args.store_share:
                 facts = [FactInput(content=next(texts)) for _ in range(rng.randint(1, 4))]
-                request = FactRequest(
-                    operation="store", collection=collection, user=user, facts=facts
-                )
+                await asyncio.gather(*(store(v, to, facts) for v in variants))
+                done[0] += 1
             else:
-                request = FactRequest(
-                    operation="retrieve", collection=collection, user=user,
-                    query=rng.choice(asked), top_k=5,
-                )  # fmt: skip
-            await asyncio.gather(*(send(v, request) for v in variants))
-            done[request.operation == "retrieve"] += 1
+                query = rng.choice(asked)
+                await asyncio.gather(*(retrieve(v, to, query) for v in variants))
+                done[1] += 1
 
     await asyncio.gather(*(caller() for _ in range(args.callers)))
     return done[0], done[1]
