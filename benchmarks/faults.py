@@ -51,9 +51,11 @@ from memory_services.facts.records import normalise  # noqa: E402
 from react_mem.bus.embedded import EmbeddedBroker  # noqa: E402
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport  # noqa: E402
 from react_mem.bus.rpc import RequestResponseClient  # noqa: E402
+from react_mem.clients.facts import FactClient  # noqa: E402
 from react_mem.errors import ReactMemError  # noqa: E402
 from react_mem.schema import AgentRequest, AgentResponse  # noqa: E402
 from react_mem.schema.facts import FactInput, FactRequest, FactResponse  # noqa: E402
+from react_mem.schema.scope import Scope  # noqa: E402
 from tests.support.openai_server import OpenAIServer  # noqa: E402
 
 FACTS_Q = ("request:tg:fact-memory:default:default", "response:tg:fact-memory:default:default")
@@ -245,26 +247,27 @@ class Clients:
     facts: RequestResponseClient[FactRequest, FactResponse]
     agent: RequestResponseClient[AgentRequest, AgentResponse]
 
+    def fact_client(self, timeout: float) -> FactClient:
+        return FactClient(self.facts, timeout=timeout)
+
     async def write(self, collection: str, fact: str, timeout: float) -> Outcome:
         sent = time.monotonic()
-        request = FactRequest(
-            operation="store", collection=collection, facts=[FactInput(content=fact)]
-        )
         try:
-            reply = await self.facts.request(request, timeout=timeout)
-        except ReactMemError:
+            reply = await self.fact_client(timeout).store(
+                Scope("default", collection), [FactInput(content=fact)]
+            )
+        except ReactMemError:  # an error reply or none: the client raises either
             return Outcome("write", sent, time.monotonic(), False, fact)
         merged = any(s.status != "added" for s in reply.stored)
-        return Outcome("write", sent, time.monotonic(), reply.error is None, fact, merged)
+        return Outcome("write", sent, time.monotonic(), True, fact, merged)
 
     async def read(self, collection: str, query: str, timeout: float) -> Outcome:
         sent = time.monotonic()
-        request = FactRequest(operation="retrieve", collection=collection, query=query, top_k=3)
         try:
-            reply = await self.facts.request(request, timeout=timeout)
+            await self.fact_client(timeout).retrieve(Scope("default", collection), query, top_k=3)
         except ReactMemError:
             return Outcome("read", sent, time.monotonic(), False)
-        return Outcome("read", sent, time.monotonic(), reply.error is None)
+        return Outcome("read", sent, time.monotonic(), True)
 
     async def ask(self, collection: str, fact: str, timeout: float) -> Outcome:
         sent = time.monotonic()
@@ -283,18 +286,16 @@ class Clients:
 
     async def listed(self, collection: str) -> list[str]:
         """Every current fact's normalised content (one entry per stored record)."""
-        out, cursor = [], None
+        out: list[str] = []
+        offset: str | None = None
         while True:
-            request = FactRequest(
-                operation="list", collection=collection, limit=1000, cursor=cursor
+            page = await self.fact_client(30).page(
+                Scope("default", collection), limit=1000, offset=offset
             )
-            reply = await self.facts.request(request, timeout=30)
-            if reply.error is not None:
-                raise ReactMemError(f"list failed: {reply.error.type}: {reply.error.message}")
-            out += [normalise(f.content) for f in reply.facts]
-            if not reply.next_cursor:
+            out += [normalise(f.content) for f in page.items]
+            if not page.next:
                 return out
-            cursor = reply.next_cursor
+            offset = page.next
 
 
 def facts_for_run(count: int) -> list[str]:
