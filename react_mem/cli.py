@@ -249,8 +249,8 @@ async def _ping_command(args: argparse.Namespace) -> int:
     try:
         async with open_bus(_bus_settings(args), start_embedded=False) as transport:
             latencies = await _ping(transport, queue, args.count, wait=args.timeout)
-    except BrokerNotRunning:
-        print("react-mem ping: no broker running, start one with `react-mem up`", file=sys.stderr)
+    except BrokerNotRunning as exc:  # its message names the backend and how to start one
+        print(f"react-mem ping: {exc}", file=sys.stderr)
         return 1
     except RequestTimeout:
         print(

@@ -131,8 +131,18 @@ def test_ping_without_a_broker_says_so_and_starts_none(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["ping", "--state-dir", str(tmp_path)]) == 1
-    assert "no broker running, start one with `react-mem up`" in capsys.readouterr().err
+    assert "no broker is running under" in (err := capsys.readouterr().err)
+    assert "`react-mem up`" in err
     assert not (tmp_path / "broker").exists()
+
+
+def test_ping_names_the_rabbitmq_broker_it_could_not_reach(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["ping", "--state-dir", str(tmp_path), "--pubsub-backend", "rabbitmq"]
+    assert main([*args, "--rabbitmq-host", "127.0.0.1", "--rabbitmq-port", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "no RabbitMQ broker at" in err and "react-mem up" not in err
 
 
 @pytest.mark.broker
