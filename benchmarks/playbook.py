@@ -50,13 +50,16 @@ from memory_services.playbook.service import PlaybookMemoryProcessor
 from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
 from react_mem.bus.rpc import RequestResponseClient
+from react_mem.clients.playbook import Playbook, PlaybookClient
 from react_mem.embedding.shared import shared_embedder
-from react_mem.schema.playbook import Delta, DeltaOperation, PlaybookRequest, PlaybookResponse
+from react_mem.schema.playbook import Delta, DeltaOperation, PlaybookResponse
 
 WS, FLOW = "default", "bench"
 #: The share of simulated tasks on a known strategy's topic (the rest are noise tasks).
 ON_TOPIC = 0.5
-Client = RequestResponseClient[PlaybookRequest, PlaybookResponse]
+Client = PlaybookClient
+#: The collection-wide playbook of the default collection and context.
+SHARED = Playbook()
 
 # fmt: off
 DOMAINS = ("invoices", "flight bookings", "SQL reports", "unit conversions", "legal clauses",
@@ -143,30 +146,22 @@ async def service(
     )
     processor = PlaybookMemoryProcessor(loaded, transport, registry=CollectorRegistry())
     await processor.start()
-    client: Client = RequestResponseClient(
+    rpc: RequestResponseClient[Any, PlaybookResponse] = RequestResponseClient(
         transport, queues["request"], queues["response"], PlaybookResponse, timeout=300
     )
-    await client.start()
+    await rpc.start()
     try:
-        yield client
+        yield PlaybookClient(rpc)
     finally:
-        await client.close()
+        await rpc.close()
         await processor.stop()
 
 
-async def ask(client: Client, operation: str, **fields: Any) -> PlaybookResponse:
-    response = await client.request(PlaybookRequest(operation=operation, **fields))
-    if response.error is not None:
-        raise RuntimeError(f"{operation}: {response.error.message}")
-    return response
-
-
 async def apply(
-    client: Client, delta_id: str, ops: list[DeltaOperation], **fields: Any
+    client: Client, delta_id: str, ops: list[DeltaOperation], context: str = ""
 ) -> PlaybookResponse:
-    return await ask(
-        client, "apply-delta", delta=Delta(delta_id=delta_id, operations=ops), **fields
-    )
+    delta = Delta(delta_id=delta_id, operations=ops)
+    return await client.apply_delta(Playbook(context=context), delta)
 
 
 def lesson(n: int, rng: random.Random) -> str:
@@ -192,14 +187,14 @@ async def latency(transport: PulsarTransport, root: Path, sizes: list[int], quer
                 ops = [DeltaOperation(type="ADD", content=lesson(held + i, rng)) for i in range(n)]
                 await apply(client, f"fill-{held}", ops)
                 held += n
-            count = (await ask(client, "stats")).count
+            count = (await client.stats(SHARED)).count
             print(f"  {count} bullets (filled in {time.perf_counter() - started:.1f} s)")
             for label, field in (("query text", "query"), ("query vector", "vector")):
                 samples = []
                 for n, probe in enumerate(probes):
                     value: Any = probe if field == "query" else vectors[n]
                     t0 = time.perf_counter()
-                    await ask(client, "retrieve", top_k=10, **{field: value})
+                    await client.retrieve(SHARED, top_k=10, **{field: value})
                     if n >= 20:
                         samples.append(time.perf_counter() - t0)
                 print(f"  retrieve, {label:12s} {percentiles(samples)}")
@@ -229,7 +224,7 @@ async def throughput(transport: PulsarTransport, root: Path, count: int) -> None
                     DeltaOperation(type="TAG", bullet_id=b, helpful=1)
                     for b in rng.sample(sorted(alive), min(2, len(alive)))
                 ]
-                done = await apply(client, f"{context}-{i}", ops, context_scope_id=context)
+                done = await apply(client, f"{context}-{i}", ops, context)
                 for c in done.changes:
                     if c.change == "added":
                         alive.add(c.bullet_id)
@@ -278,7 +273,7 @@ async def simulation(
                 asked += 1
             else:
                 topic, query = noise(rng)
-            found = (await ask(client, "retrieve", query=query, top_k=8, weights=preset)).bullets
+            found = await client.retrieve(SHARED, query, top_k=8, weights=preset)
             ops: list[DeltaOperation] = []
             for b in found:
                 if known.get(b.id) == topic:
@@ -301,7 +296,7 @@ async def simulation(
                 if c.change in ("pruned", "removed", "merged") and c.bullet_id in known:
                     lost.add(c.bullet_id)
             if step % max(1, steps // 10) == 0 or step == steps:
-                listed = (await ask(client, "list", limit=1000)).bullets
+                listed = (await client.page(SHARED, limit=1000)).items
                 present = {b.id for b in listed} & known.keys()
                 row = (step, len(listed), len(present - lost), len(present))
                 row += tuple(changes.get(k, 0) for k in ("added", "merged", "pruned"))
@@ -311,7 +306,7 @@ async def simulation(
                     + " ".join(f"{v:>7}" for v in row)
                     + f" {changes.get('reinforced', 0):>10} {hits:>8.2f}"
                 )
-        listed = (await ask(client, "list", limit=1000)).bullets
+        listed = (await client.page(SHARED, limit=1000)).items
         marks = sorted(b.helpful for b in listed if b.id in known.keys() - lost)
         print(f"  delta apply {percentiles(timings)}; {steps / sum(timings):.1f} deltas/s")
         print(f"  known-helpful strategies never pruned: {len(marks)}/{len(known)}")
