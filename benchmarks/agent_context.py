@@ -63,15 +63,16 @@ from react_mem.agent.config import AgentMemConfig
 from react_mem.agent.invocation import Invocation
 from react_mem.agent.memory import MemoryRecall, Recall
 from react_mem.agent.service import AgentProcessor
-from react_mem.agent.sources import EPISODES, FACTS
 from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
+from react_mem.clients.episodes import EpisodeClient
+from react_mem.clients.facts import FactClient
 from react_mem.processor.flow import Flow
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.schema import AgentRequest, AgentStep
 from react_mem.schema.agent import MemoryState
-from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
-from react_mem.schema.facts import FactInput, FactRequest, FactResponse
+from react_mem.schema.episodes import EpisodeRequest
+from react_mem.schema.facts import FactInput
 from react_mem.schema.scope import Scope
 from react_mem.tokens import HFTokenCounter
 
@@ -543,24 +544,14 @@ async def write_facts(service: FactMemoryProcessor, texts: list[str], vectors: n
 
 
 async def store_episodes(flow: Flow, requests: list[EpisodeRequest]) -> None:
-    episodes = flow.client(EPISODES.client)
+    episodes = EpisodeClient.of(flow, timeout=120)
     for first in range(0, len(requests), 16):  # concurrent stores share embedding batches
-        replies: list[EpisodeResponse] = await asyncio.gather(
-            *(episodes.request(r, timeout=120) for r in requests[first : first + 16])
-        )
-        for reply in replies:
-            assert reply.error is None, reply.error
+        await asyncio.gather(*(episodes.store_request(r) for r in requests[first : first + 16]))
 
 
 async def store_facts(flow: Flow, facts: list[str]) -> None:
-    request = FactRequest(
-        operation="store",
-        collection=COLLECTION,
-        user=USER,
-        facts=[FactInput(content=f) for f in facts],
-    )
-    reply: FactResponse = await flow.client(FACTS.client).request(request, timeout=120)
-    assert reply.error is None, reply.error
+    owner = Scope(flow.workspace, COLLECTION, USER)
+    await FactClient.of(flow, timeout=120).store(owner, [FactInput(content=f) for f in facts])
 
 
 async def append(s: Stack, conversation: str, turn: Turn) -> None:
