@@ -26,13 +26,15 @@ from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
+from react_mem.clients.facts import FactClient
 from react_mem.commands.common import ServiceQueues
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.processor.specs import ConsumerSpec, ProducerSpec
 from react_mem.schema import AgentRequest, AgentResponse
-from react_mem.schema.facts import FactRequest, FactResponse
+from react_mem.schema.facts import FactResponse
+from react_mem.schema.scope import Scope
 from react_mem.schema.services import GraphRagQuery, GraphRagResponse
 from tests.support.scripted_llm import Script, ScriptedLLM
 
@@ -326,30 +328,22 @@ async def put_config(
     workspace: str, config: dict[str, dict[str, Any]], transport: Transport
 ) -> None:
     """Write ``{type: {key: value}}`` through the config service (which then pushes it)."""
-    from react_mem.schema import (
-        CONFIG_REQUEST_QUEUE,
-        CONFIG_RESPONSE_QUEUE,
-        ConfigRequest,
-        ConfigResponse,
-        ConfigValue,
-    )
+    from react_mem.clients.config import ConfigClient
+    from react_mem.schema import CONFIG_REQUEST_QUEUE, CONFIG_RESPONSE_QUEUE, ConfigResponse
 
-    values = [
-        ConfigValue(type=kind, key=key, value=v if isinstance(v, str) else json.dumps(v))
+    values = {
+        (kind, key): v if isinstance(v, str) else json.dumps(v)
         for kind, entries in config.items()
         for key, v in entries.items()
-    ]
-    client: RequestResponseClient[ConfigRequest, ConfigResponse] = RequestResponseClient(
+    }
+    rpc: RequestResponseClient[Any, ConfigResponse] = RequestResponseClient(
         transport, CONFIG_REQUEST_QUEUE, CONFIG_RESPONSE_QUEUE, ConfigResponse, timeout=10
     )
-    await client.start()
+    await rpc.start()
     try:
-        reply = await client.request(
-            ConfigRequest(operation="put", workspace=workspace, values=values)
-        )
-        assert reply.error is None, reply.error
+        await ConfigClient(rpc).put(workspace, values)
     finally:
-        await client.close()
+        await rpc.close()
 
 
 async def raw_exchange(
@@ -383,12 +377,12 @@ async def raw_exchange(
 async def facts_of(stack: Stack, user: str) -> list[str]:
     """The contents of ``user``'s facts in the stack's fact-memory (collection default)."""
     topics = stack.topics["fact-memory"]
-    client: RequestResponseClient[FactRequest, FactResponse] = RequestResponseClient(
+    rpc: RequestResponseClient[Any, FactResponse] = RequestResponseClient(
         stack.transport, topics["request"], topics["response"], FactResponse
     )
-    await client.start()
+    await rpc.start()
     try:
-        reply = await client.request(FactRequest(operation="list", user=user), timeout=20)
-        return [f.content for f in reply.facts]
+        page = await FactClient(rpc, timeout=20).page(Scope("default", "default", user))
+        return [f.content for f in page.items]
     finally:
-        await client.close()
+        await rpc.close()
