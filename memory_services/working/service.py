@@ -18,14 +18,12 @@ from pydantic import Field
 from memory_services.working.compress import Compression, Policy, compress
 from memory_services.working.llm import LLMSummariser
 from react_mem.bus.transport import Transport
-from react_mem.clients.llm import TextCompletionClient
+from react_mem.clients.llm import TEXT_COMPLETION, TextCompletionClient
 from react_mem.errors import BadRequest
 from react_mem.metrics import per_registry
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
-from react_mem.processor.specs import RequestResponseSpec
-from react_mem.schema import TextCompletionRequest, TextCompletionResponse
 from react_mem.schema.working import WorkingMemoryRequest, WorkingMemoryResponse
 from react_mem.tokens import (
     HFTokenCounter,
@@ -33,9 +31,6 @@ from react_mem.tokens import (
     count_steps,
     render_step,
 )
-
-TEXT_COMPLETION_REQUEST = "text-completion-request"
-TEXT_COMPLETION_RESPONSE = "text-completion-response"
 
 
 class WorkingMemorySettings(ProcessorSettings):
@@ -92,15 +87,7 @@ class WorkingMemoryProcessor(Processor):
         self._counter = counter
         self._outcomes = _compressions(registry)
         self.serve_requests(WorkingMemoryRequest, WorkingMemoryResponse, self.on_request)
-        self.register_specification(
-            RequestResponseSpec(
-                request=TEXT_COMPLETION_REQUEST,
-                response=TEXT_COMPLETION_RESPONSE,
-                request_schema=TextCompletionRequest,
-                response_schema=TextCompletionResponse,
-                timeout=self.settings.llm_timeout,
-            )
-        )
+        self.register_specification(TEXT_COMPLETION.spec(timeout=self.settings.llm_timeout))
 
     @property
     def counter(self) -> TokenCounter:

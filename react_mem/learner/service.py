@@ -440,7 +440,7 @@ class MemoryLearnerProcessor(Processor):
                         self.id,
                         step,
                         key,
-                        exc.service.removesuffix("-request"),
+                        exc.service,
                         exc.type,
                     )
                 async with marking:  # each mark holds every step done before it
