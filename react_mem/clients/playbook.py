@@ -14,6 +14,7 @@ from react_mem.schema.playbook import (
     Delta,
     PlaybookRequest,
     PlaybookResponse,
+    Relevance,
     Weights,
 )
 
@@ -59,7 +60,7 @@ class PlaybookClient(ServiceClient[PlaybookRequest, PlaybookResponse]):
         vector: Sequence[float] | None = None,
         top_k: int = 10,
         topic: str | None = None,
-        relevance: Literal["embedding", "jaccard"] = "embedding",
+        relevance: Relevance = "embedding",
         weights: str | Weights = "default",
         advance_clock: bool = True,
     ) -> list[Bullet]:

@@ -69,6 +69,8 @@ PlaybookOperation = Literal[
 OPERATIONS: tuple[PlaybookOperation, ...] = get_args(PlaybookOperation)
 
 MemoryType = Literal["semantic", "episodic", "procedural"]
+#: How a retrieve ranks relevance: embeddings, word overlap, or both.
+Relevance = Literal["embedding", "jaccard", "hybrid"]
 DeltaType = Literal["ADD", "UPDATE", "TAG", "REMOVE"]
 ChangeKind = Literal["added", "updated", "tagged", "removed", "merged", "pruned", "reinforced"]
 
@@ -185,7 +187,7 @@ class PlaybookRequest(WireModel):
     topic: str | None = None
     #: hybrid: the mean of the embedding's cosine and the share of the query's terms
     #: (stemmed, IDF-weighted over the playbook) a bullet holds.
-    relevance: Literal["embedding", "jaccard", "hybrid"] = "embedding"
+    relevance: Relevance = "embedding"
     #: A preset ("default", "relevance-dominant") or explicit weights.
     weights: str | Weights = "default"
     advance_clock: bool = True
