@@ -5,6 +5,7 @@ from react_mem.clients.config import ConfigClient
 from react_mem.clients.conversations import ConversationClient
 from react_mem.clients.episodes import EpisodeClient
 from react_mem.clients.facts import FactClient
+from react_mem.clients.forget import LearnerForgetClient
 from react_mem.clients.llm import Deadline, RetryPolicy, TextCompletionClient
 from react_mem.clients.playbook import PlaybookClient
 from react_mem.clients.working import WorkingMemoryClient
@@ -15,6 +16,7 @@ __all__ = [
     "Deadline",
     "EpisodeClient",
     "FactClient",
+    "LearnerForgetClient",
     "PlaybookClient",
     "RetryPolicy",
     "TextCompletionClient",
