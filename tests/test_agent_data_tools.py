@@ -1,6 +1,7 @@
 """agent-manager 2.11's tool types structured-query, row-embeddings-query and tool-service
-(with config type tool-service) through the agent over the real broker, against test
-doubles of TrustGraph's services on the spec names and queues agent-manager uses."""
+(with config type tool-service) through the agent over the real broker, asked with
+TrustGraph's own AgentClient, against test doubles of TrustGraph's services on the spec
+names and queues agent-manager uses."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.schema import TextCompletionRequest
 from react_mem.schema.services import (
@@ -25,6 +27,7 @@ from react_mem.schema.services import (
 )
 from tests.support.agent_stack import agent_stack
 from tests.support.services import service_double
+from tests.support.trustgraph import trustgraph_agent, trustgraph_backend
 
 pytestmark = pytest.mark.broker
 
@@ -81,7 +84,7 @@ def pair(name: str, unique: str) -> dict[str, str]:
 
 
 async def test_structured_row_embeddings_and_tool_service_tools(
-    transport: PulsarTransport, tmp_path: Path, unique: str
+    broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str
 ) -> None:
     data = {"customers": [{"name": "Ada Lovelace", "city": "London"}]}
     match = RowIndexMatch(index_name="name", index_value=["Ada Lovelace"], score=0.91234)
@@ -147,6 +150,8 @@ async def test_structured_row_embeddings_and_tool_service_tools(
             agent_topics=topics,
             config={"tool-service": {"weather-svc": service}},
         ) as stack,
+        trustgraph_backend(broker.url) as backend,
+        trustgraph_agent(backend, stack.topics["agent"]) as agent,
     ):
         assert set(stack.agent.workspace("default").tools) == {
             "ask-data",
@@ -154,16 +159,16 @@ async def test_structured_row_embeddings_and_tool_service_tools(
             "weather",
         }
 
-        got = await stack.ask(ask_for("ask-data", question="Where does Ada live?"))
-        assert got[-1].content == json.dumps(data, indent=2)
+        got = await agent.invoke(ask_for("ask-data", question="Where does Ada live?"))
+        assert got == json.dumps(data, indent=2)
         assert sq.requests == [
             StructuredQueryRequest(question="Where does Ada live?", collection="crm")
         ]
         system = stack.llm.requests[0].system
         assert "- ask-data: Ask the CRM tables" in system and "question" in system
 
-        got = await stack.ask(ask_for("find-customer", query="Ada"))
-        assert got[-1].content == "Matching records:\n- name: Ada Lovelace (score: 0.912)"
+        got = await agent.invoke(ask_for("find-customer", query="Ada"))
+        assert got == "Matching records:\n- name: Ada Lovelace (score: 0.912)"
         assert emb.requests == [EmbeddingsRequest(texts=["Ada"])]
         assert rows.requests == [
             RowEmbeddingsRequest(
@@ -175,8 +180,8 @@ async def test_structured_row_embeddings_and_tool_service_tools(
             )
         ]
 
-        got = await stack.ask(ask_for("weather", day="Monday"))
-        assert got[-1].content == "Sunny, 24C"
+        got = await agent.invoke(ask_for("weather", day="Monday"))
+        assert got == "Sunny, 24C"
         (call,) = svc.requests
         assert json.loads(call.config) == {"city": "Paris"}
         assert json.loads(call.arguments) == {"day": "Monday"}

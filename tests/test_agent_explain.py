@@ -65,9 +65,15 @@ def objects(triples: list[Any], predicate: str) -> list[str]:
     return [t.o.value or t.o.iri for t in triples if t.p.iri == predicate]
 
 
+@pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streaming"])
 @pytest.mark.parametrize("librarian", [False, True], ids=["no-librarian", "librarian"])
 async def test_explain_events_and_provenance_are_trustgraphs(
-    broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str, librarian: bool
+    broker: EmbeddedBroker,
+    transport: PulsarTransport,
+    tmp_path: Path,
+    unique: str,
+    librarian: bool,
+    streaming: bool,
 ) -> None:
     explainability = f"flow:tg:explainability-{unique}:default:f1"
     session = f"s-{unique}"
@@ -108,7 +114,9 @@ async def test_explain_events_and_provenance_are_trustgraphs(
     ):
         store = await backend.create_consumer(explainability, f"store-{unique}", TGTriples)
         await store_fact(stack)
-        got = await converse(agent, TGAgentRequest(question=QUESTION, session_id=session))
+        got = await converse(
+            agent, TGAgentRequest(question=QUESTION, session_id=session, streaming=streaming)
+        )
         sent = []
         for _ in range(5):
             message = await asyncio.wait_for(store.receive(), 20)
@@ -174,7 +182,8 @@ async def test_explain_events_and_provenance_are_trustgraphs(
     assert [t.metadata.id for t in sent] == [question, memory, iteration, observation, final]
     assert all(t.metadata.collection == "default" for t in sent)
     assert [t.triples for t in sent] == [by_id[t.metadata.id] for t in sent]
-    assert answer.message_type == "answer" and answer.content == "In Paris."
+    assert answer.message_type == "answer" and answer.end_of_dialog
+    assert "".join(r.content for r in got if r.message_type == "answer") == "In Paris."
 
 
 def documents(

@@ -143,6 +143,8 @@ class Workspace:
 class AgentProcessor(Processor):
     Settings: ClassVar[type[ProcessorSettings]] = AgentSettings
     default_id: ClassVar[str] = "agent-mem"
+    #: Of the ``Settings`` class (:class:`Processor` revalidates what it is given as it).
+    settings: AgentSettings
 
     def __init__(
         self,
@@ -153,8 +155,6 @@ class AgentProcessor(Processor):
         embedder: Embedder | None = None,
     ) -> None:
         super().__init__(settings, transport, registry=registry)
-        assert isinstance(self.settings, AgentSettings)
-        self.agent_settings: AgentSettings = self.settings
         self.metrics = agent_metrics(registry)
         self.embedder = embedder
         self.counter: TokenCounter | None = None
@@ -184,13 +184,13 @@ class AgentProcessor(Processor):
                 TOOL_CONFIG_TYPE,
                 TOOL_SERVICE_CONFIG_TYPE,
                 AGENT_CONFIG_TYPE,
-                self.agent_settings.config_type,
+                self.settings.config_type,
             ],
             self.on_agent_config,
         )
 
     async def start(self) -> None:
-        s = self.agent_settings
+        s = self.settings
         self.counter = await asyncio.to_thread(HFTokenCounter.from_file, s.tokenizer)
         given = s.memory_state_key.get_secret_value() if s.memory_state_key else None
         key_file = s.memory_state_key_file or s.state_dir / "agent" / "memory-state.key"
@@ -204,7 +204,7 @@ class AgentProcessor(Processor):
 
     # -- configuration ---------------------------------------------------------
     def defaults(self) -> dict[str, Any]:
-        s = self.agent_settings
+        s = self.settings
         return {"max-iterations": s.max_iterations, "llm-timeout": s.llm_deadline}
 
     def workspace(self, name: str) -> Workspace:
@@ -219,7 +219,7 @@ class AgentProcessor(Processor):
         raw = {**current.raw, **config}
         try:
             parsed = AgentMemConfig.parse(
-                agent_values(raw, self.agent_settings.config_type), defaults=self.defaults()
+                agent_values(raw, self.settings.config_type), defaults=self.defaults()
             )
         except ConfigurationError as exc:
             logger.error(
@@ -492,7 +492,7 @@ class AgentProcessor(Processor):
             inv.state,
             answer,
             outcome,
-            self.agent_settings.memory_write_timeout,
+            self.settings.memory_write_timeout,
         )
 
 
