@@ -305,8 +305,15 @@ async def test_an_explicit_request_to_remember_is_kept_once_beside_the_llms_fact
     stack: Stack,
 ) -> None:
     await stack.start_service("fact-memory")
-    # The LLM repeats the explicit fact in other words and case, and adds one of its own.
-    stack.llm.script = answers(facts=["the user is allergic to peanuts", "Ada lives in Leeds."])
+    # The LLM repeats the explicit fact in other words and case, adds one a tool told it,
+    # and one nobody said (dropped, counted).
+    stack.llm.script = answers(
+        facts=[
+            "the user is allergic to peanuts",
+            "Maria lives in the Alfama district of Lisbon.",
+            "Ada lives in Leeds.",
+        ]
+    )
     await stack.start_learner()
     t = trajectory(question="Hi, I'm Ada. Please remember that I am allergic to peanuts.")
     await stack.append_turn(t)
@@ -316,14 +323,15 @@ async def test_an_explicit_request_to_remember_is_kept_once_beside_the_llms_fact
 
     facts = {f.content: f for f in await stack.facts()}
     assert sorted(facts) == [
-        "Ada lives in Leeds.",
+        "Maria lives in the Alfama district of Lisbon.",
         "The user is allergic to peanuts.",
         "The user's name is Ada.",
     ]
     assert facts["The user is allergic to peanuts."].importance == 0.8
     assert facts["The user is allergic to peanuts."].metadata["extracted-by"] == "explicit-request"
-    assert facts["Ada lives in Leeds."].metadata["extracted-by"] == "llm"
+    assert facts["Maria lives in the Alfama district of Lisbon."].metadata["extracted-by"] == "llm"
     assert stack.sample("tg_memory_learned_total", kind="fact") == 3
+    assert stack.sample("tg_memory_learner_ungrounded_total", kind="fact") == 1
     assert stack.sample("tg_memory_learner_duplicates_total", kind="fact") == 0
 
 
@@ -381,7 +389,11 @@ async def test_extract_facts_and_record_episode_are_honoured(stack: Stack) -> No
     assert len(stack.llm_asked("summary")) == 1 and len(stack.llm.requests) == 1
 
     # No tools, one step, success: facts, but not an episode.
-    chat = trajectory("s2", conversation="c2", steps=[AgentStep(thought="I know this.")])
+    # (The facts are grounded in the question: no tool said anything.)
+    asked = "Where does my sister Maria live: in which district of Lisbon, Alfama?"
+    chat = trajectory(
+        "s2", conversation="c2", question=asked, steps=[AgentStep(thought="I know this.")]
+    )
     await stack.append_turn(chat)
     await stack.publish(chat, "trajectory")
     await stack.settled("trajectory", 2)
@@ -452,6 +464,11 @@ async def test_the_last_delivery_learns_without_the_llm_whatever_the_outage_sett
     assert [f.content for f in await stack.facts()] == ["The user is allergic to peanuts."]
 
 
+def lunch(n: int) -> str:
+    """A turn of the conversation: what its facts are made of."""
+    return f"Question {n} about lunch plans: I'm Alice, I live in Leeds, with a peanut allergy."
+
+
 async def test_a_conversation_end_promotes_facts_once_even_if_redelivered(stack: Stack) -> None:
     await stack.start_service("fact-memory")
     stack.llm.script = answers(facts=["Alice is allergic to peanuts.", "Alice lives in Leeds."])
@@ -461,9 +478,7 @@ async def test_a_conversation_end_promotes_facts_once_even_if_redelivered(stack:
     )
     try:
         for n in range(3):
-            await stack.append_turn(
-                trajectory(f"s{n}", question=f"Question {n} about lunch plans", answer=f"A{n}")
-            )
+            await stack.append_turn(trajectory(f"s{n}", question=lunch(n), answer=f"A{n}"))
         await stack.ask(
             "conversation-memory",
             ConversationRequest(operation="end", user="alice", conversation_id="c1"),
@@ -478,19 +493,18 @@ async def test_a_conversation_end_promotes_facts_once_even_if_redelivered(stack:
     assert sorted(f.content for f in facts) == [
         "Alice is allergic to peanuts.",
         "Alice lives in Leeds.",
+        "The user's name is Alice.",  # said in so many words
     ]
     assert {f.source_conversation for f in facts} == {"c1"}
     [request] = stack.llm_asked("facts")
     assert "Question 2 about lunch plans" in request.prompt
     [episode] = await stack.episodes()  # the conversation's own episode (3 turns)
     assert (episode.session_id or "").startswith("conversation-end:")
-    assert [s.thought for s in episode.steps] == [
-        f"Question {n} about lunch plans" for n in range(3)
-    ]
+    assert [s.thought for s in episode.steps] == [lunch(n) for n in range(3)]
 
     await stack.publish(delivery.data, "conversation-ended")  # redelivered
     await stack.settled("conversation-ended", 2)
-    assert len(await stack.facts()) == 2 and len(await stack.episodes()) == 1
+    assert len(await stack.facts()) == 3 and len(await stack.episodes()) == 1
     assert len(stack.llm_asked("facts")) == 1
     assert stack.sample("tg_memory_learner_duplicates_total", kind="conversation-ended") == 1
 
@@ -650,10 +664,11 @@ async def test_what_the_learner_writes_is_redacted_by_the_services(stack: Stack)
     await stack.start_service("fact-memory")
     stack.llm.script = answers(
         facts=[f"Maria, the user's sister, is reachable at {EMAIL}."],
-        summary=f"The user asked for Maria's address; her e-mail is {EMAIL}.",
+        summary=f"The user asked where Maria lives; she is reachable at {EMAIL}.",
     )
     await stack.start_learner()
-    t = trajectory(question=f"My card is {CARD}; where does Maria ({EMAIL}) live?")
+    said = f"My card is {CARD}; where does my sister Maria live? Is she reachable at {EMAIL}?"
+    t = trajectory(question=said)
     await stack.append_turn(t)
     await stack.publish(t, "trajectory")
     await stack.settled("trajectory")
@@ -664,7 +679,8 @@ async def test_what_the_learner_writes_is_redacted_by_the_services(stack: Stack)
     assert CARD not in episode.goal and "<CREDIT_CARD>" in episode.goal
     conversation = await stack.conversation()
     assert (
-        conversation.summary == "The user asked for Maria's address; her e-mail is <EMAIL_ADDRESS>."
+        conversation.summary
+        == "The user asked where Maria lives; she is reachable at <EMAIL_ADDRESS>."
     )
     assert all(CARD not in turn.query and EMAIL not in turn.query for turn in conversation.turns)
 
@@ -675,8 +691,9 @@ async def test_under_drop_a_fact_with_pii_is_refused_once_and_recorded(
     await stack.start_service("fact-memory", pii_policy="drop")
     stack.llm.script = answers(facts=[f"The user's card number is {CARD}."])
     await stack.start_learner(max_redeliveries=5)
+    said = f"{REMEMBER} My card number is {CARD}."
     with caplog.at_level(logging.INFO):
-        await stack.publish(trajectory(question=REMEMBER), "trajectory")
+        await stack.publish(trajectory(question=said), "trajectory")
         await stack.settled("trajectory")
 
     assert store_attempts(stack) == 1  # a refusal is a final answer: not retried
