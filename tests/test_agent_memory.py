@@ -36,7 +36,7 @@ async def test_a_fact_told_in_one_conversation_is_used_in_another(
 ) -> None:
     async with agent_stack(transport, tmp_path, unique, script=llm, learner=True) as stack:
         first = await stack.ask(
-            "Hi, I am Ada. I can not eat peanuts.", conversation_id="a", user="ada"
+            "Hi, I am Ada. I have a peanut allergy.", conversation_id="a", user="ada"
         )
         assert first[-1].content == "Noted."
         await until(lambda: _has(stack, "ada"), timeout=60)
