@@ -45,6 +45,8 @@ MEMORY_PLUMBING = {
     "memory_services.scope_registry",
     "memory_services.forget",
     "memory_services.consolidation",
+    "memory_services.retrieval",  # dense/lexical/hybrid ranking options, resolved per request
+    "memory_services.when",  # time expressions a search may boost
 }
 #: The command line and the wiring that starts processors: may use any service of react_mem.
 TOP = {"react_mem.cli", "react_mem.commands", "react_mem.stack", "react_mem.demo"}
