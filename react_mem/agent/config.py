@@ -2,17 +2,30 @@
 
 As TrustGraph's ``agent`` type, it is a map of keys to string values; a value may be
 JSON (``"5"``, ``"true"``) or plain text (``additional-context``). Keys use TrustGraph's
-hyphenated spelling. Unknown keys are ignored; a bad value is logged and the previous
-configuration kept, so one typo cannot take an agent down.
+hyphenated spelling. An unknown key is refused, naming the closest valid one; a bad value
+is logged and the previous configuration kept, so one typo cannot take an agent down.
+
+Besides its own fields, the config takes the keys memory sources declare (``Key``, through
+``declare``, which ``react_mem.agent.sources.register`` calls): a new memory source brings
+its keys, defaults and bounds with it, read back with ``AgentMemConfig.declared``.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    model_validator,
+)
 
 from react_mem.errors import ConfigurationError
 from react_mem.schema.playbook import Weights
@@ -39,8 +52,47 @@ SHARED_KEYS = frozenset(
 _Weight = Annotated[float, Field(ge=0.0, le=100.0)]
 
 
+@dataclass(frozen=True)
+class Key:
+    """An ``agent-mem`` key a memory source declares: its hyphenated name, its type (bounds
+    as ``Annotated[int, Field(ge=0)]``) and its default."""
+
+    name: str
+    type: Any
+    default: Any
+
+
+#: Keys declared by registered memory sources, by name.
+DECLARED: dict[str, Key] = {}
+
+
+def declare(keys: Iterable[Key]) -> None:
+    """Make ``keys`` ``agent-mem`` keys; a name the config already has is refused."""
+    keys = list(keys)
+    taken = _field_keys() | SHARED_KEYS | set(DECLARED)
+    for key in keys:
+        if key.name in taken or key.name != key.name.replace("_", "-"):
+            raise ConfigurationError(f"{CONFIG_TYPE} key {key.name!r} is taken or misspelt")
+        taken.add(key.name)
+    _declared_model(keys)  # a bad type or default fails here, not at the first parse
+    DECLARED.update((key.name, key) for key in keys)
+
+
+def undeclare(names: Iterable[str]) -> None:
+    for name in names:
+        DECLARED.pop(name, None)
+
+
+def _declared_model(keys: Iterable[Key]) -> type[BaseModel]:
+    fields: dict[str, Any] = {
+        k.name.replace("-", "_"): (k.type, Field(default=k.default, alias=k.name)) for k in keys
+    }
+    return create_model("DeclaredKeys", __config__=ConfigDict(populate_by_name=True), **fields)
+
+
 class AgentMemConfig(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+    # Declared keys are kept as extras (``declared``); others are dropped by ``_declared``.
+    model_config = ConfigDict(frozen=True, extra="allow", populate_by_name=True)
 
     max_iterations: int = Field(default=10, ge=1, le=100, alias="max-iterations")
     #: Tokens of working memory (this invocation's steps) before it is compressed.
@@ -100,6 +152,30 @@ class AgentMemConfig(BaseModel):
     #: Seconds to wait for one tool call.
     tool_timeout: float = Field(default=60.0, gt=0, alias="tool-timeout")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _declared(cls, data: Any) -> Any:
+        """The declared keys validated, defaults filled in; any other extra dropped."""
+        if not isinstance(data, dict):
+            return data
+        own = _field_keys() | set(cls.model_fields)
+        values = {k: v for k, v in data.items() if k in DECLARED}
+        try:
+            declared = _declared_model(DECLARED.values()).model_validate(values)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(part) for part in error["loc"])
+            raise ValueError(f"{where}: {error['msg']} (got {error.get('input')!r})") from None
+        kept = {k: v for k, v in data.items() if k in own}
+        return kept | declared.model_dump(by_alias=True)
+
+    def declared(self, key: str) -> Any:
+        """The value of a key a memory source declared (``KeyError`` for any other)."""
+        extra = self.model_extra or {}
+        if key not in extra:
+            raise KeyError(f"no {key!r} in {CONFIG_TYPE} config")
+        return extra[key]
+
     def retrieval(self) -> RetrievalOptions:
         """What the memory services are asked to rank by."""
         dense, lexical = self.retrieval_weights
@@ -118,7 +194,7 @@ class AgentMemConfig(BaseModel):
     def parse(cls, values: dict[str, str], *, defaults: dict[str, Any] | None = None) -> Self:
         """Build from a config map (string values, JSON where it parses)."""
         data: dict[str, Any] = dict(defaults or {})
-        known = {field.alias or name for name, field in cls.model_fields.items()} | SHARED_KEYS
+        known = _field_keys() | set(DECLARED) | SHARED_KEYS
         for key, raw in values.items():
             key = key.replace("_", "-")
             if key not in known:
@@ -131,6 +207,11 @@ class AgentMemConfig(BaseModel):
             return cls.model_validate(data)
         except ValidationError as exc:
             raise ConfigurationError(f"invalid {CONFIG_TYPE} config: {exc}") from exc
+
+
+def _field_keys() -> set[str]:
+    """The config's own keys, as the config map spells them."""
+    return {field.alias or name for name, field in AgentMemConfig.model_fields.items()}
 
 
 def agent_values(config: dict[str, dict[str, str]], config_type: str) -> dict[str, str]:

@@ -3,7 +3,7 @@
 The question is embedded once, while the sources that need no vector (the conversation,
 loaded by id) are already being asked; then every source that recalls by similarity is
 asked by that vector, all at once, each with its own timeout. The sources are
-``react_mem.agent.sources.SOURCES``. A memory service that is absent from the flow, slow
+``react_mem.agent.sources.registered()``. A memory service that is absent from the flow, slow
 or failing thins the context; it never fails the answer.
 """
 
@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from react_mem.agent.config import AgentMemConfig
 from react_mem.agent.items import Item
-from react_mem.agent.sources import SOURCES, MemorySource
+from react_mem.agent.sources import MemorySource, registered
 from react_mem.embedding.base import Embedder
 from react_mem.processor.flow import Flow
 from react_mem.schema.scope import Scope
@@ -48,9 +48,10 @@ class MemoryRecall:
         flow: Flow,
         embedder: Embedder | None,
         config: AgentMemConfig,
-        sources: Sequence[MemorySource] = SOURCES,
+        sources: Sequence[MemorySource] | None = None,
     ) -> None:
-        self.flow, self.embedder, self.config, self.sources = flow, embedder, config, sources
+        self.flow, self.embedder, self.config = flow, embedder, config
+        self.sources = registered() if sources is None else sources
 
     async def recall(self, question: str, scope: Scope) -> Recall:
         cfg, recall = self.config, Recall()

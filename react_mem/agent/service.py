@@ -37,7 +37,7 @@ from react_mem.agent.finish import (
 )
 from react_mem.agent.invocation import Invocation
 from react_mem.agent.llm import Deadline, LLMError, ReplyFormat, Usage, decide
-from react_mem.agent.memory import WORKING, MemoryRecall
+from react_mem.agent.memory import MemoryRecall
 from react_mem.agent.memory_tools import memory_tools
 from react_mem.agent.metrics import agent_metrics
 from react_mem.agent.parse import Action, Final, ParseError
@@ -48,11 +48,12 @@ from react_mem.agent.respond import (
     error_response,
 )
 from react_mem.agent.seal import StateSealer, invocation, load_key
-from react_mem.agent.sources import CONVERSATIONS, SOURCES
+from react_mem.agent.sources import CONVERSATIONS, registered
 from react_mem.agent.tools import TOOL_CONFIG_TYPE, Tool, ToolCall, tools_from_config
 from react_mem.bus.transport import Transport
+from react_mem.clients.working import WORKING_MEMORY, WorkingMemoryClient
 from react_mem.embedding.base import DEFAULT_BACKEND, Backend, Embedder
-from react_mem.errors import ConfigurationError
+from react_mem.errors import ConfigurationError, ReactMemError
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
@@ -75,7 +76,6 @@ from react_mem.schema.services import (
     Triples,
 )
 from react_mem.schema.trajectory import PARSE_ERROR_ACTION, Outcome, Trajectory
-from react_mem.schema.working import WorkingMemoryRequest, WorkingMemoryResponse
 from react_mem.tokens import HFTokenCounter, TokenCounter, count_steps
 
 logger = logging.getLogger(__name__)
@@ -115,9 +115,10 @@ def _clients() -> list[RequestResponseSpec]:
     pairs += [(name, req, resp, True) for name, req, resp in (*CLIENTS, *DOCUMENT_CLIENTS)]
     pairs += [
         (s.service.name, s.service.request_schema, s.service.response_schema, True)
-        for s in SOURCES
+        for s in registered()
     ]
-    pairs.append(("working-memory", WorkingMemoryRequest, WorkingMemoryResponse, True))
+    working = WORKING_MEMORY
+    pairs.append((working.name, working.request_schema, working.response_schema, True))
     return [
         RequestResponseSpec(
             request=f"{name}-request",
@@ -394,29 +395,21 @@ class AgentProcessor(Processor):
         It may take half of what is left of ``deadline``; the rest is the reasoning call's."""
         history, cfg, scope, flow = list(inv.request.history), inv.cfg, inv.scope, inv.flow
         assert self.counter is not None
-        if not history or not flow.has_client(WORKING):
+        if not history or not WorkingMemoryClient.available(flow):
             return history
         if sum(count_steps(self.counter, history)) <= cfg.working_memory_threshold:
             return history
         self.metrics.compressions.labels(processor=self.id).inc()
         try:
-            response: WorkingMemoryResponse = await flow.client(WORKING).request(
-                WorkingMemoryRequest(
-                    operation="compress",
-                    collection=scope.collection,
-                    user=scope.user,
-                    conversation_id=scope.conversation,
-                    steps=history,
-                    threshold=cfg.working_memory_threshold,
-                    keep_recent=cfg.working_memory_keep_recent,
-                ),
+            response = await WorkingMemoryClient.of(flow).compress(
+                scope,
+                history,
+                threshold=cfg.working_memory_threshold,
+                keep_recent=cfg.working_memory_keep_recent,
                 timeout=deadline.remaining() / 2,
             )
-        except Exception as exc:  # noqa: BLE001 - uncompressed history still answers
-            logger.warning("working memory not compressed: %r", exc)
-            return history
-        if response.error is not None:
-            logger.warning("working memory not compressed: %s", response.error.message)
+        except ReactMemError as exc:  # uncompressed history still answers
+            logger.warning("working memory not compressed: %s", exc)
             return history
         return response.steps
 

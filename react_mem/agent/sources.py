@@ -3,8 +3,11 @@
 A source names its service (the flow's ``<service>-request`` client), its prompt section
 (title, share of ``memory-token-budget``) and the ``agent-mem`` keys that size it, and says
 how it is asked. The agent's client specs, its recall fan-out and the memory section's
-layout all read ``SOURCES``: giving the agent a new memory kind is its service package
-plus one ``MemorySource`` here.
+layout all read ``registered()``: the built-in ``SOURCES``, then those added by
+``register`` or named in the ``react_mem.memory_sources`` entry-point group. A source
+declares the ``agent-mem`` keys only it reads (``keys``: name, type with bounds, default);
+the config accepts and validates them from then on. Giving the agent a new memory kind is
+its package (service, contract, client, ``MemorySource``) plus one registration.
 """
 
 from __future__ import annotations
@@ -12,9 +15,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from typing import Any
 
-from react_mem.agent.config import AgentMemConfig
+from react_mem.agent.config import AgentMemConfig, Key, declare, undeclare
 from react_mem.agent.items import (
     Item,
     bullet_items,
@@ -27,6 +31,7 @@ from react_mem.clients.conversations import CONVERSATION_MEMORY, ConversationCli
 from react_mem.clients.episodes import EPISODE_MEMORY, EpisodeClient
 from react_mem.clients.facts import FACT_MEMORY, FactClient
 from react_mem.clients.playbook import PLAYBOOK_MEMORY, Playbook, PlaybookClient
+from react_mem.errors import ConfigurationError
 from react_mem.processor.flow import Flow
 from react_mem.schema.scope import Scope
 
@@ -69,6 +74,9 @@ class MemorySource:
     needs: Callable[[Scope], bool] = lambda scope: True
     #: ``agent-mem`` key of a share taken before the others (which scale down to the rest).
     share_key: str | None = None
+    #: ``agent-mem`` keys only this source reads (its ``top_k`` / ``min_score`` among
+    #: them, or its own settings, read with ``setting``); declared when it is registered.
+    keys: tuple[Key, ...] = ()
 
     @property
     def client(self) -> str:
@@ -86,11 +94,12 @@ class MemorySource:
 
 
 def setting(cfg: AgentMemConfig, key: str) -> Any:
-    """The value of ``agent-mem`` key ``key`` (hyphenated, as the config map spells it)."""
+    """The value of ``agent-mem`` key ``key`` (hyphenated, as the config map spells it):
+    one of the config's own fields or a key a registered source declared."""
     for name, info in AgentMemConfig.model_fields.items():
         if info.alias == key:
             return getattr(cfg, name)
-    raise KeyError(f"no {key!r} in agent-mem config")
+    return cfg.declared(key)
 
 
 def _owner(ask: Ask) -> Scope:
@@ -185,3 +194,33 @@ CONVERSATIONS = MemorySource(
 
 #: Every source, in the order of their sections in the prompt.
 SOURCES: tuple[MemorySource, ...] = (PLAYBOOK, FACTS, EPISODES, CONVERSATIONS)
+
+#: Entry-point group a memory package registers its ``MemorySource`` under.
+ENTRY_POINTS = "react_mem.memory_sources"
+_added: dict[str, MemorySource] = {}
+_loaded = False
+
+
+def register(source: MemorySource) -> None:
+    """Add a memory source after the built-in ones, its ``agent-mem`` keys with it."""
+    if source.name in {s.name for s in registered()}:
+        raise ConfigurationError(f"a memory source named {source.name!r} is registered")
+    declare(source.keys)
+    _added[source.name] = source
+
+
+def unregister(name: str) -> None:
+    """Remove an added source and its keys (the built-in ones stay)."""
+    source = _added.pop(name, None)
+    if source is not None:
+        undeclare(k.name for k in source.keys)
+
+
+def registered() -> tuple[MemorySource, ...]:
+    """Every source, in the order of their sections in the prompt."""
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for point in entry_points(group=ENTRY_POINTS):
+            register(point.load())
+    return (*SOURCES, *_added.values())

@@ -32,13 +32,14 @@ class AgentStep(WireModel):
     subagent_results: dict[str, str] = Field(default_factory=dict)
 
 
+#: The built-in memory sources' kinds (``MemoryRef.kind``); a registered source names its own.
 MemoryKind = Literal["fact", "episode", "turn", "summary", "bullet"]
 
 
 class MemoryRef(WireModel):
     """One memory item that was placed in the prompt."""
 
-    kind: MemoryKind = "fact"
+    kind: str = "fact"
     id: str = ""
     content: str = ""
     score: float | None = None

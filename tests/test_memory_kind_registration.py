@@ -1,0 +1,160 @@
+"""A new memory kind is one registration: a ``MemorySource`` declared here, in this file
+alone, brings its ``agent-mem`` keys (default, bounds, the closest-key hint), its client
+spec, its recall and its section of the agent's prompt. Nothing else is edited for it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Annotated, Any, cast
+
+import pytest
+from pydantic import BaseModel, Field
+
+from react_mem.agent.config import AgentMemConfig, Key
+from react_mem.agent.items import Item, clean
+from react_mem.agent.memory import MemoryRecall
+from react_mem.agent.prompt import render_context, user_prompt
+from react_mem.agent.service import _clients
+from react_mem.agent.sources import Ask, MemorySource, register, registered, setting, unregister
+from react_mem.clients.base import Service
+from react_mem.errors import ConfigurationError
+from react_mem.processor.flow import Flow
+from react_mem.schema.agent import MemoryRef
+from react_mem.schema.scope import Scope
+from react_mem.tokens import TokenCounter
+
+ADA = Scope("ws", "default", "ada", "conv-1")
+BOB = Scope("ws", "default", "bob", "conv-9")
+
+
+class NoteRequest(BaseModel):
+    user: str = ""
+    top_k: int = 0
+
+
+class NoteResponse(BaseModel):
+    notes: list[str] = Field(default_factory=list)
+
+
+#: The throwaway kind's store, per owner (its service would hold it).
+NOTES = {"ada": ["keeps bees", "prefers tea", "lives in Lyon", "fears wasps"], "bob": ["x"]}
+
+
+async def fetch_notes(ask: Ask) -> list[Item]:
+    notes = NOTES.get(ask.scope.user or "", [])[: ask.top_k]
+    prefix = setting(ask.cfg, "notes-prefix")
+    return [
+        Item(f"- {prefix}{clean(n)}", MemoryRef(kind="note", id=f"note-{i}", content=n))
+        for i, n in enumerate(notes)
+    ]
+
+
+NOTES_SOURCE = MemorySource(
+    name="notes",
+    service=Service("note-memory", NoteRequest, NoteResponse),
+    title="Notes:",
+    share=0.3,
+    fetch=fetch_notes,
+    top_k="notes-top-k",
+    keys=(
+        Key("notes-top-k", Annotated[int, Field(ge=0, le=50)], 2),
+        Key("notes-prefix", str, "note: "),
+    ),
+)
+
+
+class FlowWith:
+    def __init__(self, *clients: str) -> None:
+        self.clients = set(clients)
+
+    def has_client(self, request: str) -> bool:
+        return request in self.clients
+
+
+class Counter(TokenCounter):
+    """One token a word."""
+
+    def count(self, text: str) -> int:
+        return len(text.split())
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        return [self.count(t) for t in texts]
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        return " ".join(text.split()[:max_tokens])
+
+
+@pytest.fixture
+def notes() -> Iterator[MemorySource]:
+    register(NOTES_SOURCE)
+    try:
+        yield NOTES_SOURCE
+    finally:
+        unregister(NOTES_SOURCE.name)
+
+
+def test_its_keys_are_agent_mem_keys_once_registered(notes: MemorySource) -> None:
+    assert AgentMemConfig().declared("notes-top-k") == 2  # its default
+    cfg = AgentMemConfig.parse({"notes-top-k": "4", "fact-retrieval-top-k": "1"})
+    assert (setting(cfg, "notes-top-k"), cfg.fact_retrieval_top_k) == (4, 1)
+    with pytest.raises(ConfigurationError, match="'notes-top-kk'; did you mean 'notes-top-k'"):
+        AgentMemConfig.parse({"notes-top-kk": "4"})
+    with pytest.raises(ConfigurationError, match="notes-top-k: Input should be less than"):
+        AgentMemConfig.parse({"notes-top-k": "51"})
+    assert "note-memory-request" in {spec.request for spec in _clients()}
+    with pytest.raises(ConfigurationError, match="'notes' is registered"):
+        register(notes)
+
+
+def test_unregistered_its_keys_are_unknown() -> None:
+    assert NOTES_SOURCE not in registered()
+    with pytest.raises(ConfigurationError, match="unknown agent-mem key 'notes-top-k'"):
+        AgentMemConfig.parse({"notes-top-k": "4"})
+
+
+def test_a_key_the_config_has_cannot_be_declared_again() -> None:
+    taken = MemorySource(
+        name="again",
+        service=Service("again-memory", NoteRequest, NoteResponse),
+        title="Again:",
+        share=0.1,
+        fetch=fetch_notes,
+        keys=(Key("fact-retrieval-top-k", int, 1),),
+    )
+    with pytest.raises(ConfigurationError, match="'fact-retrieval-top-k' is taken"):
+        register(taken)
+    assert taken not in registered()
+
+
+async def test_it_is_recalled_for_its_owner_into_the_prompt(notes: MemorySource) -> None:
+    cfg = AgentMemConfig.parse({"notes-top-k": "3", "notes-prefix": "N: "})
+    flow = cast(Flow, FlowWith("note-memory-request"))  # the built-in services are absent
+    recall = await MemoryRecall(flow, None, cfg).recall("What do I keep?", ADA)
+    assert [i.text for i in recall.items["notes"]] == [
+        "- N: keeps bees",
+        "- N: prefers tea",
+        "- N: lives in Lyon",
+    ]
+    assert recall.missed.keys() == {"playbook", "facts", "episodes"}  # absent from the flow
+
+    context = render_context(Counter(), 200, recall.items)
+    prompt = user_prompt(context.memory, [], "What do I keep?")
+    assert "Notes:\n- N: keeps bees\n- N: prefers tea\n- N: lives in Lyon" in prompt
+    assert [ref.kind for ref in context.used] == ["note"] * 3
+    assert "wasps" not in prompt and "- N: x" not in prompt  # top-k, and only Ada's
+
+    off = AgentMemConfig.parse({"notes-top-k": "0"})
+    recall = await MemoryRecall(flow, None, off).recall("What do I keep?", ADA)
+    assert "notes" not in recall.items
+
+
+async def test_its_section_shares_the_budget_with_the_built_in_ones(
+    notes: MemorySource,
+) -> None:
+    sections: dict[str, Any] = {
+        "facts": [Item(f"- fact {n} " + "word " * 8, MemoryRef(id=str(n))) for n in range(9)],
+        "notes": [Item(f"- note {n} " + "word " * 8, MemoryRef(kind="note")) for n in range(9)],
+    }
+    memory = render_context(Counter(), 60, sections).memory
+    assert memory.index("Long-term Facts:") < memory.index("Notes:")  # registration order
+    assert "- fact 0" in memory and "- note 0" in memory  # neither crowds the other out
