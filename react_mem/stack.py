@@ -26,6 +26,7 @@ from react_mem.schema import (
     TextCompletionRequest,
     TextCompletionResponse,
 )
+from react_mem.schema.agent import MemoryState
 from react_mem.schema.base import WireModel
 
 #: Flow, group and playbook files: the repository's ``config/``, or REACT_MEM_CONFIG_DIR
@@ -120,18 +121,25 @@ async def probe(
         await client.close()
 
 
+def agent_probe() -> AgentRequest:
+    """What the agent refuses at once: memory state it did not seal."""
+    return AgentRequest(memory=MemoryState())
+
+
 async def wait_until_ready(
     transport: Transport, say: Callable[[str], None], deadline: float = 300.0
 ) -> None:
-    """The agent and the LLM answer: both reject an empty request at once, which proves
-    they have their flows without spending a model call."""
+    """The agent and the LLM answer: both refuse a bad request at once (the agent one
+    carrying memory state it did not seal, the LLM an empty one), which proves they have
+    their flows without spending a model call or touching memory. An empty question would
+    not do: the agent runs it, as agent-manager does."""
     req, resp = agent_queues()
     await probe(
         transport,
         req,
         resp,
         AgentResponse,
-        AgentRequest(),
+        agent_probe(),
         deadline=deadline,
         say=say,
         what="the agent",
