@@ -28,6 +28,7 @@ from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
 from react_mem.clients.facts import FactClient
 from react_mem.commands.common import ServiceQueues
+from react_mem.commands.topology import node
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
@@ -130,16 +131,15 @@ def agent_flow(
     learner: bool,
     playbook: bool = False,
 ) -> dict[str, Any]:
-    """The agent's flow; it publishes trajectories when ``learner`` is true."""
-    agent = topics["agent"]
-    flow = {
-        "request": agent["request"],
-        "next": agent["request"],
-        "response": agent["response"],
-    }
-    for name in ("text-completion", "graph-rag", *services, *([PLAYBOOK] if playbook else [])):
-        flow[f"{name}-request"] = topics[name]["request"]
-        flow[f"{name}-response"] = topics[name]["response"]
+    """The agent's flow, from its node in the topology description: its own queues, and
+    its clients of the services this stack runs; trajectories when ``learner`` is true."""
+    present = {"agent", "text-completion", "graph-rag", *services}
+    present |= {PLAYBOOK} if playbook else set()
+    agent = node("agent-mem")
+    flow: dict[str, str] = {}
+    for topic in (*agent.topics, *agent.trustgraph):
+        if topic.cls != "flow" and topic.name in present:
+            flow[topic.spec] = topics[topic.name][topic.cls]
     if learner:
         flow["trajectory"] = trajectory_queue(unique)
     return {"topics": flow, "parameters": {}}
