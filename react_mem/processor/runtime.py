@@ -71,9 +71,14 @@ async def supervise(
     started: Callable[[str, float], Any] | None = None,
 ) -> None:
     """Run one processor, restarting it after a failure, until ``stopping`` is set;
-    ``started(id, seconds)`` is called each time it has started."""
+    ``started(id, seconds)`` is called each time it has started. A processor that cannot
+    be created, or whose start reports a configuration error, stops everything at once."""
     while not stopping.is_set():
-        processor = entry.cls(entry.settings, transport)
+        try:
+            processor = entry.cls(entry.settings, transport)
+        except Exception as exc:
+            stopping.set()  # a processor that cannot be built will not be by restarting
+            raise ConfigurationError(f"{entry.settings.id} cannot be created: {exc!r}") from exc
         try:
             began = time.monotonic()
             await processor.start()
@@ -85,8 +90,8 @@ async def supervise(
             stopper.cancel()
             if runner in done:
                 runner.result()
-        except DirectoryInUse:
-            stopping.set()  # another process owns its data: restarting cannot help
+        except (DirectoryInUse, ConfigurationError):
+            stopping.set()  # its data is owned elsewhere, or its settings are wrong: fatal
             raise
         except Exception:
             logger.exception("%s failed; restarting in %ss", entry.settings.id, RESTART_DELAY)
