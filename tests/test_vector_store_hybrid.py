@@ -224,3 +224,23 @@ async def test_a_boost_lifts_the_records_that_meet_it_in_hybrid_mode(store: Vect
     await store.upsert(C, [elsewhere])  # the boost's prefetches keep the scope too
     again = await store.search(C, QUERY, scope=HOME, limit=5, text="camping", boost=in_range)
     assert elsewhere.id not in [h.id for h in again]
+
+
+async def test_edge_counts_a_text_collections_unindexed_points(tmp_path: Path) -> None:
+    """The engine counts lexical vectors as indexed: written points must still count as
+    waiting for an HNSW index, or the store would never index a text collection."""
+    from memory_services.store import edge_query
+
+    store = EdgeStore(tmp_path / "edge", index_after=50, flush_interval=0)
+    await store.open()
+    await store.ensure(SPEC)
+    await store.upsert(C, [note(HOME, f"note number {n} about Quillon", QUERY) for n in range(80)])
+    info = store._shards[C].info()
+    assert info.indexed_vectors_count == info.points_count == 80  # the lexical vectors
+    assert edge_query.unindexed(info) == 80
+    await store.close()
+    store = EdgeStore(tmp_path / "edge", index_after=50, flush_interval=0)
+    await store.open()
+    await store.ensure(SPEC)
+    assert store._written[C] == 80  # known again after a restart
+    await store.close()

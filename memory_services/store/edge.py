@@ -145,7 +145,7 @@ class EdgeStore:
                 if await asyncio.to_thread(self._run, lexical):
                     self._dirty.add(name)
                 info = await asyncio.to_thread(self._run, shard.info)
-                self._written[name] = info.points_count - info.indexed_vectors_count
+                self._written[name] = edge_query.unindexed(info)
             # The workspace is the tenant: optimised segments are laid out by it.
             wanted = dict.fromkeys(SCOPE_KEYS, "keyword") | {SCOPE_KEYS[0]: edge_build.TENANT}
             wanted.update({key: kind.value for key, kind in spec.indexes.items()})
@@ -479,7 +479,7 @@ class EdgeStore:
             # Writes over-count (a point written twice, small segments the engine never
             # indexes); the engine knows how many points lie outside an index.
             info = await asyncio.to_thread(self._run, self._shards[name].info)
-            unindexed = info.points_count - info.indexed_vectors_count
+            unindexed = edge_query.unindexed(info)
             if unindexed < self.index_after:
                 self._written[name] = unindexed
                 continue

@@ -111,6 +111,15 @@ def hits(points: list[qe.ScoredPoint], vector: list[float]) -> list[Hit]:
     return [Hit(str(p.id), s, p.payload or {}) for p, s in zip(points, scores, strict=True)]
 
 
+def unindexed(info: Any) -> int:
+    """Points whose dense vector lies outside an HNSW index. The engine counts each non-empty
+    lexical vector as indexed too, so ``indexed_vectors_count`` runs up to twice the points:
+    this errs high (one indexing run more) rather than low (none at all)."""
+    points: int = info.points_count
+    indexed: int = info.indexed_vectors_count
+    return max(0, points - max(0, indexed - points))
+
+
 def search_texts(texts: Sequence[str] | None, count: int) -> list[str | None]:
     if texts is None:
         return [None] * count
