@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import REGISTRY, CollectorRegistry
+from prometheus_client.metrics import MetricWrapperBase
 
 from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
@@ -35,6 +38,26 @@ def memory_state_key_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("REACT_MEM_MEMORY_STATE_KEY_FILE", str(path))
         yield path
+
+
+@pytest.fixture(autouse=True)
+def trustgraph_metrics_released() -> Iterator[None]:
+    """TrustGraph's own classes, used in-process as test peers, register metrics under the
+    names react-mem shares with them in the global registry, once per class. Released after
+    each test, so a later test's processors on the global registry do not collide with them
+    (in a deployment the two never share a process)."""
+    yield
+    module = sys.modules.get("trustgraph.base.metrics")
+    if module is None:
+        return
+    for owner in vars(module).values():
+        if not isinstance(owner, type):
+            continue
+        for name, value in list(vars(owner).items()):
+            if isinstance(value, MetricWrapperBase):
+                with contextlib.suppress(KeyError):
+                    REGISTRY.unregister(value)
+                delattr(owner, name)  # re-created (and registered) on its next use
 
 
 @pytest.fixture
