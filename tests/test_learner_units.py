@@ -257,6 +257,7 @@ async def test_explicit_facts_are_in_every_plan_and_not_repeated_by_the_llm() ->
     ]
     assert plan.ungrounded == {"fact": 1}  # Leeds was never said
     assert {f.source_conversation for f in plan.facts} == {"c"}
+    assert {f.context for f in plan.facts} == {ADA}  # the words it was learned from
 
     # Junk from the LLM, no LLM at all: the explicit facts still.
     for planner in (Planner(JsonLLM(_complete([])), Limits()), Planner(None, Limits())):

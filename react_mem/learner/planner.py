@@ -29,6 +29,9 @@ from react_mem.schema.facts import FactInput
 from react_mem.schema.playbook import Feedback
 from react_mem.schema.trajectory import Trajectory
 
+#: The user's words kept beside a learned fact for lexical search (the schema allows 4000).
+CONTEXT_CHARS = 1000
+
 
 class Plan(BaseModel):
     """The writes for one record. Steps: ``summary``, ``facts``, ``episode``, ``playbook``."""
@@ -216,14 +219,17 @@ class Planner:
             )
         seen = {fact_key(f.content) for f in asked}
         found = [f for f in found if fact_key(f.content) not in seen]
+        # The user's own words beside each fact: indexed for lexical search (a question
+        # worded like what was said finds it), screened for PII, never returned.
+        context = clip(" ".join(q for q in questions if q), CONTEXT_CHARS)
         return [
-            *self._inputs(asked, conversation, origin, "explicit-request"),
-            *self._inputs(found, conversation, origin, "llm"),
+            *self._inputs(asked, conversation, origin, "explicit-request", context),
+            *self._inputs(found, conversation, origin, "llm", context),
         ]
 
     @staticmethod
     def _inputs(
-        found: list[FactCandidate], conversation: str, origin: str, by: str
+        found: list[FactCandidate], conversation: str, origin: str, by: str, context: str
     ) -> list[FactInput]:
         return [
             FactInput(
@@ -231,6 +237,7 @@ class Planner:
                 importance=f.importance,
                 source_conversation=conversation or None,
                 metadata={"learned-from": origin, "extracted-by": by},
+                context=context,
             )
             for f in found
         ]
