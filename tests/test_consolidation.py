@@ -23,10 +23,12 @@ from memory_services.episodes.records import canonical_size
 from memory_services.episodes.service import EpisodeMemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue
+from react_mem.clients.facts import FactClient
 from react_mem.schema import AgentStep
 from react_mem.schema.consolidation import ConsolidationReport
 from react_mem.schema.episodes import Episode, EpisodeRequest, EpisodeResponse, Outcome
 from react_mem.schema.facts import Fact, FactInput, FactRequest, FactResponse
+from react_mem.schema.scope import Scope
 from tests.support.fact_memory import FactService
 from tests.support.fact_memory import fact_service as shared_fact_service
 from tests.support.memory_services import MovableClock, Raw, Running, serving, topics
@@ -554,3 +556,24 @@ async def test_a_stored_again_survivor_keeps_its_lineage_and_bad_requests_are_re
             reply = await client.request(Raw(body=body))  # type: ignore[arg-type]
             assert reply.error is not None and reply.error.type == kind, (body, reply.error)
         assert await live_episodes(service) == {best, other}
+
+
+async def test_the_fact_client_consolidates_and_undoes_a_pass(facts: Facts) -> None:
+    """The typed client's consolidate / unconsolidate (shared by the fact and episode
+    clients) against the real service: a dry run changes nothing, a pass merges, the undo
+    restores every fact."""
+    for text in CAT:
+        await facts.add(text, 0.5)
+    before = await facts.live()
+    client = FactClient(facts.running.clients["ws-a"])
+    scope = Scope("ws-a", "default")
+
+    planned = await client.consolidate(scope, dry_run=True)
+    assert (planned.state, planned.merged) == ("planned", 2) and await facts.live() == before
+
+    applied = await client.consolidate(scope, consolidation_id="p1")
+    assert (applied.state, applied.merged) == ("applied", 2)
+    assert len(await facts.live()) == 1
+
+    undone = await client.unconsolidate(scope, "p1")
+    assert undone.state == "undone" and await facts.live() == before

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from react_mem.clients.base import Page, Service, ServiceClient, build, owner
+from react_mem.clients.base import Page, Service, build, owner
+from react_mem.clients.consolidating import ConsolidatingClient
 from react_mem.errors import BadReply
 from react_mem.schema.agent import AgentStep
-from react_mem.schema.consolidation import ConsolidationReport
 from react_mem.schema.episodes import Episode, EpisodeRequest, EpisodeResponse, Outcome
 from react_mem.schema.forget import Forgotten
 from react_mem.schema.retrieval import RetrievalOptions
@@ -28,7 +28,7 @@ class Stored:
     evicted: int = 0
 
 
-class EpisodeClient(ServiceClient[EpisodeRequest, EpisodeResponse]):
+class EpisodeClient(ConsolidatingClient[EpisodeRequest, EpisodeResponse]):
     service = EPISODE_MEMORY
 
     async def store(
@@ -131,49 +131,8 @@ class EpisodeClient(ServiceClient[EpisodeRequest, EpisodeResponse]):
         response = await self.call(build(EpisodeRequest, operation="purge", **owner(scope)))
         return response.count or 0
 
-    async def consolidate(
-        self,
-        scope: Scope,
-        *,
-        consolidation_id: str | None = None,
-        similarity_threshold: float | None = None,
-        importance_threshold: float | None = None,
-        dry_run: bool = False,
-    ) -> ConsolidationReport:
-        response = await self.call(
-            build(
-                EpisodeRequest,
-                operation="consolidate",
-                consolidation_id=consolidation_id,
-                similarity_threshold=similarity_threshold,
-                importance_threshold=importance_threshold,
-                dry_run=dry_run,
-                **owner(scope),
-            )
-        )
-        return _report(response.consolidation)
-
-    async def unconsolidate(self, scope: Scope, consolidation_id: str) -> ConsolidationReport:
-        response = await self.call(
-            build(
-                EpisodeRequest,
-                operation="unconsolidate",
-                consolidation_id=consolidation_id,
-                **owner(scope),
-            )
-        )
-        return _report(response.consolidation)
-
     async def forget(self, user: str, *, collection: str = "") -> Forgotten:
         response = await self.call(
             build(EpisodeRequest, operation="forget", user=user, collection=collection)
         )
         return response.forgotten or Forgotten()
-
-
-def _report(report: ConsolidationReport | None) -> ConsolidationReport:
-    if report is None:
-        raise BadReply(
-            "episode-memory: consolidation reply without its report", service="episode-memory"
-        )
-    return report

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from react_mem.clients.base import Page, Service, ServiceClient, build, owner
+from react_mem.clients.base import Page, Service, build, owner
+from react_mem.clients.consolidating import ConsolidatingClient
 from react_mem.errors import BadReply
-from react_mem.schema.consolidation import ConsolidationReport
 from react_mem.schema.facts import Fact, FactInput, FactRequest, FactResponse, StoredFact
 from react_mem.schema.forget import Forgotten
 from react_mem.schema.retrieval import RetrievalOptions
@@ -15,7 +15,7 @@ from react_mem.schema.scope import Scope
 FACT_MEMORY: Service[FactRequest, FactResponse] = Service("fact-memory", FactRequest, FactResponse)
 
 
-class FactClient(ServiceClient[FactRequest, FactResponse]):
+class FactClient(ConsolidatingClient[FactRequest, FactResponse]):
     service = FACT_MEMORY
 
     async def store(
@@ -89,39 +89,6 @@ class FactClient(ServiceClient[FactRequest, FactResponse]):
         """Delete every fact of ``scope`` with its history; how many records went."""
         return (await self.call(build(FactRequest, operation="purge", **owner(scope)))).deleted
 
-    async def consolidate(
-        self,
-        scope: Scope,
-        *,
-        consolidation_id: str | None = None,
-        similarity_threshold: float | None = None,
-        importance_threshold: float | None = None,
-        dry_run: bool = False,
-    ) -> ConsolidationReport:
-        response = await self.call(
-            build(
-                FactRequest,
-                operation="consolidate",
-                consolidation_id=consolidation_id,
-                similarity_threshold=similarity_threshold,
-                importance_threshold=importance_threshold,
-                dry_run=dry_run,
-                **owner(scope),
-            )
-        )
-        return _report(response.consolidation)
-
-    async def unconsolidate(self, scope: Scope, consolidation_id: str) -> ConsolidationReport:
-        response = await self.call(
-            build(
-                FactRequest,
-                operation="unconsolidate",
-                consolidation_id=consolidation_id,
-                **owner(scope),
-            )
-        )
-        return _report(response.consolidation)
-
     async def forget(self, user: str, *, collection: str = "") -> Forgotten:
         """Delete every fact of ``user`` in ``collection`` ("": every collection)."""
         response = await self.call(
@@ -134,9 +101,3 @@ def _one(stored: list[StoredFact]) -> StoredFact:
     if len(stored) != 1:
         raise BadReply(f"fact-memory: {len(stored)} results for one update", service="fact-memory")
     return stored[0]
-
-
-def _report(report: ConsolidationReport | None) -> ConsolidationReport:
-    if report is None:
-        raise BadReply("fact-memory: consolidation reply without its report", service="fact-memory")
-    return report
