@@ -47,3 +47,29 @@ def test_every_wired_queue_has_a_processor_at_its_other_end() -> None:
     assert "text-completion:{id}" not in blueprint["flow"]  # TrustGraph runs its own
     agent = blueprint["flow"]["agent-mem:{id}"]["topics"]
     assert agent["prompt-request"] == "request:tg:prompt-rag:{workspace}:{id}"
+
+
+def test_a_new_memory_service_reaches_the_group_compose_and_chart(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The deployment lists of memory services come from the description too."""
+    extra = topology.Node(
+        "note-memory", topology.serves("note-memory"), deploy=topology.Deploy(concurrency=3)
+    )
+    monkeypatch.setattr(topology, "NODES", (*topology.NODES, extra))
+    files = topology.generated()
+    group = yaml.safe_load(files[topology.GROUP])["processors"]
+    assert group[-1] == {"class": "note-memory", "params": {"id": "note-memory", "concurrency": 3}}
+    assert [e["class"] for e in group[:4]] == [  # the hand-kept entries stay
+        "config-service",
+        "text-completion-llama-cpp",
+        "agent-mem",
+        "memory-learner",
+    ]
+    services = yaml.safe_load(files[topology.COMPOSE])["services"]
+    assert services["note-memory"]["command"] == ["run", "note-memory"]
+    assert (
+        services["note-memory"]["environment"]["QDRANT_URL"] == "${QDRANT_URL:-http://qdrant:6333}"
+    )
+    assert {"rabbitmq", "prometheus", "agent-mem"} <= services.keys()
+    assert "note-memory" in files[topology.HELM_FLOWS].rsplit("storeProcessors", 1)[1]

@@ -8,10 +8,15 @@ writes the topology parts of
 - ``config/flows/stack.yaml`` (below its marker line; the settings above it are by hand),
 - ``config/flows/<processor>.yaml`` (one processor's flow; the comment header is kept),
 - ``config/trustgraph/flow-blueprint.json`` (the TrustGraph flow blueprint),
-- ``helm/react-mem/templates/_flows.tpl`` (the chart's flow file, per enabled processor),
+- ``helm/react-mem/templates/_flows.tpl`` (the chart's flow file, per enabled processor,
+  and its list of the processors that keep vectors in Qdrant),
+- the memory services' entries in ``config/groups/stack.yaml`` (below its marker line) and
+  their service blocks in ``docker-compose.yml`` (between its marker lines): the other
+  processors' entries there carry settings of their own and are kept by hand,
 
 and ``--check`` fails when a committed file differs (``tests/test_topology.py`` runs it).
-A new memory service is one ``Node`` here, plus its client in the nodes that call it.
+A new memory service is one ``Node`` here (with its ``Deploy``), plus its client in the
+nodes that call it.
 """
 
 from __future__ import annotations
@@ -29,7 +34,13 @@ ROOT = Path(__file__).resolve().parents[2]
 FLOWS = ROOT / "config" / "flows"
 BLUEPRINT = ROOT / "config" / "trustgraph" / "flow-blueprint.json"
 HELM_FLOWS = ROOT / "helm" / "react-mem" / "templates" / "_flows.tpl"
+GROUP = ROOT / "config" / "groups" / "stack.yaml"
+COMPOSE = ROOT / "docker-compose.yml"
 MARKER = "  # -- topology: generated from react_mem/commands/topology.py (--write); edit that --"
+SERVICES_MARKER = (
+    "  # -- memory services: generated from react_mem/commands/topology.py (--write); edit that --"
+)
+SERVICES_END = "  # -- end of the generated memory services --"
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,20 @@ def flow(spec: str, topic: str, *, when: str | None = None) -> Topic:
 
 
 @dataclass(frozen=True)
+class Deploy:
+    """How a memory service is deployed (its group-file entry, its compose service)."""
+
+    #: Its ``concurrency`` in the group file (compose takes ``MEMORY_CONCURRENCY``).
+    concurrency: int = 4
+    #: Keeps its vectors in the Qdrant server in compose and the chart (so it can scale).
+    qdrant: bool = True
+    #: Further group-file params, as written there (``key: value, ...``).
+    params: str = ""
+    #: Comment lines above its group-file entry.
+    note: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Node:
     """One processor of the stack."""
 
@@ -84,6 +109,8 @@ class Node:
     trustgraph_flows: tuple[Topic, ...] = ()
     #: In the TrustGraph blueprint (TrustGraph runs its own text-completion).
     blueprint: bool = True
+    #: A memory service: its group entry and compose service are generated from this.
+    deploy: Deploy | None = None
 
 
 AUDIT = flow("audit", "memory-audit")
@@ -131,14 +158,29 @@ NODES: tuple[Node, ...] = (
         ),
     ),
     Node("text-completion", serves("text-completion"), blueprint=False),
-    Node("fact-memory", (*serves("fact-memory"), AUDIT)),
-    Node("episode-memory", (*serves("episode-memory"), AUDIT)),
+    Node("fact-memory", (*serves("fact-memory"), AUDIT), deploy=Deploy()),
+    Node("episode-memory", (*serves("episode-memory"), AUDIT), deploy=Deploy()),
     Node(
         "conversation-memory",
         (*serves("conversation-memory"), AUDIT, flow("ended", "conversation-ended")),
+        deploy=Deploy(),
     ),
-    Node("playbook-memory", (*serves("playbook-memory"), AUDIT)),
-    Node("working-memory", (*serves("working-memory"), *client("text-completion"))),
+    Node(
+        "playbook-memory",
+        (*serves("playbook-memory"), AUDIT),
+        deploy=Deploy(
+            params="seed_bullets: ../playbook/seed.yaml, reinforcement_gain: 0.25",
+            note=(
+                "reinforcement_gain: helpful marks raise a bullet's strength (react-mem's addition; with",  # noqa: E501
+                "the seeds' fixed strength, pruning by decay is pruning by recency: benchmarks/playbook.py).",  # noqa: E501
+            ),
+        ),
+    ),
+    Node(
+        "working-memory",
+        (*serves("working-memory"), *client("text-completion")),
+        deploy=Deploy(concurrency=2, qdrant=False),
+    ),
 )
 
 #: What a TrustGraph client may call directly: served services and announced flows.
@@ -229,6 +271,13 @@ HELM_TAIL = """{{- range $name, $t := $topics -}}
 {{- end -}}
 """
 
+HELM_STORES = """
+{{{{/* Processors whose vector store is Qdrant (generated too). */}}}}
+{{{{- define "react-mem.storeProcessors" -}}}}
+{}
+{{{{- end -}}}}
+"""
+
 
 def helm_flows() -> str:
     """The chart's flow-file template: each enabled processor's topics per flow."""
@@ -243,7 +292,46 @@ def helm_flows() -> str:
             else:
                 lines.append(f'{{{{- if hasKey $on "{t.when}" }}}}{{{{ {set_} }}}}{{{{ end -}}}}')
         lines += [f'{{{{- $_ := set $topics "{n.id}" $t -}}}}', "{{- end -}}"]
-    return HELM_HEAD + "\n".join(lines) + "\n" + HELM_TAIL
+    stores = " ".join(name for name, d in memory_services() if d.qdrant)
+    return HELM_HEAD + "\n".join(lines) + "\n" + HELM_TAIL + HELM_STORES.format(stores)
+
+
+def memory_services() -> list[tuple[str, Deploy]]:
+    return [(n.id, n.deploy) for n in NODES if n.deploy is not None]
+
+
+def group_entries() -> str:
+    """The memory services' entries in ``config/groups/stack.yaml``."""
+    lines = []
+    for name, d in memory_services():
+        lines.append(f"  - class: {name}")
+        lines += [f"    # {note}" for note in d.note]
+        extra = f", {d.params}" if d.params else ""
+        lines.append(f"    params: {{id: {name}, concurrency: {d.concurrency}{extra}}}")
+    return "\n".join(lines) + "\n"
+
+
+def compose_services() -> str:
+    """The memory services' blocks in ``docker-compose.yml``."""
+    blocks = []
+    for name, d in memory_services():
+        base, env = ("memory-service", "memory-env") if d.qdrant else ("react-mem", "react-mem-env")
+        blocks.append(
+            f'  {name}:\n    <<: *{base}\n    command: ["run", "{name}"]\n'
+            f"    environment:\n      <<: *{env}\n"
+            "      REACT_MEM_CONCURRENCY: ${MEMORY_CONCURRENCY:-4}\n"
+        )
+    return "\n".join(blocks)
+
+
+def _between(path: Path, begin: str, end: str, content: str) -> str:
+    """``path`` with what lies between its ``begin`` and ``end`` lines replaced."""
+    text = path.read_text(encoding="utf-8")
+    head, found, rest = text.partition(begin + "\n")
+    _, found_end, tail = rest.partition(end + "\n")
+    if not (found and found_end):
+        raise SystemExit(f"{path}: no marker lines {begin!r} ... {end!r}")
+    return head + found + content + found_end + tail
 
 
 def _header(path: Path, marker: str | None) -> str:
@@ -268,6 +356,8 @@ def generated() -> dict[Path, str]:
         FLOWS / "stack.yaml": _header(FLOWS / "stack.yaml", MARKER) + flow_yaml(NODES),
         BLUEPRINT: json.dumps(blueprint(), indent=2, ensure_ascii=False) + "\n",
         HELM_FLOWS: helm_flows(),
+        GROUP: _header(GROUP, SERVICES_MARKER) + group_entries(),
+        COMPOSE: _between(COMPOSE, SERVICES_MARKER, SERVICES_END, compose_services()),
     }
     for n in NODES:
         path = FLOWS / f"{n.id}.yaml"

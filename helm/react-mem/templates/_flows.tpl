@@ -110,3 +110,8 @@ Generated from react_mem/commands/topology.py (`--write`): edit that, not this f
 {{- end -}}
 {{- toYaml (dict $ws $config) -}}
 {{- end -}}
+
+{{/* Processors whose vector store is Qdrant (generated too). */}}
+{{- define "react-mem.storeProcessors" -}}
+fact-memory episode-memory conversation-memory playbook-memory
+{{- end -}}

@@ -66,10 +66,8 @@ createSecret is on and holds a value for it; else nothing.
 {{- end }}
 {{- end -}}
 
-{{/* Processors whose vector store is Qdrant, and those that keep state on a volume. */}}
-{{- define "react-mem.storeProcessors" -}}
-fact-memory episode-memory conversation-memory playbook-memory
-{{- end -}}
+{{/* Processors that keep state on a volume (those whose vector store is Qdrant,
+react-mem.storeProcessors, are in _flows.tpl, generated from the topology description). */}}
 {{- define "react-mem.statefulProcessors" -}}
 memory-learner config-service
 {{- end -}}
