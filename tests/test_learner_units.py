@@ -373,7 +373,7 @@ async def test_an_invented_summary_is_refused_and_the_fallback_used() -> None:
 
 def _complete_summary(summary: str) -> Complete:
     async def complete(request: TextCompletionRequest, timeout: float) -> TextCompletionResponse:
-        reply = {"summary": summary} if "summary" in request.system else {"facts": []}
+        reply: dict[str, object] = {"summary": summary} if "summary" in request.system else {"facts": []}
         return TextCompletionResponse(response=json.dumps(reply))
 
     return complete
@@ -392,3 +392,14 @@ async def test_tool_results_ground_facts_the_agents_own_reply_does_not() -> None
     plan = await Planner(JsonLLM(_complete(facts)), Limits()).for_trajectory(t, None)
     assert [f.content for f in plan.facts] == ["Maria lives in Lisbon."]
     assert plan.ungrounded == {"fact": 2}
+
+
+async def test_a_malformed_reply_is_logged_without_the_words_it_echoes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def echo(request: TextCompletionRequest, timeout: float) -> TextCompletionResponse:
+        return TextCompletionResponse(response='{"summary": "User asked: ' + ADA + "\n</r")
+
+    with caplog.at_level(logging.DEBUG):
+        assert await JsonLLM(echo).ask("s", ADA, SummaryReply) is None
+    assert "malformed reply" in caplog.text and "peanuts" not in caplog.text

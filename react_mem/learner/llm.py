@@ -80,7 +80,8 @@ class JsonLLM:
             found = parse(response.response, model, coerce)
             if found is not None:
                 return found
-            failures.append(f"malformed reply {response.response[:200]!r}")
+            # Its size only: a reply echoes the user's words, which never reach a log.
+            failures.append(f"malformed reply ({len(response.response)} characters)")
         if not answered:
             raise LLMUnavailable(
                 f"text completion failed: {'; '.join(failures)}", service="text-completion"
