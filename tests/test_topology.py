@@ -73,3 +73,11 @@ def test_a_new_memory_service_reaches_the_group_compose_and_chart(
     )
     assert {"rabbitmq", "prometheus", "agent-mem"} <= services.keys()
     assert "note-memory" in files[topology.HELM_FLOWS].rsplit("storeProcessors", 1)[1]
+    names = yaml.safe_load(files[topology.PROMETHEUS])["scrape_configs"][0]["dns_sd_configs"]
+    assert names[0]["names"][-1] == "note-memory"
+    own = yaml.safe_load(files[topology.MEMORY_GROUP])["processors"][-1]["params"]
+    assert own["flows"] == "../flows/note-memory.yaml"
+    assert (
+        "processor:note-memory"
+        in yaml.safe_load(files[topology.FLOWS / "note-memory.yaml"])["default"]
+    )

@@ -10,9 +10,10 @@ writes the topology parts of
 - ``config/trustgraph/flow-blueprint.json`` (the TrustGraph flow blueprint),
 - ``helm/react-mem/templates/_flows.tpl`` (the chart's flow file, per enabled processor,
   and its list of the processors that keep vectors in Qdrant),
-- the memory services' entries in ``config/groups/stack.yaml`` (below its marker line) and
-  their service blocks in ``docker-compose.yml`` (between its marker lines): the other
-  processors' entries there carry settings of their own and are kept by hand,
+- the memory services' entries in ``config/groups/stack.yaml`` and ``memory.yaml`` (below
+  their marker lines), their service blocks in ``docker-compose.yml`` and their names in
+  ``deploy/prometheus/prometheus.yml`` (between marker lines): the other processors'
+  entries there carry settings of their own and are kept by hand,
 
 and ``--check`` fails when a committed file differs (``tests/test_topology.py`` runs it).
 A new memory service is one ``Node`` here (with its ``Deploy``), plus its client in the
@@ -35,7 +36,9 @@ FLOWS = ROOT / "config" / "flows"
 BLUEPRINT = ROOT / "config" / "trustgraph" / "flow-blueprint.json"
 HELM_FLOWS = ROOT / "helm" / "react-mem" / "templates" / "_flows.tpl"
 GROUP = ROOT / "config" / "groups" / "stack.yaml"
+MEMORY_GROUP = ROOT / "config" / "groups" / "memory.yaml"
 COMPOSE = ROOT / "docker-compose.yml"
+PROMETHEUS = ROOT / "deploy" / "prometheus" / "prometheus.yml"
 MARKER = "  # -- topology: generated from react_mem/commands/topology.py (--write); edit that --"
 SERVICES_MARKER = (
     "  # -- memory services: generated from react_mem/commands/topology.py (--write); edit that --"
@@ -300,10 +303,18 @@ def memory_services() -> list[tuple[str, Deploy]]:
     return [(n.id, n.deploy) for n in NODES if n.deploy is not None]
 
 
-def group_entries() -> str:
-    """The memory services' entries in ``config/groups/stack.yaml``."""
+def group_entries(*, own_flows: bool = False) -> str:
+    """The memory services' entries in ``config/groups/stack.yaml``, or with ``own_flows``
+    in ``memory.yaml`` (each on its own flow file)."""
     lines = []
     for name, d in memory_services():
+        if own_flows:
+            flows = f"../flows/{name}.yaml"
+            lines += [
+                f"  - class: {name}",
+                f"    params: {{id: {name}, concurrency: 4, flows: {flows}}}",
+            ]
+            continue
         lines.append(f"  - class: {name}")
         lines += [f"    # {note}" for note in d.note]
         extra = f", {d.params}" if d.params else ""
@@ -357,12 +368,22 @@ def generated() -> dict[Path, str]:
         BLUEPRINT: json.dumps(blueprint(), indent=2, ensure_ascii=False) + "\n",
         HELM_FLOWS: helm_flows(),
         GROUP: _header(GROUP, SERVICES_MARKER) + group_entries(),
+        MEMORY_GROUP: _header(MEMORY_GROUP, SERVICES_MARKER) + group_entries(own_flows=True),
         COMPOSE: _between(COMPOSE, SERVICES_MARKER, SERVICES_END, compose_services()),
+        PROMETHEUS: _between(
+            PROMETHEUS,
+            "          " + SERVICES_MARKER.lstrip(),
+            "          " + SERVICES_END.lstrip(),
+            "".join(f"          - {name}\n" for name, _ in memory_services()),
+        ),
     }
     for n in NODES:
         path = FLOWS / f"{n.id}.yaml"
         if path.exists():
             files[path] = _header(path, None) + "default:\n" + flow_yaml([n])
+        elif n.deploy is not None:  # config/groups/memory.yaml runs it on this file
+            head = f"# The {n.id} processor's flow in the default workspace.\n"
+            files[path] = head + "default:\n" + flow_yaml([n])
     return files
 
 
@@ -374,10 +395,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode.add_argument("--write", action="store_true", help="write the generated files")
     mode.add_argument("--check", action="store_true", help="fail when a file differs")
     args = parser.parse_args(argv)
-    stale = [p for p, text in generated().items() if p.read_text(encoding="utf-8") != text]
+    files = generated()
+    stale = [p for p, text in files.items() if not p.exists() or p.read_text("utf-8") != text]
     for path in stale:
         if args.write:
-            path.write_text(generated()[path], encoding="utf-8")
+            path.write_text(files[path], encoding="utf-8")
         print(f"{'wrote' if args.write else 'differs'}: {path.relative_to(ROOT)}")
     return 1 if stale and args.check else 0
 
