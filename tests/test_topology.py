@@ -75,6 +75,8 @@ def test_a_new_memory_service_reaches_the_group_compose_and_chart(
     assert "note-memory" in files[topology.HELM_FLOWS].rsplit("storeProcessors", 1)[1]
     names = yaml.safe_load(files[topology.PROMETHEUS])["scrape_configs"][0]["dns_sd_configs"]
     assert names[0]["names"][-1] == "note-memory"
+    schema = json.loads(files[topology.SCHEMA])["properties"]["processors"]["properties"]
+    assert {"note-memory", "config-service", "agent-mem"} <= schema.keys()
     own = yaml.safe_load(files[topology.MEMORY_GROUP])["processors"][-1]["params"]
     assert own["flows"] == "../flows/note-memory.yaml"
     assert (

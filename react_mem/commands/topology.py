@@ -14,6 +14,8 @@ writes the topology parts of
   their marker lines), their service blocks in ``docker-compose.yml`` and their names in
   ``deploy/prometheus/prometheus.yml`` (between marker lines): the other processors'
   entries there carry settings of their own and are kept by hand,
+- the processor names ``helm/react-mem/values.schema.json`` accepts (each processor's
+  values, with its resources, stay by hand in ``values.yaml``),
 
 and ``--check`` fails when a committed file differs (``tests/test_topology.py`` runs it).
 A new memory service is one ``Node`` here (with its ``Deploy``), plus its client in the
@@ -39,6 +41,12 @@ GROUP = ROOT / "config" / "groups" / "stack.yaml"
 MEMORY_GROUP = ROOT / "config" / "groups" / "memory.yaml"
 COMPOSE = ROOT / "docker-compose.yml"
 PROMETHEUS = ROOT / "deploy" / "prometheus" / "prometheus.yml"
+SCHEMA = ROOT / "helm" / "react-mem" / "values.schema.json"
+SCHEMA_PROCESSORS = """    "processors": {
+      "type": "object",
+      "additionalProperties": false,
+      "properties": {
+"""
 MARKER = "  # -- topology: generated from react_mem/commands/topology.py (--write); edit that --"
 SERVICES_MARKER = (
     "  # -- memory services: generated from react_mem/commands/topology.py (--write); edit that --"
@@ -345,6 +353,20 @@ def _between(path: Path, begin: str, end: str, content: str) -> str:
     return head + found + content + found_end + tail
 
 
+def _schema() -> str:
+    """The chart's values schema with its processor names (the config service's, and
+    every node's) from the description."""
+    text = SCHEMA.read_text(encoding="utf-8")
+    head, found, rest = text.partition(SCHEMA_PROCESSORS)
+    _, found_end, tail = rest.partition("\n      }\n")
+    if not (found and found_end):
+        raise SystemExit(f"{SCHEMA}: no processors.properties object in its expected shape")
+    names = [n.id for n in NODES] + ["config-service"]
+    ref = '{"$ref": "#/definitions/processor"}'
+    body = ",\n".join(f'        "{name}": {ref}' for name in names)
+    return head + found + body + found_end + tail
+
+
 def _header(path: Path, marker: str | None) -> str:
     """The hand-written part of a generated file: up to ``marker``, or its leading comments."""
     text = path.read_text(encoding="utf-8")
@@ -370,6 +392,7 @@ def generated() -> dict[Path, str]:
         GROUP: _header(GROUP, SERVICES_MARKER) + group_entries(),
         MEMORY_GROUP: _header(MEMORY_GROUP, SERVICES_MARKER) + group_entries(own_flows=True),
         COMPOSE: _between(COMPOSE, SERVICES_MARKER, SERVICES_END, compose_services()),
+        SCHEMA: _schema(),
         PROMETHEUS: _between(
             PROMETHEUS,
             "          " + SERVICES_MARKER.lstrip(),
