@@ -44,3 +44,11 @@ async def test_the_answer_uses_the_recalled_allergy_over_several_seeds() -> None
     print(f"pass rate {rate:.0%} ({sum(t.recalled for t in trials)}/{len(trials)})")
     assert not any("How can I help you today" in t.reply for t in trials)  # the old example
     assert rate >= FLOOR
+
+
+async def test_a_greedy_reply_is_a_decision_not_a_loop() -> None:
+    """The demo runs the model at temperature 0: without llama.cpp's repeat penalty it
+    repeated one sentence inside "thought" until max_tokens, so no reply parsed."""
+    for seed in (0, 1):
+        trial = await recall_probe.ask(None, seed, temperature=0.0)
+        assert trial.action is not None, trial.reply

@@ -55,6 +55,9 @@ class LlamaCppSettings(LLMSettings):
     #: Threads for llama.cpp; 1 by default because the machine's cores are shared.
     n_threads: int = Field(default=1, ge=1)
     max_tokens: int = Field(default=256, ge=1)
+    #: llama.cpp's own default (llama-cpp-python's API has none): without it, SmolLM2 at
+    #: temperature 0 repeats one sentence inside its "thought" until ``max_tokens``.
+    repeat_penalty: float = Field(default=1.1, ge=1.0, le=2.0)
     seed: int | None = None
 
 
@@ -144,6 +147,7 @@ class LlamaCppBackend:
             "messages": prompt.messages(),
             "temperature": self.settings.temperature if temperature is None else temperature,
             "max_tokens": self.settings.max_tokens,
+            "repeat_penalty": self.settings.repeat_penalty,
         }
         if prompt.json:  # grammar-constrained: the output parses, and fits the schema if given
             schema = {"schema": prompt.schema} if prompt.schema is not None else {}
