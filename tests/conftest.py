@@ -14,6 +14,9 @@ from prometheus_client.metrics import MetricWrapperBase
 
 from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
+from react_mem.bus.transport import Transport
+
+BROKERS = ("pulsar", "rabbitmq")
 
 
 @pytest.fixture(scope="session")
@@ -24,8 +27,16 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]
 
 
 @pytest.fixture
-async def transport(broker: EmbeddedBroker) -> AsyncIterator[PulsarTransport]:
-    bus = PulsarTransport(PulsarOptions(url=broker.url, nack_delay=0.05, connect_timeout=10))
+async def transport(request: pytest.FixtureRequest) -> AsyncIterator[Transport]:
+    """A connected transport on the broker ``--broker`` picks (Pulsar unless told)."""
+    bus: Transport
+    if getattr(request, "param", "pulsar") == "rabbitmq":
+        from tests.support.rabbitmq import shared_node
+
+        bus = shared_node(request.getfixturevalue("tmp_path_factory")).transport()
+    else:
+        url = request.getfixturevalue("broker").url
+        bus = PulsarTransport(PulsarOptions(url=url, nack_delay=0.05, connect_timeout=10))
     await bus.connect()
     yield bus
     await bus.close()
@@ -83,3 +94,35 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=15,
         help="rounds of generated hostile payloads at every queue (tests/test_fuzz_queues.py)",
     )
+    parser.addoption(
+        "--broker",
+        choices=(*BROKERS, "both"),
+        default="pulsar",
+        help="the broker the tests' `transport` runs on; tests marked pulsar_only stay on Pulsar",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "pulsar_only(reason): needs Pulsar itself, not any transport (stays on Pulsar)"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Runs every test that takes ``transport`` on each broker ``--broker`` names, unless its
+    module gives its own ``transport`` or it is marked ``pulsar_only``."""
+    if "transport" not in metafunc.fixturenames or hasattr(metafunc.module, "transport"):
+        return
+    choice = metafunc.config.getoption("broker")
+    brokers = list(BROKERS) if choice == "both" else [choice]
+    if metafunc.definition.get_closest_marker("pulsar_only") is not None:
+        brokers = ["pulsar"]
+    if brokers != ["pulsar"]:  # a Pulsar-only run keeps its test ids
+        metafunc.parametrize(
+            "transport",
+            [
+                pytest.param(b, marks=[pytest.mark.rabbitmq] if b == "rabbitmq" else [])
+                for b in brokers
+            ],
+            indirect=True,
+        )

@@ -83,6 +83,7 @@ def pair(name: str, unique: str) -> dict[str, str]:
     return {"request": f"request:tg:{tail}", "response": f"response:tg:{tail}"}
 
 
+@pytest.mark.pulsar_only(reason="TrustGraph's own services run on its Pulsar backend")
 async def test_structured_row_embeddings_and_tool_service_tools(
     broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str
 ) -> None:

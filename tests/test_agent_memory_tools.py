@@ -62,6 +62,7 @@ async def service(stack: Stack, name: str, request: Any, response: type[Any]) ->
         await client.close()
 
 
+@pytest.mark.pulsar_only(reason="TrustGraph's own client runs on its Pulsar backend")
 async def test_memory_tools_store_retrieve_and_recall_through_trustgraphs_agent_client(
     broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str
 ) -> None:

@@ -34,6 +34,7 @@ def without_explain(responses: list[object]) -> list[object]:
 
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streaming"])
+@pytest.mark.pulsar_only(reason="TrustGraph's own client runs on its Pulsar backend")
 async def test_message_ids_are_agent_managers(
     broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str, streaming: bool
 ) -> None:
@@ -63,6 +64,7 @@ async def test_message_ids_are_agent_managers(
     }
 
 
+@pytest.mark.pulsar_only(reason="TrustGraph's own client runs on its Pulsar backend")
 async def test_errors_are_agent_error_with_the_detail_in_the_message(
     broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str
 ) -> None:
@@ -88,6 +90,7 @@ async def test_errors_are_agent_error_with_the_detail_in_the_message(
             await agent.invoke("Hello?", timeout=60)
 
 
+@pytest.mark.pulsar_only(reason="TrustGraph's own client runs on its Pulsar backend")
 async def test_an_empty_question_is_run_as_agent_manager_runs_it(
     broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str
 ) -> None:

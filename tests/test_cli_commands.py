@@ -510,6 +510,7 @@ async def react_mem(*argv: str) -> tuple[int, str, str]:
     return process.returncode, out.decode(), err.decode()
 
 
+@pytest.mark.pulsar_only(reason="the CLI is given the embedded Pulsar broker's URL")
 async def test_the_command_line_reaches_a_service_and_exits_1_without_a_stack(
     broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str
 ) -> None:

@@ -47,6 +47,7 @@ def react_mem(*args: str, **env: str) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.pulsar_only(reason="the CLI is given the embedded Pulsar broker's URL")
 async def test_group_cli_serves_and_metrics_are_scraped_over_http(
     broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str
 ) -> None:
@@ -170,6 +171,9 @@ async def test_broker_restart_loses_nothing(tmp_path: Path, unique: str) -> None
         broker.stop()
 
 
+@pytest.mark.pulsar_only(
+    reason="the killed CLI processor is given the Pulsar URL (RabbitMQ's own: test_rabbitmq_processor)"
+)
 async def test_killed_processor_loses_nothing(
     broker: EmbeddedBroker,
     transport: PulsarTransport,

@@ -37,6 +37,7 @@ async def config_service(transport: PulsarTransport, data_dir: Path) -> AsyncIte
         await service.stop()
 
 
+@pytest.mark.pulsar_only(reason="TrustGraph's own client runs on its Pulsar backend")
 async def test_per_workspace_config_queues_serve_trustgraphs_config_client(
     broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str
 ) -> None:
@@ -72,6 +73,7 @@ async def test_per_workspace_config_queues_serve_trustgraphs_config_client(
         assert await own.keys(ws, "tool") == ["t1"]
 
 
+@pytest.mark.pulsar_only(reason="TrustGraph's own client runs on its Pulsar backend")
 async def test_agent_reads_additional_context_from_config_type_agent(
     broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str
 ) -> None:
