@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from react_mem.agent.json_reply import ANSWER, parse_json_reply
 from react_mem.agent.parse import CORRECTION, Action, Final, ParseError, parse_reply
 from react_mem.agent.streaming import Chunk, StreamingReplyParser
 
@@ -351,3 +352,13 @@ def test_streaming_a_plain_line_is_sent_before_its_end() -> None:
     assert parser.feed("The weather") == [Chunk("thought", "\nThe weather")]
     assert parser.feed("  ") == []
     assert parser.feed("is fine") == [Chunk("thought", "  is fine")]
+
+
+def test_a_json_decision_may_hold_raw_newlines_in_its_strings() -> None:
+    """Small models write a raw newline inside "thought"; the decision is still read."""
+    reply = '{"thought": "first line\nsecond\tline", "action": "' + ANSWER + '", "answer": "Hi"}'
+    decision = parse_json_reply(reply)
+    assert isinstance(decision, Final) and decision.answer == "Hi"
+    assert decision.thought == "first line\nsecond\tline"
+    with pytest.raises(ParseError, match="not valid JSON"):
+        parse_json_reply('{"thought": "cut off')  # still refused: truncated

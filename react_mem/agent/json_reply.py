@@ -45,7 +45,9 @@ def parse_json_reply(text: str) -> Action | Final:
     """Read a decision; a reply the backend failed to constrain raises ParseError."""
     start, end = text.find("{"), text.rfind("}")
     try:
-        data = json.loads(text[start : end + 1]) if start >= 0 else None
+        # strict=False: a raw newline or tab inside a string (small models write them) is
+        # the text the model meant, not a malformed reply.
+        data = json.loads(text[start : end + 1], strict=False) if start >= 0 else None
     except json.JSONDecodeError as exc:
         raise ParseError(f"Your reply is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
