@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from react_mem.agent import json_reply, prompt
 from react_mem.agent.items import episode_items, fact_items
 from react_mem.agent.parse import Final, ParseError
@@ -22,6 +24,7 @@ from react_mem.llm.base import Prompt
 from react_mem.llm.llama_cpp import LlamaCppBackend, LlamaCppSettings
 from react_mem.schema.episodes import Episode
 from react_mem.schema.facts import Fact
+from react_mem.stack import CONFIG_DIR
 from react_mem.tokens import HFTokenCounter
 
 #: What session 1 of the demo left in memory, and session 2's question.
@@ -39,7 +42,11 @@ async def _unused(_: object) -> str:
 
 
 def stack_tools() -> list[Tool]:
-    """The tools the stack's agent offers (the memory tools), for the prompt only."""
+    """The tools the embedded stack's agent offers, for the prompt only: the memory tools,
+    unless its ``agent-mem`` turns them off (it does, for the tiny local model)."""
+    flows = yaml.safe_load((CONFIG_DIR / "flows" / "stack.yaml").read_text())
+    if not flows["default"]["agent-mem"].get("enable-memory-tools", True):
+        return []
     query = (Argument("query", "string", "What to look for"),)
     fact = (Argument("fact_content", "string", "The fact, as one sentence"),)
     return [
