@@ -14,9 +14,9 @@ from typing import Any, TypeVar
 import _pulsar
 import pulsar
 import pulsar.asyncio
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from react_mem.bus.queues import Queue
+from react_mem.bus.retrying import create_with_retries
 from react_mem.bus.transport import Delivery
 from react_mem.errors import BusError
 
@@ -200,18 +200,12 @@ class PulsarTransport:
         return PulsarConsumer(consumer, topic, self._open)
 
     async def _retry(self, what: str, make: Callable[[], Awaitable[T]]) -> T:
-        try:
-            async for attempt in AsyncRetrying(
-                retry=retry_if_exception_type(_ERRORS),
-                wait=wait_exponential(multiplier=0.1, max=5.0),
-                stop=stop_after_delay(self.options.connect_timeout),
-                reraise=True,
-            ):
-                with attempt:
-                    return await make()
-        except _ERRORS as exc:
-            raise BusError(f"could not create {what} at {self.options.url}: {exc}") from exc
-        raise AssertionError("unreachable")  # pragma: no cover
+        return await create_with_retries(
+            make,
+            errors=_ERRORS,
+            timeout=self.options.connect_timeout,
+            failed=f"could not create {what} at {self.options.url}",
+        )
 
     async def close(self) -> None:
         for endpoint in list(self._open):

@@ -41,6 +41,7 @@ from faststream.security import SASLPlaintext
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from react_mem.bus.queues import Queue
+from react_mem.bus.retrying import create_with_retries
 from react_mem.bus.transport import Delivery
 from react_mem.errors import BusError
 
@@ -357,23 +358,13 @@ class RabbitMQTransport:
         self._open.discard(endpoint)
 
     async def _retry(self, what: str, make: Callable[[], Awaitable[T]]) -> T:
-        try:
-            async for attempt in AsyncRetrying(
-                retry=retry_if_exception_type(_ERRORS),
-                wait=wait_exponential(multiplier=0.1, max=5.0),
-                stop=stop_after_delay(self.options.connect_timeout),
-                before_sleep=lambda state: logger.warning(
-                    "could not %s, retrying: %s",
-                    what,
-                    state.outcome.exception() if state.outcome else "?",
-                ),
-                reraise=True,
-            ):
-                with attempt:
-                    return await make()
-        except _ERRORS as exc:
-            raise BusError(f"could not {what}: {exc}") from exc
-        raise AssertionError("unreachable")  # pragma: no cover
+        return await create_with_retries(
+            make,
+            errors=_ERRORS,
+            timeout=self.options.connect_timeout,
+            failed=f"could not {what}",
+            log=logger,
+        )
 
     async def close(self) -> None:
         for endpoint in list(self._open):
