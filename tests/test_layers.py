@@ -50,6 +50,16 @@ MEMORY_PLUMBING = {
 }
 #: The command line and the wiring that starts processors: may use any service of react_mem.
 TOP = {"react_mem.cli", "react_mem.commands", "react_mem.stack", "react_mem.demo"}
+#: The agent's plugin seam: what a memory kind's ``source`` module (the one module of its
+#: package the agent loads, by name, never by import) may use of the agent.
+AGENT_SEAM = ("react_mem.agent.sources", "react_mem.agent.items", "react_mem.agent.config")
+
+
+def plugs_into_the_agent(module: str, name: str) -> bool:
+    """``memory_services.<kind>.source`` importing the agent's plugin seam."""
+    parts = module.split(".")
+    seam = any(name == s or name.startswith(s + ".") for s in AGENT_SEAM)
+    return len(parts) == 3 and parts[0] == "memory_services" and parts[2] == "source" and seam
 
 
 def unit(module: str) -> str:
@@ -111,6 +121,8 @@ def crossings() -> list[str]:
         importer = unit(module)
         for line, name in imports(path):
             imported = unit_of_import(name)
+            if plugs_into_the_agent(module, name):
+                continue
             if imported is not None and not allowed(importer, imported):
                 found.append(f"{path.relative_to(ROOT)}:{line}: {importer} imports {name}")
     return sorted(set(found))
@@ -138,3 +150,17 @@ def test_no_import_crosses_a_layer() -> None:
 def test_the_rule_itself(importer: str, imported: str, ok: bool) -> None:
     """The checker can fail: each kind of crossing is refused, each allowed edge passes."""
     assert allowed(importer, imported) is ok
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "ok"),
+    [
+        ("memory_services.notes.source", "react_mem.agent.sources", True),
+        ("memory_services.notes.source", "react_mem.agent.items.Item", True),
+        ("memory_services.notes.source", "react_mem.agent.service", False),
+        ("memory_services.notes.service", "react_mem.agent.sources", False),
+        ("memory_services.notes.deep.source", "react_mem.agent.sources", False),
+    ],
+)
+def test_only_a_kinds_source_module_plugs_into_the_agent(module: str, name: str, ok: bool) -> None:
+    assert plugs_into_the_agent(module, name) is ok

@@ -1,6 +1,9 @@
-"""A new memory kind is one registration: a ``MemorySource`` declared here, in this file
-alone, brings its ``agent-mem`` keys (default, bounds, the closest-key hint), its client
-spec, its recall and its section of the agent's prompt. Nothing else is edited for it."""
+"""A new memory kind is one registration: a ``MemoryKind`` declared here, in this file
+alone (as its package's ``kind.py`` would, registered by one ``pyproject.toml`` line), brings
+its processor to the runtime, its queues to every generated deployment file, its forget to
+``memory forget``, and through its ``MemorySource`` its ``agent-mem`` keys (default, bounds,
+the closest-key hint), its client spec, its recall and its section of the agent's prompt.
+Nothing else is edited for it."""
 
 from __future__ import annotations
 
@@ -15,11 +18,16 @@ from react_mem.agent.items import Item, clean
 from react_mem.agent.memory import MemoryRecall
 from react_mem.agent.prompt import render_context, user_prompt
 from react_mem.agent.service import _clients
-from react_mem.agent.sources import Ask, MemorySource, register, registered, setting, unregister
-from react_mem.clients.base import Service
+from react_mem.agent.sources import Ask, MemorySource, register, registered, setting
+from react_mem.clients.base import Service, ServiceClient
+from react_mem.commands import forget, topology
 from react_mem.errors import ConfigurationError
+from react_mem.processor import kinds
 from react_mem.processor.flow import Flow
+from react_mem.processor.kinds import MemoryKind
+from react_mem.processor.runtime import resolve_processor
 from react_mem.schema.agent import MemoryRef
+from react_mem.schema.forget import Forgotten
 from react_mem.schema.scope import Scope
 from react_mem.tokens import TokenCounter
 
@@ -49,9 +57,19 @@ async def fetch_notes(ask: Ask) -> list[Item]:
     ]
 
 
+NOTE_MEMORY = Service("note-memory", NoteRequest, NoteResponse)
+
+
+class NoteClient(ServiceClient[NoteRequest, NoteResponse]):
+    service = NOTE_MEMORY
+
+    async def forget(self, user: str, *, collection: str = "") -> Forgotten:
+        raise AssertionError("not sent in these tests")
+
+
 NOTES_SOURCE = MemorySource(
     name="notes",
-    service=Service("note-memory", NoteRequest, NoteResponse),
+    service=NOTE_MEMORY,
     title="Notes:",
     share=0.3,
     fetch=fetch_notes,
@@ -84,13 +102,51 @@ class Counter(TokenCounter):
         return " ".join(text.split()[:max_tokens])
 
 
+#: The kind's one registration (its package's ``kind.py``; the processor stands in).
+NOTES_KIND = MemoryKind(
+    name="note-memory",
+    processor="react_mem.ping.service:PingProcessor",
+    position=60,
+    source=f"{__name__}:NOTES_SOURCE",
+    client=f"{__name__}:NoteClient",
+)
+
+
 @pytest.fixture
 def notes() -> Iterator[MemorySource]:
-    register(NOTES_SOURCE)
+    kinds.register(NOTES_KIND)  # what its entry point does
+    registered()  # the agent reads the sources when it starts
     try:
         yield NOTES_SOURCE
     finally:
-        unregister(NOTES_SOURCE.name)
+        kinds.unregister(NOTES_KIND.name)
+        registered()
+
+
+def test_one_registration_reaches_the_runtime_the_topology_and_forget(
+    notes: MemorySource,
+) -> None:
+    assert resolve_processor("note-memory").__name__ == "PingProcessor"
+    assert registered()[-1] is notes
+    agent = topology.node("agent-mem").topics
+    assert {"note-memory-request", "note-memory-response"} <= {t.spec for t in agent}
+    assert topology.node("note-memory").deploy is not None
+    assert "note-memory" in topology.interfaces()
+    assert forget.targets("ws", "default")["note-memory"].request == (
+        "request:tg:note-memory:ws:default"
+    )
+
+
+def test_a_registered_source_goes_with_its_kind() -> None:
+    kinds.register(NOTES_KIND)
+    assert registered()[-1] is NOTES_SOURCE
+    assert AgentMemConfig().declared("notes-top-k") == 2
+    kinds.unregister(NOTES_KIND.name)
+    assert NOTES_SOURCE not in registered()
+    with pytest.raises(ConfigurationError, match="unknown agent-mem key 'notes-top-k'"):
+        AgentMemConfig.parse({"notes-top-k": "4"})
+    with pytest.raises(ConfigurationError, match="note-memory"):
+        resolve_processor("note-memory")
 
 
 def test_its_keys_are_agent_mem_keys_once_registered(notes: MemorySource) -> None:
@@ -103,7 +159,7 @@ def test_its_keys_are_agent_mem_keys_once_registered(notes: MemorySource) -> Non
         AgentMemConfig.parse({"notes-top-k": "51"})
     assert "note-memory-request" in {spec.request for spec in _clients()}
     with pytest.raises(ConfigurationError, match="'notes' is registered"):
-        register(notes)
+        register(notes)  # a source added by hand cannot take a kind's name
 
 
 def test_unregistered_its_keys_are_unknown() -> None:

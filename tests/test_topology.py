@@ -5,11 +5,30 @@ description shows as a difference."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import pytest
 import yaml
 
 from react_mem.commands import topology
+from react_mem.processor import kinds
+from react_mem.processor.kinds import Deploy, MemoryKind, Resources
+
+NOTES = MemoryKind(
+    name="note-memory",
+    processor="memory_services.facts.service:FactMemoryProcessor",
+    position=99,
+    deploy=Deploy(concurrency=3, resources=Resources(cpu="50m")),
+    agent_client=True,
+)
+
+
+@pytest.fixture
+def notes() -> Iterator[MemoryKind]:
+    """A memory kind registered for one test: what its one entry point would do."""
+    kinds.register(NOTES)
+    yield NOTES
+    kinds.unregister(NOTES.name)
 
 
 def test_committed_files_are_what_the_description_generates() -> None:
@@ -20,26 +39,27 @@ def test_committed_files_are_what_the_description_generates() -> None:
     assert {p.name for p in files} >= {"stack.yaml", "flow-blueprint.json", "fact-memory.yaml"}
 
 
-def test_a_changed_description_is_a_difference(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def test_a_new_kind_is_a_difference(
+    notes: MemoryKind, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    extra = topology.Node("note-memory", (*topology.serves("note-memory"), topology.AUDIT))
-    monkeypatch.setattr(topology, "NODES", (*topology.NODES, extra))
     assert topology.main(["--check"]) == 1
     out = capsys.readouterr().out
-    assert "stack.yaml" in out and "flow-blueprint.json" in out
-    stack = yaml.safe_load(topology.generated()[topology.FLOWS / "stack.yaml"])
-    assert stack["default"]["processor:note-memory"]["default"]["topics"] == {
+    assert "stack.yaml" in out and "flow-blueprint.json" in out and "values.yaml" in out
+    stack = yaml.safe_load(topology.generated()[topology.FLOWS / "stack.yaml"])["default"]
+    assert stack["processor:note-memory"]["default"]["topics"] == {
         "request": "request:tg:note-memory:default:default",
         "response": "response:tg:note-memory:default:default",
         "audit": "flow:tg:memory-audit:default:default",
     }
+    agent = stack["processor:agent-mem"]["default"]["topics"]
+    assert agent["note-memory-request"] == "request:tg:note-memory:default:default"
 
 
 def test_every_wired_queue_has_a_processor_at_its_other_end() -> None:
     """A client's request queue is some processor's request queue, in stack and blueprint."""
-    served = {t.queue("w", "f") for n in topology.NODES for t in n.topics if t.spec == "request"}
-    for n in topology.NODES:
+    nodes = topology.nodes()
+    served = {t.queue("w", "f") for n in nodes for t in n.topics if t.spec == "request"}
+    for n in nodes:
         for t in n.topics:
             if t.spec.endswith("-request"):
                 assert t.queue("w", "f") in served, (n.id, t.spec)
@@ -49,14 +69,21 @@ def test_every_wired_queue_has_a_processor_at_its_other_end() -> None:
     assert agent["prompt-request"] == "request:tg:prompt-rag:{workspace}:{id}"
 
 
-def test_a_new_memory_service_reaches_the_group_compose_and_chart(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The deployment lists of memory services come from the description too."""
-    extra = topology.Node(
-        "note-memory", topology.serves("note-memory"), deploy=topology.Deploy(concurrency=3)
-    )
-    monkeypatch.setattr(topology, "NODES", (*topology.NODES, extra))
+def test_the_memory_services_are_the_installed_kinds() -> None:
+    names = [k.name for k in kinds.installed()]
+    assert names == [
+        "fact-memory",
+        "episode-memory",
+        "conversation-memory",
+        "playbook-memory",
+        "working-memory",
+    ]
+    assert [n for n, _ in topology.memory_services()] == names
+    assert set(topology.interfaces()) == {"agent", *names} - {"working-memory"}
+
+
+def test_a_new_memory_kind_reaches_the_group_compose_chart_and_alerts(notes: MemoryKind) -> None:
+    """The deployment lists of memory services come from the kinds too."""
     files = topology.generated()
     group = yaml.safe_load(files[topology.GROUP])["processors"]
     assert group[-1] == {"class": "note-memory", "params": {"id": "note-memory", "concurrency": 3}}
@@ -83,3 +110,9 @@ def test_a_new_memory_service_reaches_the_group_compose_and_chart(
         "processor:note-memory"
         in yaml.safe_load(files[topology.FLOWS / "note-memory.yaml"])["default"]
     )
+    values = yaml.safe_load(files[topology.VALUES])["processors"]
+    assert values["note-memory"]["concurrency"] == 3
+    assert values["note-memory"]["resources"]["requests"] == {"cpu": "50m", "memory": "768Mi"}
+    assert values["agent-mem"]["enabled"] is True  # the hand-kept entries stay
+    watched = "fact-memory|episode-memory|conversation-memory|playbook-memory|note-memory"
+    assert f'processor=~"{watched}"' in files[topology.ALERTS]

@@ -3,11 +3,11 @@
 A source names its service (the flow's ``<service>-request`` client), its prompt section
 (title, share of ``memory-token-budget``) and the ``agent-mem`` keys that size it, and says
 how it is asked. The agent's client specs, its recall fan-out and the memory section's
-layout all read ``registered()``: the built-in ``SOURCES``, then those added by
-``register`` or named in the ``react_mem.memory_sources`` entry-point group. A source
-declares the ``agent-mem`` keys only it reads (``keys``: name, type with bounds, default);
-the config accepts and validates them from then on. Giving the agent a new memory kind is
-its package (service, contract, client, ``MemorySource``) plus one registration.
+layout all read ``registered()``: the sources the installed memory kinds name (see
+:mod:`react_mem.processor.kinds`), then those added by ``register``. A source declares the
+``agent-mem`` keys only it reads (``keys``: name, type with bounds, default); the config
+accepts and validates them from then on. A new kind's source lives in its own package
+(``memory_services/<kind>/source.py``, the one module there that may import this seam).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Any
 
 from react_mem.agent.config import AgentMemConfig, Key, declare, undeclare
@@ -33,6 +32,7 @@ from react_mem.clients.facts import FACT_MEMORY, FactClient
 from react_mem.clients.playbook import PLAYBOOK_MEMORY, Playbook, PlaybookClient
 from react_mem.errors import ConfigurationError
 from react_mem.processor.flow import Flow
+from react_mem.processor.kinds import kinds, load
 from react_mem.schema.scope import Scope
 
 
@@ -192,17 +192,16 @@ CONVERSATIONS = MemorySource(
     needs=lambda scope: scope.conversation is not None,
 )
 
-#: Every source, in the order of their sections in the prompt.
+#: The built-in sources, in the order of their sections in the prompt (the memory kinds
+#: name theirs, so the agent reads what is installed: see ``registered``).
 SOURCES: tuple[MemorySource, ...] = (PLAYBOOK, FACTS, EPISODES, CONVERSATIONS)
-
-#: Entry-point group a memory package registers its ``MemorySource`` under.
-ENTRY_POINTS = "react_mem.memory_sources"
 _added: dict[str, MemorySource] = {}
-_loaded = False
+#: The sources beyond the built-in ones that the memory kinds name, keys declared.
+_of_kinds: dict[str, MemorySource] = {}
 
 
 def register(source: MemorySource) -> None:
-    """Add a memory source after the built-in ones, its ``agent-mem`` keys with it."""
+    """Add a memory source that no memory kind names, its ``agent-mem`` keys with it."""
     if source.name in {s.name for s in registered()}:
         raise ConfigurationError(f"a memory source named {source.name!r} is registered")
     declare(source.keys)
@@ -210,17 +209,26 @@ def register(source: MemorySource) -> None:
 
 
 def unregister(name: str) -> None:
-    """Remove an added source and its keys (the built-in ones stay)."""
+    """Remove an added source and its keys (the kinds' stay)."""
     source = _added.pop(name, None)
     if source is not None:
         undeclare(k.name for k in source.keys)
 
 
 def registered() -> tuple[MemorySource, ...]:
-    """Every source, in the order of their sections in the prompt."""
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        for point in entry_points(group=ENTRY_POINTS):
-            register(point.load())
-    return (*SOURCES, *_added.values())
+    """Every source, in the order of their sections in the prompt: the built-in ones the
+    memory kinds name, the other kinds' sources, then those added by ``register``. The
+    kinds' own keys are declared here, and undeclared when their kind is gone (the agent
+    reads this when it starts, before any config)."""
+    named = [load(k.source) for k in kinds() if k.source is not None]
+    for source in named:
+        if not isinstance(source, MemorySource):
+            raise ConfigurationError(f"{source!r} named by a memory kind is not a MemorySource")
+    others = [s for s in named if s not in SOURCES]
+    for gone in _of_kinds.keys() - {s.name for s in others}:
+        undeclare(k.name for k in _of_kinds.pop(gone).keys)
+    for source in others:
+        if source.name not in _of_kinds:
+            declare(source.keys)
+            _of_kinds[source.name] = source
+    return (*(s for s in SOURCES if s in named), *others, *_added.values())

@@ -1,8 +1,8 @@
 """``react-mem memory forget --user U [--collection C]``: forget a user everywhere.
 
-Sends ``forget`` to every memory service and the learner at once and prints one line per
-service: what it removed, or why it could not. Dead letters are not reached (see
-:data:`DEAD_LETTERS`).
+Sends ``forget`` to every memory service that holds a user's data (each memory kind that
+names a ``client``) and the learner at once and prints one line per service: what it
+removed, or why it could not. Dead letters are not reached (see :data:`DEAD_LETTERS`).
 """
 
 from __future__ import annotations
@@ -14,33 +14,43 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
-from react_mem.clients.conversations import ConversationClient
-from react_mem.clients.episodes import EpisodeClient
-from react_mem.clients.facts import FactClient
+from react_mem.clients.base import Requester, Service
 from react_mem.clients.forget import LearnerForgetClient
-from react_mem.clients.playbook import PlaybookClient
 from react_mem.commands.common import BusArgs, ServiceQueues, Subparsers, flow_args
 from react_mem.commands.progress import Progress
-from react_mem.errors import ServiceError, ServiceTimeout
+from react_mem.errors import ConfigurationError, ServiceError, ServiceTimeout
+from react_mem.processor.kinds import kinds, load
 from react_mem.schema.forget import MEMORY_FORGET, Forgotten
 
 LEARNER = "memory-learner"
-#: Who holds a user's memory, in report order: the memory services, then the learner.
-Forgetter = (
-    type[FactClient]
-    | type[EpisodeClient]
-    | type[ConversationClient]
-    | type[PlaybookClient]
-    | type[LearnerForgetClient]
-)
-CLIENTS: dict[str, Forgetter] = {
-    c.service.name: c for c in (FactClient, EpisodeClient, ConversationClient, PlaybookClient)
-} | {LEARNER: LearnerForgetClient}
-SERVICES = tuple(name for name in CLIENTS if name != LEARNER)
+
+
+class Forgetting(Protocol):
+    async def forget(self, user: str, *, collection: str = "") -> Forgotten: ...
+
+
+class Forgetter(Protocol):
+    """A typed client class with a ``forget`` operation."""
+
+    service: Service[Any, Any]
+
+    def __call__(self, rpc: Requester[Any, Any], *, timeout: float | None = None) -> Forgetting: ...
+
+
+def clients() -> dict[str, Forgetter]:
+    """Who holds a user's memory, in report order: the memory services, then the learner."""
+    found: dict[str, Forgetter] = {}
+    for kind in kinds():
+        if kind.client is not None:
+            cls = load(kind.client)
+            if not callable(getattr(cls, "forget", None)):
+                raise ConfigurationError(f"{kind.client} (of {kind.name}) has no forget")
+            found[kind.name] = cls
+    return found | {LEARNER: LearnerForgetClient}
 #: Dead-letter queues are persistent topics that pulsar-lite can neither list nor trim.
 DEAD_LETTERS = (
     "not reached: dead-letter queues (flow:tg:dlq--...) keep failed messages, a user's "
@@ -68,7 +78,7 @@ class Report:
 def targets(workspace: str, flow: str) -> dict[str, ServiceQueues]:
     """Every forget destination of a flow: the services' request queues and the learner's
     persistent ``flow:tg:memory-forget`` queue."""
-    found = {s: ServiceQueues.of(s, workspace, flow) for s in SERVICES}
+    found = {s: ServiceQueues.of(s, workspace, flow) for s in clients() if s != LEARNER}
     tail = f"{MEMORY_FORGET}:{workspace}:{flow}"
     found[LEARNER] = ServiceQueues(f"flow:tg:{tail}", f"response:tg:{tail}")
     return found
@@ -108,7 +118,7 @@ async def _one(
     collection: str,
     timeout: float,
 ) -> Report:
-    kind = CLIENTS[name]
+    kind = clients()[name]
     rpc: RequestResponseClient[Any, Any] = RequestResponseClient(
         transport,
         queues.request,

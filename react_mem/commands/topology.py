@@ -14,23 +14,27 @@ writes the topology parts of
   their marker lines), their service blocks in ``docker-compose.yml`` and their names in
   ``deploy/prometheus/prometheus.yml`` (between marker lines): the other processors'
   entries there carry settings of their own and are kept by hand,
-- the processor names ``helm/react-mem/values.schema.json`` accepts (each processor's
-  values, with its resources, stay by hand in ``values.yaml``),
+- the processor names ``helm/react-mem/values.schema.json`` accepts, and the memory
+  services' values (with their resources) in ``values.yaml`` (between marker lines),
+- the memory services the Qdrant-latency alert of ``deploy/prometheus/alerts.yml`` watches,
 
 and ``--check`` fails when a committed file differs (``tests/test_topology.py`` runs it).
-A new memory service is one ``Node`` here (with its ``Deploy``), plus its client in the
-nodes that call it.
+The memory services come from their kinds (:mod:`react_mem.processor.kinds`): a new one is
+declared in its own package and registered in ``pyproject.toml``, not here.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from react_mem.processor.kinds import Deploy, MemoryKind, kinds
 
 QueueClass = Literal["request", "response", "flow"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,6 +46,10 @@ MEMORY_GROUP = ROOT / "config" / "groups" / "memory.yaml"
 COMPOSE = ROOT / "docker-compose.yml"
 PROMETHEUS = ROOT / "deploy" / "prometheus" / "prometheus.yml"
 SCHEMA = ROOT / "helm" / "react-mem" / "values.schema.json"
+VALUES = ROOT / "helm" / "react-mem" / "values.yaml"
+ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
+#: The Qdrant-latency alert's selector of the memory services that keep vectors there.
+ALERT_SELECTOR = re.compile(r'(tg_consumer_request_duration_seconds_bucket\{processor=~")[^"]*(")')
 SCHEMA_PROCESSORS = """    "processors": {
       "type": "object",
       "additionalProperties": false,
@@ -95,20 +103,6 @@ def flow(spec: str, topic: str, *, when: str | None = None) -> Topic:
 
 
 @dataclass(frozen=True)
-class Deploy:
-    """How a memory service is deployed (its group-file entry, its compose service)."""
-
-    #: Its ``concurrency`` in the group file (compose takes ``MEMORY_CONCURRENCY``).
-    concurrency: int = 4
-    #: Keeps its vectors in the Qdrant server in compose and the chart (so it can scale).
-    qdrant: bool = True
-    #: Further group-file params, as written there (``key: value, ...``).
-    params: str = ""
-    #: Comment lines above its group-file entry.
-    note: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class Node:
     """One processor of the stack."""
 
@@ -127,75 +121,75 @@ class Node:
 AUDIT = flow("audit", "memory-audit")
 TRAJECTORY = flow("trajectory", "agent-trajectory")
 
-#: The stack, in the order of ``config/flows/stack.yaml``.
-NODES: tuple[Node, ...] = (
-    Node(
+AGENT_TRUSTGRAPH = (
+    *client("prompt", "prompt-rag"),
+    *client("graph-rag"),
+    *client("mcp-tool"),
+    *client("structured-query"),
+    *client("embeddings"),
+    *client("row-embeddings-query"),
+    *client("librarian"),
+)
+LEARNER = Node(
+    "memory-learner",
+    (
+        TRAJECTORY,
+        flow("conversation-ended", "conversation-ended"),
+        AUDIT,
+        flow("feedback", "agent-feedback", when="playbook-memory"),
+        flow("memory-forget", "memory-forget"),
+        Topic("memory-forget-response", "response", "memory-forget"),
+        *client("playbook-memory", optional=True),
+        *client("text-completion"),
+        *client("fact-memory"),
+        *client("episode-memory"),
+        *client("conversation-memory"),
+    ),
+)
+TEXT_COMPLETION = Node("text-completion", serves("text-completion"), blueprint=False)
+
+
+def agent(memory: Sequence[MemoryKind]) -> Node:
+    """The agent, with an optional client of each memory service it calls."""
+    return Node(
         "agent-mem",
         (
             *serves("agent", next_=True),
             *client("text-completion"),
-            *client("fact-memory", optional=True),
-            *client("episode-memory", optional=True),
-            *client("conversation-memory", optional=True),
-            *client("working-memory", optional=True),
-            *client("playbook-memory", optional=True),
+            *(t for k in memory if k.called_by_agent for t in client(k.name, optional=True)),
             flow("trajectory", "agent-trajectory", when="memory-learner"),
         ),
-        trustgraph=(
-            *client("prompt", "prompt-rag"),
-            *client("graph-rag"),
-            *client("mcp-tool"),
-            *client("structured-query"),
-            *client("embeddings"),
-            *client("row-embeddings-query"),
-            *client("librarian"),
-        ),
+        trustgraph=AGENT_TRUSTGRAPH,
         trustgraph_flows=(flow("explainability", "explainability"),),
-    ),
-    Node(
-        "memory-learner",
-        (
-            TRAJECTORY,
-            flow("conversation-ended", "conversation-ended"),
-            AUDIT,
-            flow("feedback", "agent-feedback", when="playbook-memory"),
-            flow("memory-forget", "memory-forget"),
-            Topic("memory-forget-response", "response", "memory-forget"),
-            *client("playbook-memory", optional=True),
-            *client("text-completion"),
-            *client("fact-memory"),
-            *client("episode-memory"),
-            *client("conversation-memory"),
-        ),
-    ),
-    Node("text-completion", serves("text-completion"), blueprint=False),
-    Node("fact-memory", (*serves("fact-memory"), AUDIT), deploy=Deploy()),
-    Node("episode-memory", (*serves("episode-memory"), AUDIT), deploy=Deploy()),
-    Node(
-        "conversation-memory",
-        (*serves("conversation-memory"), AUDIT, flow("ended", "conversation-ended")),
-        deploy=Deploy(),
-    ),
-    Node(
-        "playbook-memory",
-        (*serves("playbook-memory"), AUDIT),
-        deploy=Deploy(
-            params="seed_bullets: ../playbook/seed.yaml, reinforcement_gain: 0.25",
-            note=(
-                "reinforcement_gain: helpful marks raise a bullet's strength (react-mem's addition; with",  # noqa: E501
-                "the seeds' fixed strength, pruning by decay is pruning by recency: benchmarks/playbook.py).",  # noqa: E501
-            ),
-        ),
-    ),
-    Node(
-        "working-memory",
-        (*serves("working-memory"), *client("text-completion")),
-        deploy=Deploy(concurrency=2, qdrant=False),
-    ),
-)
+    )
 
-#: What a TrustGraph client may call directly: served services and announced flows.
-INTERFACES = ("agent", "fact-memory", "episode-memory", "conversation-memory", "playbook-memory")
+
+def memory_node(kind: MemoryKind) -> Node:
+    """A memory service's processor, from its kind."""
+    return Node(
+        kind.name,
+        (
+            *serves(kind.name),
+            *((AUDIT,) if kind.audit else ()),
+            *(flow(spec, topic) for spec, topic in kind.flows),
+            *(t for service in kind.calls for t in client(service)),
+        ),
+        deploy=kind.deploy,
+    )
+
+
+def nodes() -> tuple[Node, ...]:
+    """The stack, in the order of ``config/flows/stack.yaml``: the agent, the learner, the
+    text completion, then every registered memory kind."""
+    memory = kinds()
+    return (agent(memory), LEARNER, TEXT_COMPLETION, *(memory_node(k) for k in memory))
+
+
+def interfaces() -> tuple[str, ...]:
+    """What a TrustGraph client may call directly: the agent and the memory services."""
+    return ("agent", *(k.name for k in kinds() if k.interface))
+
+
 FLOW_INTERFACES = ("agent-feedback", "memory-audit")
 BLUEPRINT_HEAD = {
     "description": (
@@ -208,7 +202,7 @@ BLUEPRINT_HEAD = {
 
 
 def node(node_id: str) -> Node:
-    return next(n for n in NODES if n.id == node_id)
+    return next(n for n in nodes() if n.id == node_id)
 
 
 def topics(n: Node, workspace: str, flow_name: str, *, trustgraph: bool = False) -> dict[str, str]:
@@ -232,22 +226,20 @@ def flow_yaml(nodes: Sequence[Node], workspace: str = "default", flow_name: str 
 
 
 def blueprint() -> dict[str, Any]:
-    interfaces: dict[str, dict[str, str]] = {
+    served: dict[str, dict[str, str]] = {
         name: {
             "request": f"request:tg:{name}:{{workspace}}:{{id}}",
             "response": f"response:tg:{name}:{{workspace}}:{{id}}",
         }
-        for name in INTERFACES
+        for name in interfaces()
     }
-    interfaces |= {
-        name: {"flow": f"flow:tg:{name}:{{workspace}}:{{id}}"} for name in FLOW_INTERFACES
-    }
+    served |= {name: {"flow": f"flow:tg:{name}:{{workspace}}:{{id}}"} for name in FLOW_INTERFACES}
     entries = {
         f"{n.id}:{{id}}": {"topics": topics(n, "{workspace}", "{id}", trustgraph=True)}
-        for n in NODES
+        for n in nodes()
         if n.blueprint
     }
-    return {**BLUEPRINT_HEAD, "interfaces": interfaces, "blueprint": {}, "flow": entries}
+    return {**BLUEPRINT_HEAD, "interfaces": served, "blueprint": {}, "flow": entries}
 
 
 HELM_HEAD = """{{/*
@@ -293,7 +285,7 @@ HELM_STORES = """
 def helm_flows() -> str:
     """The chart's flow-file template: each enabled processor's topics per flow."""
     lines = []
-    for n in NODES:
+    for n in nodes():
         lines += [f'{{{{- if hasKey $on "{n.id}" -}}}}', "{{- $t := dict -}}"]
         for t in n.topics:
             queue = f'(printf "{t.cls}:tg:{t.name}:%s" $s)'
@@ -308,7 +300,7 @@ def helm_flows() -> str:
 
 
 def memory_services() -> list[tuple[str, Deploy]]:
-    return [(n.id, n.deploy) for n in NODES if n.deploy is not None]
+    return [(k.name, k.deploy) for k in kinds()]
 
 
 def group_entries(*, own_flows: bool = False) -> str:
@@ -343,6 +335,30 @@ def compose_services() -> str:
     return "\n".join(blocks)
 
 
+def values_entries() -> str:
+    """The memory services' entries under ``processors:`` in the chart's ``values.yaml``."""
+    blocks = []
+    for name, d in memory_services():
+        r = d.resources
+        blocks.append(
+            f"  {name}:\n    enabled: true\n    id: {name}\n    replicas: 1\n"
+            f"    concurrency: {d.concurrency}\n    settings: {{}}\n    extraEnv: []\n"
+            f"    resources:\n      requests: {{cpu: {r.cpu}, memory: {r.memory}}}\n"
+            f"      limits: {{memory: {r.memory_limit}}}\n"
+        )
+    return "\n".join(blocks)
+
+
+def _alerts() -> str:
+    """The alerts with the Qdrant-latency alert watching every Qdrant-backed service."""
+    text = ALERTS.read_text(encoding="utf-8")
+    watched = "|".join(name for name, d in memory_services() if d.qdrant)
+    new, found = ALERT_SELECTOR.subn(lambda m: m[1] + watched + m[2], text)
+    if found != 1:
+        raise SystemExit(f"{ALERTS}: expected one {ALERT_SELECTOR.pattern!r}, found {found}")
+    return new
+
+
 def _between(path: Path, begin: str, end: str, content: str) -> str:
     """``path`` with what lies between its ``begin`` and ``end`` lines replaced."""
     text = path.read_text(encoding="utf-8")
@@ -361,7 +377,7 @@ def _schema() -> str:
     _, found_end, tail = rest.partition("\n      }\n")
     if not (found and found_end):
         raise SystemExit(f"{SCHEMA}: no processors.properties object in its expected shape")
-    names = [n.id for n in NODES] + ["config-service"]
+    names = [n.id for n in nodes()] + ["config-service"]
     ref = '{"$ref": "#/definitions/processor"}'
     body = ",\n".join(f'        "{name}": {ref}' for name in names)
     return head + found + body + found_end + tail
@@ -386,13 +402,15 @@ def _comments(lines: list[str]) -> int:
 def generated() -> dict[Path, str]:
     """Every generated file and its content."""
     files = {
-        FLOWS / "stack.yaml": _header(FLOWS / "stack.yaml", MARKER) + flow_yaml(NODES),
+        FLOWS / "stack.yaml": _header(FLOWS / "stack.yaml", MARKER) + flow_yaml(nodes()),
         BLUEPRINT: json.dumps(blueprint(), indent=2, ensure_ascii=False) + "\n",
         HELM_FLOWS: helm_flows(),
         GROUP: _header(GROUP, SERVICES_MARKER) + group_entries(),
         MEMORY_GROUP: _header(MEMORY_GROUP, SERVICES_MARKER) + group_entries(own_flows=True),
         COMPOSE: _between(COMPOSE, SERVICES_MARKER, SERVICES_END, compose_services()),
         SCHEMA: _schema(),
+        VALUES: _between(VALUES, SERVICES_MARKER, SERVICES_END, values_entries()),
+        ALERTS: _alerts(),
         PROMETHEUS: _between(
             PROMETHEUS,
             "          " + SERVICES_MARKER.lstrip(),
@@ -400,7 +418,7 @@ def generated() -> dict[Path, str]:
             "".join(f"          - {name}\n" for name, _ in memory_services()),
         ),
     }
-    for n in NODES:
+    for n in nodes():
         path = FLOWS / f"{n.id}.yaml"
         if path.exists():
             files[path] = _header(path, None) + "default:\n" + flow_yaml([n])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib
 import logging
 import signal
@@ -11,7 +12,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import entry_points
 from typing import Any
 
 from prometheus_client import start_http_server
@@ -21,6 +22,7 @@ from react_mem.bus.transport import Transport
 from react_mem.errors import ConfigurationError
 from react_mem.ownership import DirectoryInUse
 from react_mem.processor.base import Processor
+from react_mem.processor.kinds import kinds, load
 from react_mem.processor.settings import BusSettings, ProcessorSettings
 
 logger = logging.getLogger(__name__)
@@ -32,9 +34,15 @@ RESTART_DELAY = 4.0
 ENTRY_POINT_GROUP = "react_mem.processors"
 
 
-def registered_processors() -> dict[str, EntryPoint]:
-    """Short name -> entry point, for every processor the installed packages register."""
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+def registered_processors() -> dict[str, Callable[[], Any]]:
+    """Short name -> its class's loader, for every processor the installed packages register
+    (memory services' through their :class:`~react_mem.processor.kinds.MemoryKind`)."""
+    found: dict[str, Callable[[], Any]] = {
+        ep.name: ep.load for ep in entry_points(group=ENTRY_POINT_GROUP)
+    }
+    for kind in kinds():
+        found[kind.name] = functools.partial(load, kind.processor)
+    return found
 
 
 def resolve_processor(name: str) -> type[Processor]:
@@ -42,7 +50,7 @@ def resolve_processor(name: str) -> type[Processor]:
     registered = registered_processors()
     try:
         if name in registered:
-            cls = registered[name].load()
+            cls = registered[name]()
         else:
             module_name, _, class_name = name.rpartition(".")
             if not module_name:

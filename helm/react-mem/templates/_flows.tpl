@@ -31,10 +31,10 @@ Generated from react_mem/commands/topology.py (`--write`): edit that, not this f
 {{- if hasKey $on "episode-memory" }}{{ $_ := set $t "episode-memory-response" (printf "response:tg:episode-memory:%s" $s) }}{{ end -}}
 {{- if hasKey $on "conversation-memory" }}{{ $_ := set $t "conversation-memory-request" (printf "request:tg:conversation-memory:%s" $s) }}{{ end -}}
 {{- if hasKey $on "conversation-memory" }}{{ $_ := set $t "conversation-memory-response" (printf "response:tg:conversation-memory:%s" $s) }}{{ end -}}
-{{- if hasKey $on "working-memory" }}{{ $_ := set $t "working-memory-request" (printf "request:tg:working-memory:%s" $s) }}{{ end -}}
-{{- if hasKey $on "working-memory" }}{{ $_ := set $t "working-memory-response" (printf "response:tg:working-memory:%s" $s) }}{{ end -}}
 {{- if hasKey $on "playbook-memory" }}{{ $_ := set $t "playbook-memory-request" (printf "request:tg:playbook-memory:%s" $s) }}{{ end -}}
 {{- if hasKey $on "playbook-memory" }}{{ $_ := set $t "playbook-memory-response" (printf "response:tg:playbook-memory:%s" $s) }}{{ end -}}
+{{- if hasKey $on "working-memory" }}{{ $_ := set $t "working-memory-request" (printf "request:tg:working-memory:%s" $s) }}{{ end -}}
+{{- if hasKey $on "working-memory" }}{{ $_ := set $t "working-memory-response" (printf "response:tg:working-memory:%s" $s) }}{{ end -}}
 {{- if hasKey $on "memory-learner" }}{{ $_ := set $t "trajectory" (printf "flow:tg:agent-trajectory:%s" $s) }}{{ end -}}
 {{- $_ := set $topics "agent-mem" $t -}}
 {{- end -}}
