@@ -63,3 +63,16 @@ def _quota_refusals(registry: CollectorRegistry) -> Counter:
 
 #: ``tg_memory_quota_refusals_total{processor, kind, quota}``.
 quota_refusals = per_registry(_quota_refusals)
+
+
+def _partition_passed(registry: CollectorRegistry) -> Counter:
+    return Counter(
+        "tg_memory_partition_passed_total",
+        "Requests a partitioned replica settled unanswered: their owner is another's",
+        ["processor"],
+        registry=registry,
+    )
+
+
+#: ``tg_memory_partition_passed_total{processor}``.
+partition_passed = per_registry(_partition_passed)

@@ -24,7 +24,8 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
-from memory_services.metrics import index_duration, memory_items
+from memory_services.metrics import index_duration, memory_items, partition_passed
+from memory_services.partition import Partition
 from memory_services.pii.guard import CONFIG_TYPE as PII_CONFIG_TYPE
 from memory_services.pii.guard import PiiGuard
 from memory_services.runtime import MemorySettings, make_store
@@ -36,6 +37,7 @@ from react_mem.errors import BadRequest, ConfigurationError
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
+from react_mem.processor.specs import Handler
 from react_mem.retention import CONFIG_TYPE as RETENTION_CONFIG_TYPE
 from react_mem.retention import WorkspaceRetention
 
@@ -92,6 +94,24 @@ class MemoryProcessor(Processor, Generic[SettingsT]):
         #: Screens what the service is asked to store for PII and secrets.
         self.pii = PiiGuard(self.id, self.settings.pii(), registry)
         self.register_config_handler([PII_CONFIG_TYPE], self.pii.on_config)
+        #: The owners this replica serves (all, unless it is one of partitioned replicas).
+        self.partition = Partition.parse(self.settings.partition)
+        self._passed = partition_passed(registry).labels(processor=self.id)
+
+    def admitted(self, handler: Handler) -> Handler:
+        """A partitioned replica passes on the requests of owners it does not serve:
+        settled, unanswered and unaudited (the owner's replica answers them)."""
+        if self.partition.whole:
+            return handler
+        partition, passed = self.partition, self._passed
+
+        async def owned(message: Any, ctx: MessageContext) -> None:
+            if partition.owns(ctx.flow.workspace, getattr(message, "user", None)):
+                await handler(message, ctx)
+            else:
+                passed.inc()
+
+        return owned
 
     def retention(self, key: str, default_days: float | None) -> WorkspaceRetention:
         """A retention period with this service's default, which a workspace's agent-mem

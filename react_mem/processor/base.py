@@ -94,6 +94,7 @@ class Processor:
                 handler, processor=self.id, operations=self.audited_operations, clock=self._now
             )
             self._declare_audit()
+        handler = self.admitted(handler)
         self.register_specification(
             ConsumerSpec(
                 name="request",
@@ -104,6 +105,11 @@ class Processor:
             )
         )
         self.register_specification(ProducerSpec(name="response", schema=response))
+
+    def admitted(self, handler: Handler) -> Handler:
+        """``handler`` behind what decides whether this processor handles a request at
+        all (outside its audit); a subclass may pass some on (partitioned replicas)."""
+        return handler
 
     def audited_consumer(self, handler: Handler, operation: str) -> Handler:
         """``handler`` for a consumer whose every message performs ``operation``, audited
