@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue, dead_letter_queue
 from react_mem.bus.rpc import RequestResponseClient
+from react_mem.bus.transport import Consumer, Producer, Transport
 from react_mem.errors import BadRequest, RequestTimeout
 from react_mem.ping.service import PingProcessor
 from react_mem.processor.context import MessageContext
@@ -197,6 +198,55 @@ async def test_message_that_always_fails_is_dead_lettered_after_the_limit(
         )
         == 1
     )
+
+
+class SlowFirstDeadLetters:
+    """The transport, with the first dead-letter producer slow to open (a RabbitMQ one takes
+    several round trips: declare, bind the holding queue), counting those opened."""
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+        self.dead_letter_producers = 0
+
+    async def connect(self) -> None:
+        await self.inner.connect()
+
+    async def producer(self, queue: Queue) -> Producer:
+        if queue.topic.startswith("dlq--"):
+            self.dead_letter_producers += 1
+            if self.dead_letter_producers == 1:
+                await asyncio.sleep(0.5)
+        return await self.inner.producer(queue)
+
+    async def consumer(
+        self, queue: Queue, subscription: str, *, from_earliest: bool = False
+    ) -> Consumer:
+        return await self.inner.consumer(queue, subscription, from_earliest=from_earliest)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+async def test_concurrent_dead_letters_share_one_producer_and_keep_their_order(
+    transport: Transport, registry: CollectorRegistry, tmp_path: Path, unique: str
+) -> None:
+    slow = SlowFirstDeadLetters(transport)
+    processor = await start_recording(slow, registry, tmp_path, unique)  # type: ignore[arg-type]
+    queue = Queue.parse(f"flow:tg:in-{unique}")
+    subscription = f"{processor.id}--default--f1--input"
+    dlq = await transport.consumer(dead_letter_queue(queue, subscription), "t", from_earliest=True)
+    producer = await transport.producer(queue)
+    bad = [f"{{not json {n}".encode() for n in range(4)]
+    try:
+        for data in bad:  # four handlers (concurrency 4) fail at once
+            await producer.send(data, {})
+        dead = [await asyncio.wait_for(dlq.receive(), 10) for _ in bad]
+        assert [d.data for d in dead] == bad
+        assert slow.dead_letter_producers == 1
+    finally:
+        await processor.stop()
+        for endpoint in (dlq, producer):
+            await endpoint.close()
 
 
 async def test_request_queue_failures_are_retried_in_process(

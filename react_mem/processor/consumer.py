@@ -65,6 +65,10 @@ class ConsumerRunner:
         self._metrics = metrics
         self._consumer: Consumer | None = None
         self._dlq: Producer | None = None
+        #: One dead-letter producer per runner, and dead letters sent in the order their
+        #: handlers failed (concurrent handlers would each open one, and the later-made
+        #: producer could send first).
+        self._dlq_lock = asyncio.Lock()
         self._loop_task: asyncio.Task[None] | None = None
         self._handlers: set[asyncio.Task[None]] = set()
 
@@ -201,10 +205,6 @@ class ConsumerRunner:
         return "answered"
 
     async def _dead_letter(self, delivery: Delivery, reason: str, error: str) -> None:
-        if self._dlq is None:
-            self._dlq = await self._transport.producer(
-                dead_letter_queue(self.queue, self.subscription)
-            )
         properties = delivery.properties | {
             "dlq-reason": reason,
             "dlq-error": error[:1000].encode("utf-8", "backslashreplace").decode("utf-8"),
@@ -212,7 +212,12 @@ class ConsumerRunner:
             "dlq-subscription": self.subscription,
             "dlq-attempts": str(delivery.redelivery_count + 1),
         }
-        await self._dlq.send(delivery.data, properties)
+        async with self._dlq_lock:
+            if self._dlq is None:
+                self._dlq = await self._transport.producer(
+                    dead_letter_queue(self.queue, self.subscription)
+                )
+            await self._dlq.send(delivery.data, properties)
         self._metrics.dead_lettered(reason)
 
     async def _reply_error(self, delivery: Delivery, kind: str, message: str) -> None:
