@@ -144,19 +144,30 @@ class Processes:
         self.running: list[subprocess.Popen[bytes]] = []
 
     def start(
-        self, processor: str, pid: str, flows: Path, concurrency: int
+        self,
+        processor: str,
+        pid: str,
+        flows: Path,
+        concurrency: int,
+        *,
+        env: dict[str, str] | None = None,
+        state: str | None = None,
     ) -> subprocess.Popen[bytes]:
-        state = self.base / f"state-{len(self.running)}"
+        """``env``: more environment (settings as ``REACT_MEM_*``); ``state``: the state
+        directory's name (default: one per process started)."""
+        state_dir = self.base / (state or f"state-{len(self.running)}")
         proc = subprocess.Popen(
             [
                 sys.executable, "-m", "react_mem.cli", "run", processor,
                 "--id", pid, "--flows", str(flows), "--concurrency", str(concurrency),
                 "--pubsub-backend", "rabbitmq", "--rabbitmq-host", "127.0.0.1",
                 "--rabbitmq-port", str(self.node.port), "--no-metrics",
-                "--state-dir", str(state), "--log-level", "ERROR",
+                "--state-dir", str(state_dir), "--log-level", "ERROR",
             ],
             cwd=REPO,
-            env=os.environ | {"REACT_MEM_MEMORY_STATE_KEY": self.key, "OMP_NUM_THREADS": "1"},
+            env=os.environ
+            | {"REACT_MEM_MEMORY_STATE_KEY": self.key, "OMP_NUM_THREADS": "1"}
+            | (env or {}),
             stdout=subprocess.DEVNULL,
             stderr=(self.base / f"proc-{len(self.running)}.log").open("wb"),
         )  # fmt: skip
