@@ -8,7 +8,10 @@ is not read. The first expression found wins.
 
 Records are dated when the thing happened or was told (a conversation turn's time, a
 fact's ``valid_at``); one is often told of a little after it happened, so :func:`span`
-widens a range by ``after`` seconds past its end.
+widens a range by ``after`` seconds past its end. A question that asks when (:func:`asks_when`:
+"when did ...", "how long ...", "what year ...") names no range, but is answered by a record
+that tells a time relative to its own (:func:`tells_time`: "yesterday", "last week", "on
+Friday"), so a search may boost those.
 """
 
 from __future__ import annotations
@@ -100,3 +103,30 @@ def span(text: str, now: float, *, after: float = 0.0) -> tuple[float, float] | 
     """:func:`parse`, the end widened by ``after`` seconds."""
     found = parse(text, now)
     return None if found is None else (found[0], found[1] + after)
+
+
+_TELLS = re.compile(
+    r"\b(?:yesterday|today|tonight|tomorrow|ago|recently|lately|weekend"
+    r"|(?:last|next|this|past)\s+(?:week|month|year|summer|winter|spring|fall|autumn|night|time)"
+    r"|" + "|".join(calendar.day_name) + r")s?\b",
+    re.I,
+)
+_ASKS = re.compile(
+    r"^\W*when\b|\bhow long\b|\b(?:what|which)\s+(?:year|month|week|day|date|time)\b"
+    r"|\bhow many\s+(?:days|weeks|months|years)\b",
+    re.I,
+)
+
+
+def tells_time(text: str) -> bool:
+    """Whether ``text`` places what it says in time relative to when it was said
+    ("yesterday", "last week", "3 days ago", "recently", "on Friday"): with the record's date,
+    that answers "when". Absolute dates are left out: a question's words or its named time
+    find those, and a record stamped with its date would always count."""
+    return _TELLS.search(text) is not None
+
+
+def asks_when(question: str) -> bool:
+    """Whether ``question`` asks for a time ("When did ...", "How long ...", "What year ...",
+    "How many weeks ..."): records that tell one are likelier answers."""
+    return _ASKS.search(question) is not None

@@ -72,3 +72,26 @@ async def test_a_facts_context_finds_it_by_words_and_is_never_returned(facts: Fa
     found = (await facts.ok("retrieve", query="What happened to invoice QX-77?", top_k=1)).facts
     assert [f.id for f in found] == [paid]
     assert "QX-77" not in found[0].model_dump_json()  # the context stays inside the store
+
+
+async def test_a_question_asking_when_ranks_a_fact_that_tells_a_time_first(
+    facts: FactService,
+) -> None:
+    stored = await facts.ok(
+        "store",
+        facts=[
+            FactInput(content="Maria loves hiking in the hills; hiking is her favourite hobby"),
+            FactInput(content="Maria went on a hike with friends last weekend"),
+            FactInput(content="Maria baked bread for the shelter"),
+        ],
+    )
+    loves, went, _ = [s.id for s in stored.stored]
+    ask = "When did Maria go hiking in the hills?"
+    off = RetrievalOptions(time_boost=False)
+    plain = (await facts.ok("retrieve", query=ask, top_k=2, retrieval=off)).facts
+    assert [f.id for f in plain] == [loves, went]  # words alone favour the hobby
+    found = (await facts.ok("retrieve", query=ask, top_k=2)).facts
+    assert [f.id for f in found] == [went, loves]
+    ask = "Where does Maria like hiking?"  # asks no time: the words decide
+    found = (await facts.ok("retrieve", query=ask, top_k=1)).facts
+    assert [f.id for f in found] == [loves]

@@ -39,3 +39,29 @@ def test_no_time_or_no_year_names_no_range() -> None:
     assert when.parse("about 2 weeks ago", NOW) is not None
     start, end = when.span("in 2022", NOW, after=when.DAY)  # type: ignore[misc]
     assert end - start == 366 * when.DAY
+
+
+def test_a_record_tells_a_time_relative_to_its_own() -> None:
+    for text in [
+        "I went to a support group yesterday",
+        "We had a blast last year at the Pride fest",
+        "Started running three weeks ago",
+        "See you on Friday!",
+        "I've been painting a lot recently",
+    ]:
+        assert when.tells_time(text), text
+    for text in ["I may go", "Caroline (1:56 pm on 8 May, 2023): It was great", "Nice time!"]:
+        assert not when.tells_time(text), text
+
+
+def test_a_question_asks_when() -> None:
+    for question in [
+        "When did Caroline go to the support group?",
+        "How long has Melanie been practising art?",
+        "What year did John start surfing?",
+        "Which month was John in Italy?",
+        "How many weeks passed between the two adoptions?",
+    ]:
+        assert when.asks_when(question), question
+    for question in ["What is Carol's pet?", "Where did she go when it rained?"]:
+        assert not when.asks_when(question), question

@@ -242,7 +242,8 @@ class FactMemory:
         comes as ``vector``), ranked as ``retrieval`` says (hybrid by default; by ``vector``
         alone: dense), best first; each one's ``last_accessed`` and ``access_count`` are
         updated. With ``time_boost``, a hybrid search ranks the facts whose ``valid_at``
-        falls in a time the query names higher (see :mod:`memory_services.when`)."""
+        falls in a time the query names higher, or, when it asks when ("when did ..."),
+        the facts that tell a time (see :mod:`memory_services.when`)."""
         ctx = self.ctx
         if query is None and vector is None:
             raise BadRequest("retrieve needs 'query' or 'vector' (or both)")
@@ -259,6 +260,8 @@ class FactMemory:
         boost: list[Condition] = []
         if query is not None and time_boost and (named := when.span(query, now, after=TOLD)):
             boost = [Condition("valid_at", gte=named[0], lt=named[1])]
+        elif query is not None and time_boost and when.asks_when(query):
+            boost = [Condition("tells_time", equals=True)]  # "when did ...": facts telling one
         hits = await ctx.search(
             scope,
             probe,

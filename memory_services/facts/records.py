@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from memory_services import when
 from memory_services.store.base import Condition, FieldType, Scope
 from react_mem.schema.facts import Fact
 
@@ -24,7 +25,12 @@ FACT_NAMESPACE = uuid.UUID("6f1c1f0e-5b7a-4d0e-9a43-3f7f1e2a9c10")
 #: ``expires_at`` stored for facts that never expire, so "unexpired" is one range condition.
 NEVER = 32503680000.0  # 3000-01-01T00:00:00Z
 #: Payload indexes besides the scope keys.
-INDEXES = {"current": FieldType.BOOL, "expires_at": FieldType.FLOAT, "valid_at": FieldType.FLOAT}
+INDEXES = {
+    "current": FieldType.BOOL,
+    "expires_at": FieldType.FLOAT,
+    "valid_at": FieldType.FLOAT,
+    "tells_time": FieldType.BOOL,
+}
 
 #: Other wordings a fact keeps (``aliases``): the merge guard lets only restatements in other
 #: case, punctuation, inflection or filler merge, so a few show every way it was put.
@@ -117,6 +123,8 @@ def new_payload(
         "superseded_by": None,
         "current": True,
         "metadata": dict(metadata),
+        # Says when something happened ("last week", "in 2022"): boosted for "when" questions.
+        "tells_time": when.tells_time(content),
         # Redelivery guard: the request that created / last reinforced this record.
         "origin_request": request_id,
         "last_request": request_id,
