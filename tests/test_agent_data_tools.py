@@ -83,7 +83,6 @@ def pair(name: str, unique: str) -> dict[str, str]:
     return {"request": f"request:tg:{tail}", "response": f"response:tg:{tail}"}
 
 
-@pytest.mark.pulsar_only(reason="TrustGraph's own services run on its Pulsar backend")
 async def test_structured_row_embeddings_and_tool_service_tools(
     broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str
 ) -> None:
@@ -151,7 +150,7 @@ async def test_structured_row_embeddings_and_tool_service_tools(
             agent_topics=topics,
             config={"tool-service": {"weather-svc": service}},
         ) as stack,
-        trustgraph_backend(broker.url) as backend,
+        trustgraph_backend(broker.url, transport) as backend,
         trustgraph_agent(backend, stack.topics["agent"]) as agent,
     ):
         assert set(stack.agent.workspace("default").tools) == {

@@ -109,7 +109,7 @@ async def test_explain_events_and_provenance_are_trustgraphs(
             tools={"lookup": LOOKUP},
             agent_topics=topics,
         ) as stack,
-        trustgraph_backend(broker.url) as backend,
+        trustgraph_backend(broker.url, transport) as backend,
         trustgraph_agent(backend, stack.topics["agent"]) as agent,
     ):
         store = await backend.create_consumer(explainability, f"store-{unique}", TGTriples)

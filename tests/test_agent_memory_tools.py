@@ -62,7 +62,6 @@ async def service(stack: Stack, name: str, request: Any, response: type[Any]) ->
         await client.close()
 
 
-@pytest.mark.pulsar_only(reason="TrustGraph's own client runs on its Pulsar backend")
 async def test_memory_tools_store_retrieve_and_recall_through_trustgraphs_agent_client(
     broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str
 ) -> None:
@@ -77,7 +76,7 @@ async def test_memory_tools_store_retrieve_and_recall_through_trustgraphs_agent_
             services=("fact-memory", "episode-memory"),
             agent_mem={"memory-token-budget": 0},  # nothing recalled into the prompt
         ) as stack,
-        trustgraph_backend(broker.url) as backend,
+        trustgraph_backend(broker.url, transport) as backend,
         trustgraph_agent(backend, stack.topics["agent"]) as agent,
     ):
         # StoreFact: into the request's scope (TrustGraph sends no user: the collection's).

@@ -34,7 +34,6 @@ def without_explain(responses: list[object]) -> list[object]:
 
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["whole", "streaming"])
-@pytest.mark.pulsar_only(reason="TrustGraph's own client runs on its Pulsar backend")
 async def test_message_ids_are_agent_managers(
     broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str, streaming: bool
 ) -> None:
@@ -47,7 +46,7 @@ async def test_message_ids_are_agent_managers(
             services=(),
             tools={"lookup": LOOKUP},
         ) as stack,
-        trustgraph_backend(broker.url) as backend,
+        trustgraph_backend(broker.url, transport) as backend,
         trustgraph_agent(backend, stack.topics["agent"]) as agent,
     ):
         session = f"s-{unique}"
@@ -64,7 +63,6 @@ async def test_message_ids_are_agent_managers(
     }
 
 
-@pytest.mark.pulsar_only(reason="TrustGraph's own client runs on its Pulsar backend")
 async def test_errors_are_agent_error_with_the_detail_in_the_message(
     broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str
 ) -> None:
@@ -77,7 +75,7 @@ async def test_errors_are_agent_error_with_the_detail_in_the_message(
             services=(),
             agent_settings={"llm_deadline": 5},
         ) as stack,
-        trustgraph_backend(broker.url) as backend,
+        trustgraph_backend(broker.url, transport) as backend,
         trustgraph_agent(backend, stack.topics["agent"]) as agent,
     ):
         [error] = without_explain(await converse(agent, TGAgentRequest(question="Hello?")))
@@ -90,7 +88,6 @@ async def test_errors_are_agent_error_with_the_detail_in_the_message(
             await agent.invoke("Hello?", timeout=60)
 
 
-@pytest.mark.pulsar_only(reason="TrustGraph's own client runs on its Pulsar backend")
 async def test_an_empty_question_is_run_as_agent_manager_runs_it(
     broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str
 ) -> None:
@@ -102,7 +99,7 @@ async def test_an_empty_question_is_run_as_agent_manager_runs_it(
 
     async with (
         agent_stack(transport, tmp_path, unique, script=llm) as stack,
-        trustgraph_backend(broker.url) as backend,
+        trustgraph_backend(broker.url, transport) as backend,
         trustgraph_agent(backend, stack.topics["agent"]) as agent,
     ):
         assert await agent.invoke("", timeout=60) == "Ask me anything."

@@ -37,14 +37,13 @@ async def config_service(transport: PulsarTransport, data_dir: Path) -> AsyncIte
         await service.stop()
 
 
-@pytest.mark.pulsar_only(reason="TrustGraph's own client runs on its Pulsar backend")
 async def test_per_workspace_config_queues_serve_trustgraphs_config_client(
     broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str
 ) -> None:
     ws = f"ws-{unique}"
     async with (
         config_service(transport, tmp_path / "cfg"),
-        trustgraph_backend(broker.url) as backend,
+        trustgraph_backend(broker.url, transport) as backend,
         trustgraph_config(backend, "default") as default,
         trustgraph_config(backend) as system,
     ):
@@ -67,13 +66,12 @@ async def test_per_workspace_config_queues_serve_trustgraphs_config_client(
     # A workspace with config is served after a restart too.
     async with (
         config_service(transport, tmp_path / "cfg"),
-        trustgraph_backend(broker.url) as backend,
+        trustgraph_backend(broker.url, transport) as backend,
         trustgraph_config(backend, ws) as own,
     ):
         assert await own.keys(ws, "tool") == ["t1"]
 
 
-@pytest.mark.pulsar_only(reason="TrustGraph's own client runs on its Pulsar backend")
 async def test_agent_reads_additional_context_from_config_type_agent(
     broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str
 ) -> None:
@@ -90,7 +88,7 @@ async def test_agent_reads_additional_context_from_config_type_agent(
             config_service=True,
             agent_settings={"config_timeout": 10},
         ) as stack,
-        trustgraph_backend(broker.url) as backend,
+        trustgraph_backend(broker.url, transport) as backend,
         trustgraph_config(backend, "default") as config,
     ):
         await eventually(lambda: bool(stack.agent.flows), timeout=20)

@@ -1,5 +1,5 @@
 """TrustGraph 2.11's own client code (trustgraph-base, a test dependency) as the peer on
-the embedded broker: its Pulsar backend, config client and agent client, unchanged."""
+the test's broker: its Pulsar or RabbitMQ backend, config client and agent client, unchanged."""
 
 from __future__ import annotations
 
@@ -10,11 +10,21 @@ from typing import Any
 from trustgraph.base.async_config_client import AsyncConfigClient
 from trustgraph.base.async_pulsar_backend import AsyncPulsarBackend
 
+from react_mem.bus.rabbitmq import RabbitMQTransport
+
 
 @contextlib.asynccontextmanager
-async def trustgraph_backend(url: str) -> AsyncIterator[Any]:
-    """TrustGraph's async Pulsar backend connected to ``url``."""
-    backend = AsyncPulsarBackend(host=url)
+async def trustgraph_backend(url: str, transport: object = None) -> AsyncIterator[Any]:
+    """TrustGraph's async backend on the broker ``transport`` is on: its RabbitMQ backend
+    on a RabbitMQ transport's node, else its Pulsar backend connected to ``url``."""
+    backend: Any
+    if isinstance(transport, RabbitMQTransport):
+        from trustgraph.base.async_rabbitmq_backend import AsyncRabbitMQBackend
+
+        options = transport.options
+        backend = AsyncRabbitMQBackend(host=options.host, port=options.port)
+    else:
+        backend = AsyncPulsarBackend(host=url)
     try:
         yield backend
     finally:
