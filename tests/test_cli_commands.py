@@ -40,6 +40,7 @@ from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
 from react_mem.schema.facts import FactInput, FactRequest, FactResponse
 from tests.support.memory_services import MovableClock, Running, serving
 from tests.support.ping import flow_file
+from tests.support.rabbitmq import cli_bus_args
 
 pytestmark = pytest.mark.broker
 
@@ -510,7 +511,6 @@ async def react_mem(*argv: str) -> tuple[int, str, str]:
     return process.returncode, out.decode(), err.decode()
 
 
-@pytest.mark.pulsar_only(reason="the CLI is given the embedded Pulsar broker's URL")
 async def test_the_command_line_reaches_a_service_and_exits_1_without_a_stack(
     broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str
 ) -> None:
@@ -521,7 +521,8 @@ async def test_the_command_line_reaches_a_service_and_exits_1_without_a_stack(
             FactRequest(operation="store", facts=[FactInput(content="Dana likes jazz.")]),
             f"cli-{unique}",
         )
-        argv = ["memory", "facts", "list", "-p", broker.url, "--workspace", f"cli-{unique}"]
+        bus = cli_bus_args(transport, broker.url)
+        argv = ["memory", "facts", "list", *bus, "--workspace", f"cli-{unique}"]
         code, out, err = await react_mem(*argv, "--flow", "f1")
         assert code == 0, err
         assert rows(out)[0][1] == "Dana likes jazz."

@@ -24,6 +24,7 @@ from react_mem.bus.rpc import RequestResponseClient
 from react_mem.errors import BusError
 from react_mem.schema.ping import PingRequest, PingResponse
 from tests.support.ping import answered, flow_file
+from tests.support.rabbitmq import cli_bus_args
 from tests.support.recording import RecordingProcessor, eventually
 
 pytestmark = pytest.mark.broker
@@ -47,7 +48,6 @@ def react_mem(*args: str, **env: str) -> subprocess.Popen[str]:
     )
 
 
-@pytest.mark.pulsar_only(reason="the CLI is given the embedded Pulsar broker's URL")
 async def test_group_cli_serves_and_metrics_are_scraped_over_http(
     broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str
 ) -> None:
@@ -71,7 +71,8 @@ async def test_group_cli_serves_and_metrics_are_scraped_over_http(
         )
     )
     port = free_port()
-    proc = react_mem("group", "-c", str(group), "-p", broker.url, "-P", str(port), "-l", "WARNING")
+    bus = cli_bus_args(transport, broker.url)
+    proc = react_mem("group", "-c", str(group), *bus, "-P", str(port), "-l", "WARNING")
     client: RequestResponseClient[PingRequest, PingResponse] = RequestResponseClient(
         transport, topics["request"], topics["response"], PingResponse
     )
@@ -171,9 +172,6 @@ async def test_broker_restart_loses_nothing(tmp_path: Path, unique: str) -> None
         broker.stop()
 
 
-@pytest.mark.pulsar_only(
-    reason="the killed CLI processor is given the Pulsar URL (RabbitMQ's own: test_rabbitmq_processor)"
-)
 async def test_killed_processor_loses_nothing(
     broker: EmbeddedBroker,
     transport: PulsarTransport,
@@ -192,8 +190,7 @@ async def test_killed_processor_loses_nothing(
         pid,
         "--flows",
         str(flows_path),
-        "-p",
-        broker.url,
+        *cli_bus_args(transport, broker.url),
         "--no-metrics",
         SLOW_MARKER=str(marker),
     )

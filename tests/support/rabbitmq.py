@@ -199,6 +199,22 @@ class RabbitMQNode:
             )
 
 
+def cli_bus_args(transport: object, pulsar_url: str) -> list[str]:
+    """The command line's options for the broker ``transport`` is on: the RabbitMQ node's
+    host and port on a RabbitMQ transport, else the Pulsar URL."""
+    if isinstance(transport, RabbitMQTransport):
+        options = transport.options
+        return [
+            "--pubsub-backend",
+            "rabbitmq",
+            "--rabbitmq-host",
+            options.host,
+            "--rabbitmq-port",
+            str(options.port),
+        ]
+    return ["-p", pulsar_url]
+
+
 _node: RabbitMQNode | None = None
 
 
