@@ -520,3 +520,19 @@ async def test_search_ranks_the_turns_of_a_named_time_first(
                 operation="search", query=f"what soup did we cook in {named}?", top_k=1
             )
             assert [t.answer for t in (await ok(service, ask)).turns] == [want]
+
+
+async def test_search_asking_when_ranks_a_turn_that_tells_a_time_first(
+    transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
+) -> None:
+    async with conversation_service(transport, registry, tmp_path, unique) as service:
+        said = [
+            ("how do we cook leek soup", "we cook leek soup slowly: leek soup needs time"),
+            ("any news", "made the soup on Friday"),
+        ]
+        for sequence, (query, answer) in enumerate(said):
+            await ok(service, append("c1", sequence, query=query, answer=answer))
+        ask = ConversationRequest(operation="search", query="when did we cook leek soup?", top_k=1)
+        assert [t.answer for t in (await ok(service, ask)).turns] == [said[1][1]]
+        ask.query = "how did we cook leek soup?"  # asks no time: the words decide
+        assert [t.answer for t in (await ok(service, ask)).turns] == [said[0][1]]

@@ -71,6 +71,7 @@ class ConversationMemory:
                 "ended_at": FieldType.FLOAT,
                 "sequence": FieldType.INTEGER,
                 "time": FieldType.FLOAT,
+                "tells_time": FieldType.BOOL,
             },
             text_fields=("query", "answer"),
         )
@@ -193,10 +194,13 @@ class ConversationMemory:
         with a ``window``, each hit comes with the turns up to ``window`` either side of it in
         its conversation (in order, ``similarity`` None), so an answer spread over adjacent
         turns comes back whole. A turn appears once. A hybrid search ranks the turns of a
-        time ``text`` names ("last week", "in May 2023") higher."""
+        time ``text`` names ("last week", "in May 2023") higher, or, when it asks when, the
+        turns that tell a time ("yesterday", "on Friday")."""
         [vector] = await retrying(EMBEDDER, self._embedder.embed, [text])
         named = when.span(text, self._clock(), after=when.DAY)
         boost = [] if named is None else [Condition("time", gte=named[0], lt=named[1])]
+        if named is None and when.asks_when(text):
+            boost = [Condition("tells_time", equals=True)]
         hits = await retrying(
             STORE,
             self._store.search,
