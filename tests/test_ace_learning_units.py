@@ -11,18 +11,12 @@ import pytest
 
 from react_mem.learner.ace import AceConfig, feedback_key, window_key
 from react_mem.learner.curator import curate, heuristic_operations, similarity
+from react_mem.learner.heuristic import heuristic_reflection, matches
 from react_mem.learner.ledger import Ledger
 from react_mem.learner.llm import Complete, JsonLLM
 from react_mem.learner.planner import Limits, Planner
-from react_mem.learner.reflector import (
-    BulletTag,
-    Correction,
-    Lesson,
-    Reflection,
-    heuristic_reflection,
-    matches,
-    reflect,
-)
+from react_mem.learner.reflection import BulletTag, Correction, Lesson, Reflection
+from react_mem.learner.reflector import reflect
 from react_mem.schema import AgentStep, TextCompletionRequest, TextCompletionResponse
 from react_mem.schema.agent import MemoryRef
 from react_mem.schema.playbook import DeltaOperation, Feedback, RubricResult

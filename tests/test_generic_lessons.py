@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from react_mem.learner.generic import leak
+from react_mem.learner.heuristic import heuristic_reflection
 from react_mem.learner.llm import JsonLLM
-from react_mem.learner.reflector import heuristic_reflection, reflect
+from react_mem.learner.reflector import reflect
 from react_mem.schema.agent import AgentStep
 from react_mem.schema.llm import TextCompletionRequest, TextCompletionResponse
 from react_mem.schema.playbook import Feedback

@@ -18,8 +18,10 @@ from pydantic import BaseModel
 from react_mem.learner import records
 from react_mem.learner.curator import Mode, curate
 from react_mem.learner.extract import clip
+from react_mem.learner.heuristic import bullets_used
 from react_mem.learner.llm import JsonLLM
-from react_mem.learner.reflector import Reflection, bullets_used, reflect
+from react_mem.learner.reflection import Reflection
+from react_mem.learner.reflector import reflect
 from react_mem.schema.playbook import Delta, Feedback
 from react_mem.schema.trajectory import Trajectory
 

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from react_mem.learner.extract import DATA_NOTE, STOP, as_object, clip, words, wrap_record
 from react_mem.learner.llm import JsonLLM
-from react_mem.learner.reflector import Correction, Lesson, Reflection
+from react_mem.learner.reflection import Correction, Lesson, Reflection
 from react_mem.schema.agent import MemoryRef
 from react_mem.schema.playbook import DeltaOperation, MemoryType
 
