@@ -2,12 +2,11 @@
 feedback or rubric results when present, becomes lessons and helpful / harmful / neutral
 tags for the playbook bullets the agent had in its prompt.
 
-The heuristic reflection (:mod:`.heuristic`) is deterministic and always available. The LLM
-reflection (here) asks
-for the same shape (JSON-constrained, checked item by item, retried by :class:`JsonLLM`),
-with the last few reflections of the same scope as context (seed 003's reflection window)
-and the rubric results as PASS/FAIL lines (seed 001, enhancement 5); when its replies
-stay malformed the heuristic reflection is used instead.
+The heuristic reflection (:mod:`.heuristic`) is deterministic and always available. The
+LLM reflection (here) asks for the same shape (:mod:`.reflection`: JSON-constrained, checked
+item by item, retried by :class:`JsonLLM`), with the last few reflections of the same scope
+as context (seed 003's reflection window) and the rubric results as PASS/FAIL lines (seed
+001, enhancement 5); when its replies stay malformed the heuristic reflection is used.
 """
 
 from __future__ import annotations
