@@ -50,7 +50,7 @@ from prometheus_client import CollectorRegistry
 from memory_services.playbook.service import PlaybookMemoryProcessor
 from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
-from react_mem.learner.service import LearnerSettings
+from react_mem.learner.settings import LearnerSettings
 from react_mem.schema import TextCompletionRequest
 from tests.support.agent_stack import Stack, agent_stack, trajectory_queue
 

@@ -19,7 +19,8 @@ from prometheus_client import CollectorRegistry
 from memory_services.playbook.service import PlaybookMemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue
-from react_mem.learner.service import LearnerSettings, MemoryLearnerProcessor
+from react_mem.learner.service import MemoryLearnerProcessor
+from react_mem.learner.settings import LearnerSettings
 from react_mem.schema import AgentStep, TextCompletionRequest
 from react_mem.schema.agent import MemoryRef
 from react_mem.schema.playbook import (

@@ -21,7 +21,8 @@ from memory_services.facts.service import FactMemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue, dead_letter_queue
 from react_mem.learner.records import invocation_summary
-from react_mem.learner.service import LearnerSettings, MemoryLearnerProcessor
+from react_mem.learner.service import MemoryLearnerProcessor
+from react_mem.learner.settings import LearnerSettings
 from react_mem.schema import AgentStep, TextCompletionRequest
 from react_mem.schema.conversations import (
     Conversation,

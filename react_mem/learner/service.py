@@ -16,14 +16,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from prometheus_client import CollectorRegistry
-from pydantic import Field
 
 from react_mem.bus.transport import Transport
 from react_mem.clients.conversations import CONVERSATION_MEMORY
@@ -39,11 +36,13 @@ from react_mem.errors import (
     TransientError,
 )
 from react_mem.learner.ace import AceConfig, feedback_key, window_key
+from react_mem.learner.checks import MAX_ID_CHARS, check_feedback, checked_trajectory
 from react_mem.learner.ledger import Ledger
 from react_mem.learner.llm import JsonLLM
 from react_mem.learner.locks import KeyedLocks
 from react_mem.learner.metrics import Lag, LearnerMetrics
-from react_mem.learner.planner import Limits, Plan, Planner
+from react_mem.learner.planner import Plan, Planner
+from react_mem.learner.settings import LearnerSettings
 from react_mem.learner.writer import Writer
 from react_mem.processor.base import Processor
 from react_mem.processor.config_source import WorkspaceConfig
@@ -62,7 +61,6 @@ from react_mem.schema.trajectory import Trajectory
 logger = logging.getLogger(__name__)
 
 AGENT_MEM = "agent-mem"
-MAX_ID_CHARS = 256
 
 Write = Callable[[Scope, Plan], Awaitable[bool]]
 #: The metric kind of what each step writes.
@@ -71,73 +69,6 @@ STEP_KINDS = {"summary": "summary", "facts": "fact", "episode": "episode", "play
 
 class TrajectoryNotYet(TransientError):
     """Feedback about a trajectory not learned (yet): retried a few times, then settled."""
-
-
-class LearnerSettings(ProcessorSettings):
-    #: Records learned at once. Each waits mostly on the LLM and the memory services,
-    #: whose queues it shares with the agent: one at a time falls behind under load.
-    #: Records of one conversation are still learned one at a time, in order.
-    concurrency: int = Field(default=16, ge=1, le=1000)
-    #: Seconds to wait for one text completion, and attempts per question.
-    llm_timeout: float = Field(default=120.0, gt=0)
-    llm_attempts: int = Field(default=2, ge=1, le=10)
-    #: Redeliveries spent waiting for an unavailable LLM before learning without it
-    #: (deterministic summary, heuristic lessons, only explicitly requested facts).
-    llm_outage_redeliveries: int = Field(default=2, ge=0)
-    #: Seconds to wait for one memory-service call.
-    memory_timeout: float = Field(default=30.0, gt=0)
-    #: Facts asked of the LLM per record (explicit "remember ..." requests come on top).
-    max_facts: int = Field(default=5, ge=0, le=50)
-    max_fact_chars: int = Field(default=400, ge=20)
-    summary_chars: int = Field(default=2000, ge=100)
-    prompt_chars: int = Field(default=8000, ge=500)
-    #: An invocation without tools is recorded as an episode from this many steps.
-    min_episode_steps: int = Field(default=2, ge=1)
-    max_episode_steps: int = Field(default=40, ge=1, le=200)
-    step_chars: int = Field(default=1000, ge=50)
-    #: Lessons for an episode: asked of the LLM (at most this many), else heuristic.
-    llm_lessons: bool = True
-    max_lessons: int = Field(default=3, ge=0, le=10)
-    #: Conversation end: promote facts, and record an episode from this many turns.
-    promote_facts: bool = True
-    conversation_episodes: bool = True
-    min_conversation_turns: int = Field(default=3, ge=1)
-    #: Importance of a fact the user explicitly asked to be remembered.
-    explicit_importance: float = Field(default=0.8, ge=0.0, le=1.0)
-    #: The ledger file; default ``state_dir/learner/<id>.sqlite3``.
-    ledger_path: Path | None = None
-    #: Days the ledger keeps records, trajectories (for feedback) and reflections; a
-    #: workspace's agent-mem ``ledger-retention-days`` overrides it (at least as long as
-    #: redeliveries and feedback may come late: exactly-once holds within it).
-    ledger_retention_days: float = Field(default=7.0, gt=0)
-    #: ACE: learn a playbook where the flow has playbook-memory (seeds 001, 003).
-    playbook: bool = True
-    #: ``heuristic``: deterministic, no LLM; ``llm``: asked of the flow's text completion
-    #: (JSON-constrained, retried), the heuristic whenever its replies stay malformed.
-    reflector: Literal["heuristic", "llm"] = "heuristic"
-    curator: Literal["heuristic", "llm"] = "heuristic"
-    #: Earlier reflections of the same scope and conversation given to the reflector.
-    reflection_window: int = Field(default=3, ge=0, le=20)
-    #: Lessons per trajectory (or feedback) curated into the playbook.
-    playbook_lessons: int = Field(default=3, ge=0, le=10)
-    #: A lesson this similar to a bullet in the prompt reinforces it instead of cloning.
-    reinforce_similarity: float = Field(default=0.9, gt=0.0, le=1.0)
-    #: Redeliveries a feedback message waits for its trajectory to be learned.
-    feedback_wait_redeliveries: int = Field(default=2, ge=0)
-
-    def limits(self) -> Limits:
-        return Limits(**{k: getattr(self, k) for k in Limits.__dataclass_fields__})
-
-    def ace(self) -> AceConfig:
-        return AceConfig(
-            reflector=self.reflector,
-            curator=self.curator,
-            window=self.reflection_window,
-            max_lessons=self.playbook_lessons,
-            max_chars=self.max_fact_chars,
-            prompt_chars=self.prompt_chars,
-            similarity=self.reinforce_similarity,
-        )
 
 
 class MemoryLearnerProcessor(Processor):
@@ -238,7 +169,7 @@ class MemoryLearnerProcessor(Processor):
 
     # -- handlers ----------------------------------------------------------------
     async def on_trajectory(self, t: Trajectory, ctx: MessageContext) -> None:
-        record_id = _checked_trajectory(t)
+        record_id = checked_trajectory(t)
         token = self.lag.begin(t.finished_at)
         try:
             await self._trajectory(t, record_id, ctx)
@@ -305,7 +236,7 @@ class MemoryLearnerProcessor(Processor):
     async def on_feedback(self, feedback: Feedback, ctx: MessageContext) -> None:
         """Re-run the reflection of the trajectory the feedback is about, and apply its
         delta once (its id derives from the feedback's)."""
-        _check_feedback(feedback)
+        check_feedback(feedback)
         s, workspace = self.learner_settings, ctx.flow.workspace
         ace = self._ace_in(ctx.flow)
         if ace is None:
@@ -479,35 +410,8 @@ class MemoryLearnerProcessor(Processor):
             return await make_plan(Planner(None, self._limits))
 
 
-def _checked_trajectory(t: Trajectory) -> str:
-    record_id = t.trajectory_id or t.session_id
-    if not record_id:
-        raise BadRequest("trajectory: trajectory_id or session_id is required")
-    if not t.question.strip():
-        raise BadRequest("trajectory: the question is empty")
-    ids = (record_id, t.collection, t.user or "", t.conversation_id, t.context_scope_id)
-    if any(len(i) > MAX_ID_CHARS for i in ids):
-        raise BadRequest("trajectory: an id is too long", type="too-large")
-    numbers = (t.duration_seconds, t.started_at, t.finished_at)
-    if not all(math.isfinite(n) for n in numbers) or min(t.in_tokens, t.out_tokens) < 0:
-        raise BadRequest("trajectory: tokens and times must be finite and not negative")
-    return record_id
-
-
 def _owner(workspace: str, t: Trajectory) -> Scope:
     return Scope(workspace, t.collection or "default", t.user)
-
-
-def _check_feedback(feedback: Feedback) -> None:
-    if not feedback.session_id.strip():
-        raise BadRequest("feedback: session_id is required")
-    ids = (feedback.feedback_id, feedback.session_id, feedback.collection, feedback.user or "")
-    if any(len(i) > MAX_ID_CHARS for i in ids):
-        raise BadRequest("feedback: an id is too long", type="too-large")
-    if len(feedback.rubric) > 100 or len(feedback.comment) > 10_000:
-        raise BadRequest(
-            "feedback: too many rubric results or too long a comment", type="too-large"
-        )
 
 
 def _flag(raw: str | None) -> bool:
