@@ -108,7 +108,9 @@ def span(text: str, now: float, *, after: float = 0.0) -> tuple[float, float] | 
 _TELLS = re.compile(
     r"\b(?:yesterday|today|tonight|tomorrow|ago|recently|lately|weekend"
     r"|(?:last|next|this|past)\s+(?:week|month|year|summer|winter|spring|fall|autumn|night|time)"
-    r"|" + "|".join(calendar.day_name) + r")s?\b",
+    r"|" + "|".join(calendar.day_name) + r")s?\b"
+    r"|\b(?:\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|few|couple of|several)"
+    r"\s+(?:day|week|month|year)s?\b",  # a duration answers "how long"
     re.I,
 )
 _ASKS = re.compile(
@@ -120,9 +122,10 @@ _ASKS = re.compile(
 
 def tells_time(text: str) -> bool:
     """Whether ``text`` places what it says in time relative to when it was said
-    ("yesterday", "last week", "3 days ago", "recently", "on Friday"): with the record's date,
-    that answers "when". Absolute dates are left out: a question's words or its named time
-    find those, and a record stamped with its date would always count."""
+    ("yesterday", "last week", "3 days ago", "recently", "on Friday", "for two years"): with
+    the record's date, that answers "when" or "how long". Absolute dates are left out: a
+    question's words or its named time find those, and a record stamped with its date would
+    always count."""
     return _TELLS.search(text) is not None
 
 

@@ -48,6 +48,7 @@ def test_a_record_tells_a_time_relative_to_its_own() -> None:
         "Started running three weeks ago",
         "See you on Friday!",
         "I've been painting a lot recently",
+        "We've been friends for four years",
     ]:
         assert when.tells_time(text), text
     for text in ["I may go", "Caroline (1:56 pm on 8 May, 2023): It was great", "Nice time!"]:
