@@ -10,7 +10,7 @@ from react_mem.agent import prompt
 from react_mem.agent.config import AgentMemConfig
 from react_mem.agent.items import Item
 from react_mem.agent.memory import MemoryRecall
-from react_mem.agent.service import _clients
+from react_mem.agent.settings import client_specs
 from react_mem.agent.sources import SOURCES, Ask, MemorySource, setting
 from react_mem.clients.base import Service
 from react_mem.processor.flow import Flow
@@ -67,7 +67,7 @@ def test_every_declared_key_is_an_agent_mem_key() -> None:
 
 
 def test_clients_and_layout_follow_the_registry() -> None:
-    requests = {spec.request for spec in _clients()}
+    requests = {spec.request for spec in client_specs()}
     assert {s.client for s in SOURCES} <= requests
     assert tuple(s.name for s in SOURCES) == prompt.ORDER
     assert {s.name: s.title for s in SOURCES} == prompt.TITLES

@@ -17,7 +17,7 @@ from react_mem.agent.config import AgentMemConfig, Key
 from react_mem.agent.items import Item, clean
 from react_mem.agent.memory import MemoryRecall
 from react_mem.agent.prompt import render_context, user_prompt
-from react_mem.agent.service import _clients
+from react_mem.agent.settings import client_specs
 from react_mem.agent.sources import Ask, MemorySource, register, registered, setting
 from react_mem.clients.base import Service, ServiceClient
 from react_mem.commands import forget, topology
@@ -157,7 +157,7 @@ def test_its_keys_are_agent_mem_keys_once_registered(notes: MemorySource) -> Non
         AgentMemConfig.parse({"notes-top-kk": "4"})
     with pytest.raises(ConfigurationError, match="notes-top-k: Input should be less than"):
         AgentMemConfig.parse({"notes-top-k": "51"})
-    assert "note-memory-request" in {spec.request for spec in _clients()}
+    assert "note-memory-request" in {spec.request for spec in client_specs()}
     with pytest.raises(ConfigurationError, match="'notes' is registered"):
         register(notes)  # a source added by hand cannot take a kind's name
 

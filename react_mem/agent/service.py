@@ -20,15 +20,13 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar
 
 from prometheus_client import CollectorRegistry
-from pydantic import Field, SecretStr
 
 from react_mem.agent import json_reply, prompt
-from react_mem.agent.config import AGENT_CONFIG_TYPE, CONFIG_TYPE, AgentMemConfig, agent_values
-from react_mem.agent.data_tools import CLIENTS, TOOL_SERVICE_CONFIG_TYPE
+from react_mem.agent.config import AGENT_CONFIG_TYPE, AgentMemConfig, agent_values
+from react_mem.agent.data_tools import TOOL_SERVICE_CONFIG_TYPE
 from react_mem.agent.finish import (
     append_turn,
     short,
@@ -42,94 +40,35 @@ from react_mem.agent.memory_tools import memory_tools
 from react_mem.agent.metrics import agent_metrics
 from react_mem.agent.parse import Action, Final, ParseError
 from react_mem.agent.respond import (
-    DOCUMENT_CLIENTS,
     EXPLAINABILITY,
     Responder,
     error_response,
 )
 from react_mem.agent.seal import StateSealer, invocation, load_key
-from react_mem.agent.sources import CONVERSATIONS, registered
+from react_mem.agent.settings import AgentSettings, client_specs
+from react_mem.agent.sources import CONVERSATIONS
 from react_mem.agent.tools import TOOL_CONFIG_TYPE, Tool, ToolCall, tools_from_config
 from react_mem.bus.transport import Transport
-from react_mem.clients.working import WORKING_MEMORY, WorkingMemoryClient
-from react_mem.embedding.base import DEFAULT_BACKEND, Backend, Embedder
+from react_mem.clients.working import WorkingMemoryClient
+from react_mem.embedding.base import Embedder
 from react_mem.errors import ConfigurationError, ReactMemError
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
-from react_mem.processor.specs import ConsumerSpec, ProducerSpec, RequestResponseSpec
+from react_mem.processor.specs import ConsumerSpec, ProducerSpec
 from react_mem.schema import (
     AgentRequest,
     AgentResponse,
     AgentStep,
-    TextCompletionRequest,
-    TextCompletionResponse,
 )
 from react_mem.schema.agent import MemoryState
 from react_mem.schema.services import (
-    GraphRagQuery,
-    GraphRagResponse,
-    PromptRequest,
-    PromptResponse,
-    ToolRequest,
-    ToolResponse,
     Triples,
 )
 from react_mem.schema.trajectory import PARSE_ERROR_ACTION, Outcome, Trajectory
 from react_mem.tokens import HFTokenCounter, TokenCounter, count_steps
 
 logger = logging.getLogger(__name__)
-
-
-class AgentSettings(ProcessorSettings):
-    #: Defaults for keys the workspace's ``agent-mem`` config does not set.
-    max_iterations: int = Field(default=10, ge=1, le=100)
-    #: The config type read for memory settings (TrustGraph's ``--config-type``).
-    config_type: str = CONFIG_TYPE
-    #: The query embedder; must be the memory services' model (vectors are compared).
-    embedding_model: str = Field(default="all-MiniLM-L6-v2", min_length=1)
-    embedding_backend: Backend = DEFAULT_BACKEND
-    torch_threads: int = Field(default=1, ge=1, le=64)
-    #: Token counting for the memory budget and working memory (default: MiniLM's tokenizer).
-    tokenizer: Path | None = None
-    #: Seconds to wait for memory writes after the answer (conversation append).
-    memory_write_timeout: float = Field(default=5.0, gt=0)
-    #: Seconds one iteration may wait for the LLM, every retry included, before the caller
-    #: is answered with an ``llm-error`` (a workspace's ``llm-timeout`` overrides it).
-    llm_deadline: float = Field(default=60.0, gt=0, le=3600)
-    #: The key sealing ``AgentRequest.memory`` (env REACT_MEM_MEMORY_STATE_KEY): every
-    #: replica of the agent must have the same one. Unset: generated once and kept in
-    #: ``memory_state_key_file`` (default ``state_dir/agent/memory-state.key``).
-    memory_state_key: SecretStr | None = None
-    memory_state_key_file: Path | None = None
-
-
-def _clients() -> list[RequestResponseSpec]:
-    """TrustGraph's agent-manager clients, then react-mem's memory services."""
-    pairs: list[tuple[str, type[Any], type[Any], bool]] = [
-        ("text-completion", TextCompletionRequest, TextCompletionResponse, False),
-        ("graph-rag", GraphRagQuery, GraphRagResponse, True),
-        ("prompt", PromptRequest, PromptResponse, True),
-        ("mcp-tool", ToolRequest, ToolResponse, True),
-    ]
-    pairs += [(name, req, resp, True) for name, req, resp in (*CLIENTS, *DOCUMENT_CLIENTS)]
-    pairs += [
-        (s.service.name, s.service.request_schema, s.service.response_schema, True)
-        for s in registered()
-    ]
-    working = WORKING_MEMORY
-    pairs.append((working.name, working.request_schema, working.response_schema, True))
-    return [
-        RequestResponseSpec(
-            request=f"{name}-request",
-            response=f"{name}-response",
-            request_schema=req,
-            response_schema=resp,
-            timeout=300.0,
-            optional=optional,
-        )
-        for name, req, resp, optional in pairs
-    ]
 
 
 @dataclass
@@ -178,7 +117,7 @@ class AgentProcessor(Processor):
         self.register_specification(
             ProducerSpec(name=EXPLAINABILITY, schema=Triples, optional=True)
         )
-        for spec in _clients():
+        for spec in client_specs():
             self.register_specification(spec)
         self.register_config_handler(
             [
