@@ -123,7 +123,7 @@ def new_payload(
         "superseded_by": None,
         "current": True,
         "metadata": dict(metadata),
-        # Says when something happened ("last week", "in 2022"): boosted for "when" questions.
+        # Says when, relative to when told ("last week", "for two years"): for "when" questions.
         "tells_time": when.tells_time(content),
         # Redelivery guard: the request that created / last reinforced this record.
         "origin_request": request_id,
