@@ -7,6 +7,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY, CollectorRegistry
@@ -28,7 +29,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]
 
 @pytest.fixture
 async def transport(request: pytest.FixtureRequest) -> AsyncIterator[Transport]:
-    """A connected transport on the broker ``--broker`` picks (Pulsar unless told)."""
+    """A connected transport on the broker ``--broker`` picks (see :func:`brokers_chosen`)."""
     bus: Transport
     if getattr(request, "param", "pulsar") == "rabbitmq":
         from tests.support.rabbitmq import shared_node
@@ -97,8 +98,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--broker",
         choices=(*BROKERS, "both"),
-        default="pulsar",
-        help="the broker the tests' `transport` runs on; tests marked pulsar_only stay on Pulsar",
+        default=None,
+        help="the broker(s) the tests' `transport` runs on (default: both where the "
+        "rabbitmq-server package is installed, else pulsar); tests marked pulsar_only stay "
+        "on Pulsar",
     )
 
 
@@ -108,12 +111,32 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def brokers_chosen(config: pytest.Config) -> str:
+    """``--broker``, or both brokers where RabbitMQ is installed (Pulsar is embedded)."""
+    from tests.support import rabbitmq
+
+    choice: str | None = config.getoption("broker")
+    return choice or ("both" if rabbitmq.SERVER.exists() else "pulsar")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"broker: {brokers_chosen(config)}"
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Says so when the default left RabbitMQ out, and how to have it."""
+    if config.getoption("broker") is None and brokers_chosen(config) == "pulsar":
+        from tests.support import rabbitmq
+
+        terminalreporter.write_line(f"Ran on Pulsar only. {rabbitmq.INSTALL}.")
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Runs every test that takes ``transport`` on each broker ``--broker`` names, unless its
     module gives its own ``transport`` or it is marked ``pulsar_only``."""
     if "transport" not in metafunc.fixturenames or hasattr(metafunc.module, "transport"):
         return
-    choice = metafunc.config.getoption("broker")
+    choice = brokers_chosen(metafunc.config)
     brokers = list(BROKERS) if choice == "both" else [choice]
     if metafunc.definition.get_closest_marker("pulsar_only") is not None:
         brokers = ["pulsar"]
