@@ -30,7 +30,7 @@ from react_mem.schema.conversations import (
     ConversationTurn,
 )
 from tests.support.embedder import HashingEmbedder
-from tests.support.memory_services import MovableClock, Raw, Running, serving, topics
+from tests.support.memory_services import MovableClock, Raw, Running, serving, topics, until
 from tests.support.recording import eventually
 
 pytestmark = pytest.mark.broker
@@ -536,3 +536,32 @@ async def test_search_asking_when_ranks_a_turn_that_tells_a_time_first(
         assert [t.answer for t in (await ok(service, ask)).turns] == [said[1][1]]
         ask.query = "how did we cook leek soup?"  # asks no time: the words decide
         assert [t.answer for t in (await ok(service, ask)).turns] == [said[0][1]]
+
+
+async def test_turns_stored_before_the_tells_time_flag_get_it_when_the_service_starts(
+    transport: PulsarTransport, tmp_path: Path, unique: str
+) -> None:
+    """A store written before the flag existed: the next service to open it fills it in
+    (its first sweep), and "when" searches lift those turns too."""
+    said = [
+        ("how do we cook leek soup", "we cook leek soup slowly: leek soup needs time"),
+        ("any news", "made the soup on Friday"),
+    ]
+    ask = ConversationRequest(operation="search", query="when did we cook leek soup?", top_k=1)
+    async with conversation_service(transport, CollectorRegistry(), tmp_path, unique) as old:
+        for sequence, (query, answer) in enumerate(said):
+            await ok(old, append("c1", sequence, query=query, answer=answer))
+        memory = old.processor.memory
+        everyone = await memory.registry.scopes()
+        turns, _ = await memory._store.scroll(memory.collection, scope=everyone[0], limit=10)
+        for turn in turns:  # as written before the flag existed
+            await memory._store.set_payload(
+                memory.collection, [turn.id], {"tells_time": None}, scope=everyone[0]
+            )
+        assert [t.answer for t in (await ok(old, ask)).turns] == [said[0][1]]  # not lifted
+    async with conversation_service(transport, CollectorRegistry(), tmp_path, unique) as new:
+
+        async def lifted() -> bool:
+            return [t.answer for t in (await ok(new, ask)).turns] == [said[1][1]]
+
+        await until(lifted)

@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from memory_services.store.base import Scope
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.schema.facts import FactInput
 from react_mem.schema.retrieval import RetrievalOptions
 from tests.support.fact_memory import FactService, fact_service
+from tests.support.memory_services import until
 
 pytestmark = pytest.mark.broker
 
@@ -81,17 +83,58 @@ async def test_a_question_asking_when_ranks_a_fact_that_tells_a_time_first(
         "store",
         facts=[
             FactInput(content="Maria loves hiking in the hills; hiking is her favourite hobby"),
-            FactInput(content="Maria went on a hike with friends last weekend"),
+            FactInput(content="Maria went for a walk in the woods with friends last weekend"),
             FactInput(content="Maria baked bread for the shelter"),
         ],
     )
     loves, went, _ = [s.id for s in stored.stored]
     ask = "When did Maria go hiking in the hills?"
     off = RetrievalOptions(time_boost=False)
-    plain = (await facts.ok("retrieve", query=ask, top_k=2, retrieval=off)).facts
-    assert [f.id for f in plain] == [loves, went]  # words alone favour the hobby
+    plain = (await facts.ok("retrieve", query=ask, top_k=1, retrieval=off)).facts
+    assert [f.id for f in plain] == [loves]  # words alone favour the hobby
     found = (await facts.ok("retrieve", query=ask, top_k=2)).facts
     assert [f.id for f in found] == [went, loves]
     ask = "Where does Maria like hiking?"  # asks no time: the words decide
     found = (await facts.ok("retrieve", query=ask, top_k=1)).facts
     assert [f.id for f in found] == [loves]
+
+
+async def test_facts_stored_before_the_tells_time_flag_get_it_when_the_service_starts(
+    transport: PulsarTransport, tmp_path: Path, unique: str
+) -> None:
+    """A store written before the flag existed: the next service to open it fills it in
+    (its first sweep), and "when" questions lift those facts too."""
+    ask, owner = "When did Maria go hiking in the hills?", Scope("ws-a", "default")
+    async with fact_service(
+        transport, CollectorRegistry(), tmp_path, unique, client=FactService
+    ) as old:
+        stored = await old.ok(
+            "store",
+            facts=[
+                FactInput(content="Maria loves hiking in the hills; hiking is her favourite hobby"),
+                FactInput(content="Maria went for a walk in the woods with friends last weekend"),
+            ],
+        )
+        loves, went = [s.id for s in stored.stored]
+        ctx = old.processor.memory.ctx
+        for id in (loves, went):  # as written before the flag existed
+            await ctx.store.set_payload(ctx.collection, [id], {"tells_time": None}, scope=owner)
+        boosted = (await old.ok("retrieve", query=ask, top_k=2)).facts
+        off = RetrievalOptions(time_boost=False)
+        plain = (await old.ok("retrieve", query=ask, top_k=2, retrieval=off)).facts
+        assert [f.id for f in boosted] == [f.id for f in plain]  # no flag: nothing lifted
+    async with fact_service(
+        transport, CollectorRegistry(), tmp_path, unique, client=FactService
+    ) as new:
+        ctx = new.processor.memory.ctx
+
+        async def filled() -> bool:
+            records = await ctx.get([loves, went], owner)
+            return {r.id: r.payload.get("tells_time") for r in records} == {
+                loves: False,
+                went: True,
+            }
+
+        await until(filled)
+        found = (await new.ok("retrieve", query=ask, top_k=2)).facts
+        assert [f.id for f in found] == [went, loves]

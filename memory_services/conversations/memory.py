@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from memory_services import when
+from memory_services.backfill import fill_missing
 from memory_services.conversations.records import (
     IS_HEADER,
     IS_TURN,
@@ -58,6 +59,24 @@ class ConversationMemory:
         self.registry = registry
         self.limits = limits
         self._clock = clock
+        #: Turns stored before the ``tells_time`` flag get it in the first sweep.
+        self._flags_filled = False
+
+    async def fill_flags(self) -> int:
+        """Give the turns stored before the ``tells_time`` flag theirs, once per process;
+        return how many were filled."""
+        if self._flags_filled:
+            return 0
+        filled = await fill_missing(
+            self._store,
+            self.collection,
+            await self.registry.scopes(),
+            "tells_time",
+            lambda payload: when.tells_time(turn_text(payload)),
+            where=[IS_TURN],
+        )
+        self._flags_filled = True
+        return filled
 
     async def ensure(self) -> None:
         spec = CollectionSpec(

@@ -130,6 +130,10 @@ class ConversationMemoryProcessor(MemoryProcessor[ConversationMemorySettings]):
         )
 
     async def sweep(self) -> None:
+        if filled := await self.memory.fill_flags():
+            logger.info(
+                "%s: %d turns stored before the tells_time flag now have it", self.id, filled
+            )
         conversations, turns, ended = await self.lifecycle.sweep()
         self.items.labels(processor=self.id, kind="conversation").set(conversations)
         self.items.labels(processor=self.id, kind="turn").set(turns)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 
 from memory_services import when
+from memory_services.backfill import fill_missing
 from memory_services.consolidation.engine import Engine, Options, check_id
 from memory_services.consolidation.ledger import Ledger
 from memory_services.facts import ingest, supersede
@@ -33,6 +35,8 @@ from react_mem.schema.forget import Forgotten
 
 #: Days a fact may be told after it happened, for a question's time range (tuned on LoCoMo dev).
 TOLD = 30 * when.DAY
+
+logger = logging.getLogger(__name__)
 
 
 class FactMemory:
@@ -67,6 +71,8 @@ class FactMemory:
         )
         self._write_lock = asyncio.Lock()
         self._access = AccessLog(self.ctx, delay=access_delay)
+        #: Facts stored before the ``tells_time`` flag get it in the first sweep.
+        self._flags_filled = False
         kind = FactKind(
             max_metadata_chars=policy.max_content_chars,
             history_ttl=policy.consolidation_history_ttl,
@@ -151,9 +157,21 @@ class FactMemory:
         removed and how many fact records remain."""
         expired = [Condition(key="expires_at", lte=self.ctx.clock())]
         removed = held = 0
-        for scope in await self.ctx.scopes.scopes():
+        scopes = await self.ctx.scopes.scopes()
+        for scope in scopes:
             removed += await self._delete(scope, where=expired)
             held += await self.ctx.count(scope, ())
+        if not self._flags_filled:
+            filled = await fill_missing(
+                self.ctx.store,
+                self.ctx.collection,
+                scopes,
+                "tells_time",
+                lambda payload: when.tells_time(str(payload.get("content", ""))),
+            )
+            self._flags_filled = True
+            if filled:
+                logger.info("facts: %d stored before the tells_time flag now have it", filled)
         return removed, held
 
     async def _delete(
