@@ -341,19 +341,29 @@ class Service:
             await asyncio.wait_for(self.proc.wait(), 60)
 
 
-async def ingest(client: Client, where: list[Scope], texts: list[str], batch: int) -> str:
+async def ingest(
+    client: Client, where: list[Scope], texts: list[str], batch: int, writers: int = 1
+) -> str:
+    """``writers`` callers store the batches, each sending its next when answered."""
     added = reinforced = 0
+    batches = list(enumerate(range(0, len(texts), batch)))
     started = time.perf_counter()
-    for n, first in enumerate(range(0, len(texts), batch)):
-        facts = [FactInput(content=t) for t in texts[first : first + batch]]
-        reply = await client.store(where[n % len(where)], facts)
-        added += sum(s.status == "added" for s in reply.stored)
-        reinforced += sum(s.status == "reinforced" for s in reply.stored)
+
+    async def writer() -> None:
+        nonlocal added, reinforced
+        while batches:
+            n, first = batches.pop(0)
+            facts = [FactInput(content=t) for t in texts[first : first + batch]]
+            reply = await client.store(where[n % len(where)], facts)
+            added += sum(s.status == "added" for s in reply.stored)
+            reinforced += sum(s.status == "reinforced" for s in reply.stored)
+
+    await asyncio.gather(*(writer() for _ in range(writers)))
     rate = len(texts) / (time.perf_counter() - started)
     verdict = "PASS" if rate >= TARGET_INGEST else "FAIL"
     return (f"ingest through the bus: {rate:,.0f} facts/s over {len(texts):,} facts in batches "
-            f"of {batch} ({added} added, {reinforced} reinforced as near-duplicates) "
-            f"[target >= {TARGET_INGEST:g}: {verdict}]")  # fmt: skip
+            f"of {batch}, {writers} writer(s) ({added} added, {reinforced} reinforced as "
+            f"near-duplicates) [target >= {TARGET_INGEST:g}: {verdict}]")  # fmt: skip
 
 
 async def retrieval(
@@ -399,14 +409,22 @@ async def run(args: argparse.Namespace, url: str, tmp: Path) -> None:
         service, batch = Service(url, tmp, data_dir), args.batch
         async with service as client:
             print("  as grown (indexed by the store as it went):")
-            print("    " + await ingest(client, where, texts[bus : bus + sample], batch))
+            part = texts[bus : bus + sample]
+            each = len(part) // len(args.writers)
+            for n, writers in enumerate(args.writers):
+                share = part[n * each : (n + 1) * each]
+                print("    " + await ingest(client, where, share, batch, writers))
             for mode in args.modes:
                 print("    " + await retrieval(client, where, asked, args.warmup, mode))
             rss = service.rss_mib()
         seconds = await optimize(data_dir)
         async with service as client:
             print(f"  after a full EdgeStore.optimize() ({seconds:.0f} s, offline):")
-            print("    " + await ingest(client, where, texts[bus + sample : size], batch))
+            part = texts[bus + sample : size]
+            each = len(part) // len(args.writers)
+            for n, writers in enumerate(args.writers):
+                share = part[n * each : (n + 1) * each]
+                print("    " + await ingest(client, where, share, batch, writers))
             for mode in args.modes:
                 print("    " + await retrieval(client, where, asked, args.warmup, mode))
             rss = max(rss, service.rss_mib())
@@ -424,6 +442,8 @@ def main() -> None:
         "--sample", type=int, default=1024, help="facts ingested via the bus, in each state"
     )
     parser.add_argument("--batch", type=int, default=64, help="facts per store request")
+    parser.add_argument("--writers", type=int, nargs="+", default=[1],
+                        help="concurrent store callers; several split the sample")  # fmt: skip
     parser.add_argument("--modes", nargs="+", default=["hybrid", "dense"],
                         choices=["dense", "lexical", "hybrid"], help="rankings timed")  # fmt: skip
     args = parser.parse_args()

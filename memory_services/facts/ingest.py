@@ -57,29 +57,47 @@ def _item(ctx: FactContext, scope: Scope, fact: FactInput, where: str) -> _Item:
     return _Item(content, normalised, rec.fact_id(scope, normalised), fact)
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A store request checked and embedded: what needs no lock, so one request's
+    embedding runs while another's writes do."""
+
+    items: list[_Item]
+    #: Each distinct content's vector.
+    vectors: dict[str, list[float]]
+
+
+async def prepare(ctx: FactContext, scope: Scope, facts: list[FactInput]) -> Prepared:
+    """Check ``facts`` (a bad one refuses the request before anything is embedded) and
+    embed their distinct contents."""
+    if not facts:
+        raise BadRequest("store needs at least one fact in 'facts'")
+    if len(facts) > ctx.policy.max_batch:
+        raise BadRequest(f"facts: {len(facts)} in one request; at most {ctx.policy.max_batch}")
+    owner = rec.identity(scope)
+    items = [_item(ctx, owner, fact, f"facts[{n}]") for n, fact in enumerate(facts)]
+    texts = list(dict.fromkeys(item.content for item in items))
+    return Prepared(items, dict(zip(texts, await ctx.embed(texts), strict=True)))
+
+
 async def store(
     ctx: FactContext,
     scope: Scope,
-    facts: list[FactInput],
+    prepared: Prepared,
     request_id: str | None,
     *,
     evict: bool = False,
 ) -> tuple[list[StoredFact], list[str]]:
     """What became of each fact, and the ids evicted to make room (``evict``; see
-    :mod:`.quota`)."""
+    :mod:`.quota`). Run under the service's write lock."""
     policy = ctx.policy
-    if not facts:
-        raise BadRequest("store needs at least one fact in 'facts'")
-    if len(facts) > policy.max_batch:
-        raise BadRequest(f"facts: {len(facts)} in one request; at most {policy.max_batch}")
     owner = rec.identity(scope)
-    items = [_item(ctx, owner, fact, f"facts[{n}]") for n, fact in enumerate(facts)]
+    items = prepared.items
     now = ctx.clock()
     found = {r.id: r for r in await ctx.get(sorted({i.id for i in items}), owner)}
     live = {i: r.payload for i, r in found.items() if float(r.payload["expires_at"]) > now}
     fresh = [item for item in items if item.id not in live]
-    texts = list(dict.fromkeys(item.content for item in fresh))
-    vectors = dict(zip(texts, await ctx.embed(texts), strict=True)) if texts else {}
+    vectors = {item.content: prepared.vectors[item.content] for item in fresh}
     stored = await _stored_near_duplicates(ctx, owner, vectors, now)
     batch = _Batch(payloads={i: dict(p) for i, p in live.items()})
     results = []

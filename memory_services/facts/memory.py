@@ -108,8 +108,9 @@ class FactMemory:
     ) -> tuple[list[StoredFact], list[str]]:
         """Add facts, or reinforce the existing ones they repeat; see :mod:`.ingest`. Return
         what became of each, and the ids evicted to make room (``evict``; see :mod:`.quota`)."""
+        prepared = await ingest.prepare(self.ctx, scope, facts)  # outside the lock
         async with self._write_lock:
-            return await ingest.store(self.ctx, scope, facts, request_id, evict=evict)
+            return await ingest.store(self.ctx, scope, prepared, request_id, evict=evict)
 
     async def update(
         self, scope: Scope, id: str | None, fact: FactInput | None, request_id: str | None = None
