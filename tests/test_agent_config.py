@@ -21,9 +21,12 @@ LOOKUP = {"type": "knowledge-query", "name": "lookup", "description": "Ask the k
 
 
 @contextlib.asynccontextmanager
-async def config_service(transport: PulsarTransport, tmp_path: Path) -> AsyncIterator[None]:
+async def config_service(
+    transport: PulsarTransport, tmp_path: Path, unique: str
+) -> AsyncIterator[None]:
+    """Its own id: on RabbitMQ a request queue outlives its consumers and collects requests."""
     service = ConfigServiceProcessor(
-        ConfigServiceProcessor.Settings.load({"id": "cfg", "data_dir": tmp_path / "cfg"}),
+        ConfigServiceProcessor.Settings.load({"id": f"cfg-{unique}", "data_dir": tmp_path / "cfg"}),
         transport,
         registry=CollectorRegistry(),
     )
@@ -42,7 +45,7 @@ async def test_pushed_agent_mem_settings_change_behaviour(
     transport: PulsarTransport, tmp_path: Path, unique: str
 ) -> None:
     async with (
-        config_service(transport, tmp_path),
+        config_service(transport, tmp_path, unique),
         agent_stack(
             transport,
             tmp_path,

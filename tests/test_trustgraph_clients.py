@@ -24,9 +24,13 @@ pytestmark = pytest.mark.broker
 
 
 @contextlib.asynccontextmanager
-async def config_service(transport: PulsarTransport, data_dir: Path) -> AsyncIterator[None]:
+async def config_service(
+    transport: PulsarTransport, data_dir: Path, unique: str
+) -> AsyncIterator[None]:
+    """Its own id, so its own subscription: on RabbitMQ a request queue outlives its consumers
+    and collects every later request, which another test's service of the same id would get."""
     service = ConfigServiceProcessor(
-        ConfigServiceProcessor.Settings.load({"id": "cfg", "data_dir": data_dir}),
+        ConfigServiceProcessor.Settings.load({"id": f"cfg-{unique}", "data_dir": data_dir}),
         transport,
         registry=CollectorRegistry(),
     )
@@ -42,7 +46,7 @@ async def test_per_workspace_config_queues_serve_trustgraphs_config_client(
 ) -> None:
     ws = f"ws-{unique}"
     async with (
-        config_service(transport, tmp_path / "cfg"),
+        config_service(transport, tmp_path / "cfg", unique),
         trustgraph_backend(broker.url, transport) as backend,
         trustgraph_config(backend, "default") as default,
         trustgraph_config(backend) as system,
@@ -65,7 +69,7 @@ async def test_per_workspace_config_queues_serve_trustgraphs_config_client(
         assert await default.keys("default", "tool") == []
     # A workspace with config is served after a restart too.
     async with (
-        config_service(transport, tmp_path / "cfg"),
+        config_service(transport, tmp_path / "cfg", unique),
         trustgraph_backend(broker.url, transport) as backend,
         trustgraph_config(backend, ws) as own,
     ):
@@ -78,7 +82,7 @@ async def test_agent_reads_additional_context_from_config_type_agent(
     """agent-manager's config type ``agent`` (key ``additional-context``) is read;
     ``agent-mem`` wins over it."""
     async with (
-        config_service(transport, tmp_path / "cfg"),
+        config_service(transport, tmp_path / "cfg", unique),
         agent_stack(
             transport,
             tmp_path,
