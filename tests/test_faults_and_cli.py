@@ -48,6 +48,16 @@ def react_mem(*args: str, **env: str) -> subprocess.Popen[str]:
     )
 
 
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The processor's metrics samples, by name and labels."""
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+    }
+
+
 async def test_group_cli_serves_and_metrics_are_scraped_over_http(
     broker: EmbeddedBroker, transport: PulsarTransport, tmp_path: Path, unique: str
 ) -> None:
@@ -81,21 +91,20 @@ async def test_group_cli_serves_and_metrics_are_scraped_over_http(
         await answered(client, timeout=30)
         for n in range(5):
             assert (await client.request(PingRequest(message=str(n)))).message == str(n)
-        body = await asyncio.to_thread(
-            lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
-        )
+        labels = (("consumer", topics["request"]), ("processor", pid), ("status", "ok"))
+        # A message is counted once settled, which may come just after its reply is read.
+        deadline = time.monotonic() + 10
+        while True:
+            samples = await asyncio.to_thread(scrape, port)
+            if samples.get(("tg_consumer_processing_total", labels), 0) >= 6:
+                break
+            assert time.monotonic() < deadline, samples
+            await asyncio.sleep(0.1)
     finally:
         await client.close()
         proc.send_signal(signal.SIGTERM)
         output = proc.communicate(timeout=20)[0]
     assert proc.returncode == 0, output
-    samples = {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(body)
-        for s in family.samples
-    }
-    labels = (("consumer", topics["request"]), ("processor", pid), ("status", "ok"))
-    assert samples[("tg_consumer_processing_total", labels)] >= 6
     state = (("consumer", topics["request"]), ("processor", pid), ("tg_consumer_state", "running"))
     assert samples[("tg_consumer_state", state)] == 1
     assert (
