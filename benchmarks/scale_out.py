@@ -188,14 +188,18 @@ class Processes:
 
 
 class Driver:
-    """Closed-loop callers; every final answer counted per request id."""
+    """Requests with their final replies counted per id; callers wait for the first."""
 
-    def __init__(self, bus: RabbitMQTransport, unique: str) -> None:
-        self.bus, self.queues = bus, topics(unique)["agent"]
+    def __init__(self, bus: RabbitMQTransport, queues: dict[str, str]) -> None:
+        self.bus, self.queues = bus, queues
         self.finals: Counter[str] = Counter()
-        self.waiting: dict[str, asyncio.Future[float]] = {}
+        self.waiting: dict[str, asyncio.Future[bytes]] = {}
         self.sent: list[str] = []
         self.latencies: list[float] = []
+
+    def final(self, data: bytes) -> bool:
+        """Whether a reply ends its request (the agent streams several, the last one ends)."""
+        return AgentResponse.decode(data).end_of_dialog
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -208,13 +212,12 @@ class Driver:
             while True:
                 delivery = await consumer.receive()
                 await consumer.ack(delivery)
-                response = AgentResponse.decode(delivery.data)
                 rid = delivery.properties.get("id", "")
-                if response.end_of_dialog:
+                if self.final(delivery.data):
                     self.finals[rid] += 1
                     future = self.waiting.pop(rid, None)
                     if future is not None and not future.done():
-                        future.set_result(time.monotonic())
+                        future.set_result(delivery.data)
 
         listener = asyncio.create_task(listen())
         try:
@@ -225,21 +228,24 @@ class Driver:
             await consumer.close()
             await self.producer.close()
 
-    async def ask(self, timeout: float) -> bool:
+    async def request(self, body: bytes, timeout: float) -> bytes | None:
+        """Send ``body`` with a new id; its first final reply, or None after ``timeout``."""
         rid = str(uuid.uuid4())
-        future: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self.waiting[rid] = future
         self.sent.append(rid)
         started = time.monotonic()
-        await self.producer.send(
-            AgentRequest(question="Capital of Portugal?").encode(), {"id": rid}
-        )
+        await self.producer.send(body, {"id": rid})
         try:
-            done = await asyncio.wait_for(asyncio.shield(future), timeout)
+            reply = await asyncio.wait_for(asyncio.shield(future), timeout)
         except TimeoutError:
-            return False
-        self.latencies.append(done - started)
-        return True
+            return None
+        self.latencies.append(time.monotonic() - started)
+        return reply
+
+    async def ask(self, timeout: float) -> bool:
+        body = AgentRequest(question="Capital of Portugal?").encode()
+        return await self.request(body, timeout) is not None
 
     async def load(self, callers: int, seconds: float, timeout: float = 60.0) -> int:
         """Asks answered within ``seconds`` by ``callers`` closed-loop callers."""
@@ -317,7 +323,7 @@ async def measure(
             processes.start("agent-mem", AGENT_ID, agent_flows, args.concurrency)
         bus = node.transport(prefetch=1000)
         await bus.connect()
-        driver = Driver(bus, unique)
+        driver = Driver(bus, topics(unique)["agent"])
         try:
             async with driver.running():
                 await until_ready(node, unique, replicas)
@@ -364,7 +370,7 @@ async def kill_run(
     ]
     bus = node.transport(prefetch=1000)
     await bus.connect()
-    driver = Driver(bus, unique)
+    driver = Driver(bus, topics(unique)["agent"])
     try:
         async with driver.running():
             await until_ready(node, unique, 2)

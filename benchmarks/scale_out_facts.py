@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import random
@@ -36,15 +35,13 @@ import sys
 import tempfile
 import time
 import uuid
-from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.scale_out import Processes, cpu_seconds, node_pids, until_consumed
+from benchmarks.scale_out import Driver, Processes, cpu_seconds, node_pids, until_consumed
 from react_mem.bus.queues import Queue
-from react_mem.bus.rabbitmq import RabbitMQTransport, queue_name
+from react_mem.bus.rabbitmq import queue_name
 from react_mem.schema.facts import FactInput, FactRequest, FactResponse
 from tests.support.rabbitmq import RabbitMQNode
 
@@ -79,54 +76,17 @@ def write_flows(base: Path, unique: str, replicas: int) -> Path:
     return path
 
 
-class Driver:
-    """Requests with their replies counted per id; callers wait for the first."""
+class FactDriver(Driver):
+    """Every reply of fact memory ends its request."""
 
-    def __init__(self, bus: RabbitMQTransport, unique: str) -> None:
-        self.bus, self.queues = bus, topics(unique)
-        self.replies: Counter[str] = Counter()
-        self.waiting: dict[str, asyncio.Future[FactResponse]] = {}
-        self.sent: list[str] = []
-        self.latencies: list[float] = []
+    def final(self, data: bytes) -> bool:
+        return True
 
-    @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        self.producer = await self.bus.producer(Queue.parse(self.queues["request"]))
-        consumer = await self.bus.consumer(
-            Queue.parse(self.queues["response"]), f"bench-{uuid.uuid4().hex[:8]}"
-        )
-
-        async def listen() -> None:
-            while True:
-                delivery = await consumer.receive()
-                await consumer.ack(delivery)
-                rid = delivery.properties.get("id", "")
-                self.replies[rid] += 1
-                future = self.waiting.pop(rid, None)
-                if future is not None and not future.done():
-                    future.set_result(FactResponse.decode(delivery.data))
-
-        listener = asyncio.create_task(listen())
-        try:
-            yield
-        finally:
-            listener.cancel()
-            await asyncio.gather(listener, return_exceptions=True)
-            await consumer.close()
-            await self.producer.close()
-
-    async def ask(self, request: FactRequest, timeout: float) -> FactResponse | None:
-        rid = str(uuid.uuid4())
-        future: asyncio.Future[FactResponse] = asyncio.get_running_loop().create_future()
-        self.waiting[rid] = future
-        self.sent.append(rid)
-        started = time.monotonic()
-        await self.producer.send(request.encode(), {"id": rid})
-        try:
-            response = await asyncio.wait_for(asyncio.shield(future), timeout)
-        except TimeoutError:
+    async def fact(self, request: FactRequest, timeout: float) -> FactResponse | None:
+        reply = await self.request(request.encode(), timeout)
+        if reply is None:
             return None
-        self.latencies.append(time.monotonic() - started)
+        response = FactResponse.decode(reply)
         if response.error is not None:
             raise SystemExit(f"fact-memory answered an error: {response.error}")
         return response
@@ -146,7 +106,7 @@ class Driver:
 
         async def one(request: FactRequest) -> None:
             async with gate:
-                if await self.ask(request, 300.0) is None:
+                if await self.fact(request, 300.0) is None:
                     raise SystemExit("a store request was not answered in 300 s")
 
         await asyncio.gather(*(one(b) for b in batches))
@@ -167,7 +127,7 @@ class Driver:
                     query=f"What does {rng.choice(SUBJECTS)} have?",
                     top_k=5,
                 )
-                if await self.ask(request, timeout) is not None and time.monotonic() <= stop:
+                if await self.fact(request, timeout) is not None and time.monotonic() <= stop:
                     answered += 1
 
         await asyncio.gather(*(caller() for _ in range(callers)))
@@ -224,7 +184,7 @@ async def measure(
         layout = Layout(processes, base, n)
         bus = node.transport(prefetch=1000)
         await bus.connect()
-        driver = Driver(bus, layout.unique)
+        driver = FactDriver(bus, topics(layout.unique))
         rng = random.Random(n)
         try:
             async with driver.running():
@@ -268,14 +228,14 @@ async def kill_run(
     layout = Layout(processes, base, 2)
     bus = node.transport(prefetch=1000)
     await bus.connect()
-    driver = Driver(bus, layout.unique)
+    driver = FactDriver(bus, topics(layout.unique))
     rng = random.Random(99)
     try:
         async with driver.running():
             await layout.ready(node)
             await driver.seed(args.users, args.facts, rng)
             driver.sent.clear()
-            driver.replies.clear()
+            driver.finals.clear()
 
             async def kill_and_restart() -> None:
                 await asyncio.sleep(args.seconds / 2)
@@ -289,8 +249,8 @@ async def kill_run(
             await driver.load(args.callers, args.seconds, args.users, rng, args.drain)
             await restart
             await asyncio.sleep(1.0)  # late second replies would arrive by now
-            lost = sum(1 for rid in driver.sent if driver.replies[rid] == 0)
-            twice = sum(1 for rid in driver.sent if driver.replies[rid] > 1)
+            lost = sum(1 for rid in driver.sent if driver.finals[rid] == 0)
+            twice = sum(1 for rid in driver.sent if driver.finals[rid] > 1)
             print(
                 f"  kill -9 and restart of 1 of 2 replicas half way: {len(driver.sent)}"
                 f" retrievals, lost {lost}, answered twice on the bus {twice}"
