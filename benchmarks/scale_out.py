@@ -45,7 +45,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -293,8 +293,12 @@ async def until_consumed(node: RabbitMQNode, queue: str, consumers: int) -> None
         await connection.close()
 
 
-async def run(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory(prefix="scale-out-") as tmp:
+Measure = Callable[[argparse.Namespace, RabbitMQNode, Path, "Processes"], Awaitable[None]]
+
+
+async def on_a_node(args: argparse.Namespace, measure: Measure, prefix: str) -> None:
+    """``measure`` with a private RabbitMQ node and the processes it starts, then cleaned up."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         base = Path(tmp)
         node = RabbitMQNode(base / "rabbitmq")
         await asyncio.to_thread(node.start)
@@ -405,7 +409,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--drain", type=float, default=60.0, help="seconds an ask may take")
     parser.add_argument("--kills", type=int, default=3, help="kill runs")
-    asyncio.run(run(parser.parse_args()))
+    asyncio.run(on_a_node(parser.parse_args(), measure, "scale-out-"))
 
 
 if __name__ == "__main__":

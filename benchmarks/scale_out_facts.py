@@ -27,19 +27,24 @@ import asyncio
 import json
 import os
 import random
-import secrets
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.scale_out import Driver, Processes, cpu_seconds, node_pids, until_consumed
+from benchmarks.scale_out import (
+    Driver,
+    Processes,
+    cpu_seconds,
+    node_pids,
+    on_a_node,
+    until_consumed,
+)
 from react_mem.bus.queues import Queue
 from react_mem.bus.rabbitmq import queue_name
 from react_mem.schema.facts import FactInput, FactRequest, FactResponse
@@ -159,19 +164,6 @@ class Layout:
             await until_consumed(node, queue_name(request, subscription), 1)
 
 
-async def run(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory(prefix="scale-out-facts-") as tmp:
-        base = Path(tmp)
-        node = RabbitMQNode(base / "rabbitmq")
-        await asyncio.to_thread(node.start)
-        processes = Processes(node, base, secrets.token_hex(32))
-        try:
-            await measure(args, node, base, processes)
-        finally:
-            processes.stop()
-            await asyncio.to_thread(node.shutdown)
-
-
 async def measure(
     args: argparse.Namespace, node: RabbitMQNode, base: Path, processes: Processes
 ) -> None:
@@ -269,7 +261,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--drain", type=float, default=60.0, help="seconds a request may take")
     parser.add_argument("--kills", type=int, default=1, help="kill runs")
-    asyncio.run(run(parser.parse_args()))
+    asyncio.run(on_a_node(parser.parse_args(), measure, "scale-out-facts-"))
 
 
 if __name__ == "__main__":
