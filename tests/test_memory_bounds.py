@@ -160,6 +160,31 @@ async def test_vectors_past_the_budget_are_paged_out_and_read_again_by_searches(
     assert searched[residency.DATA] > 2 * MiB  # the scan read every vector from the file again
 
 
+@linux_only
+async def test_maintenance_keeps_what_searches_read_until_the_store_is_idle(
+    tmp_path: Path,
+) -> None:
+    """Paged out between two searches, the vectors were read straight back from the files."""
+    records = points(2_000)
+    store = EdgeStore(tmp_path / "edge", flush_interval=60, resident_mib=1)  # no tick of its own
+    await store.open()
+    await store.ensure(SPEC)
+    try:
+        await store.upsert(SPEC.name, records)
+        await store.flush()  # a tick as the maintenance task runs it
+        await store.maintain()  # the write was just now: busy
+        busy = residency.resident(tmp_path / "edge")
+        store.flush_interval = 0.05
+        await asyncio.sleep(0.1)  # no engine call for longer than that: idle
+        await store.maintain()
+        idle = residency.resident(tmp_path / "edge")
+    finally:
+        await store.close()
+    assert busy[residency.LOG] < MiB / 4  # the log goes at every tick
+    assert busy[residency.DATA] > 2 * MiB
+    assert idle[residency.DATA] < MiB / 4
+
+
 _WRITER = """
 import asyncio, os, signal, sys
 from pathlib import Path

@@ -109,10 +109,12 @@ def page_out(root: Path, kinds: Collection[str]) -> int:
     return advised
 
 
-def trim(root: Path, budget: int) -> dict[str, int]:
+def trim(root: Path, budget: int | None) -> dict[str, int]:
     """Page out the log and index files under ``root``, and the data files too if more than
-    ``budget`` bytes of them are resident; the resident bytes by kind found before."""
+    ``budget`` bytes of them are resident (None: never); the resident bytes by kind found
+    before."""
     found = resident(root)
-    kinds = {LOG, INDEX} | ({DATA} if found.get(DATA, 0) > budget else set())
+    paged = budget is not None and found.get(DATA, 0) > budget
+    kinds = {LOG, INDEX} | ({DATA} if paged else set())
     page_out(root, kinds)
     return found
