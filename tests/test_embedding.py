@@ -87,7 +87,23 @@ async def test_batches_hold_at_most_64_texts(embedder: SentenceTransformerEmbedd
     assert all(len(r) == 1 and len(r[0]) == 384 for r in results)
     calls = embedder.model_calls
     assert len(await embedder.embed([f"bulk {n}" for n in range(100)])) == 100
-    assert embedder.model_calls - calls == 1  # one caller's texts are never split
+    assert embedder.model_calls - calls == 2  # 50 + 50 (two lanes), not 64 + 36
+
+
+async def test_one_callers_texts_are_split_over_the_lanes_but_one(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    """A store request's facts use two cores; each text keeps its own vector, in order."""
+    texts = [f"fact {n} about the user's {n % 5} hobbies" for n in range(40)]
+    alone = [(await embedder.embed([t]))[0] for t in texts]
+    calls = embedder.model_calls
+    together = await embedder.embed(texts)
+    assert embedder.lanes == 3 and embedder.model_calls - calls == 2  # 20 + 20
+    for vector, single in zip(together, alone, strict=True):
+        assert vector == pytest.approx(single, abs=1e-5)
+    calls = embedder.model_calls
+    await embedder.embed(texts[:7])  # too few to be worth a second lane
+    assert embedder.model_calls - calls == 1
 
 
 async def test_a_query_does_not_wait_for_a_batch_in_progress(
