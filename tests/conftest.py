@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -16,6 +17,7 @@ from prometheus_client.metrics import MetricWrapperBase
 from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
 from react_mem.bus.transport import Transport
+from react_mem.metrics import families
 
 BROKERS = ("pulsar", "rabbitmq")
 
@@ -57,12 +59,17 @@ def trustgraph_metrics_released() -> Iterator[None]:
     """TrustGraph's own classes, used in-process as test peers, register metrics under the
     names react-mem shares with them in the global registry, once per class. Released after
     each test, so a later test's processors on the global registry do not collide with them
-    (in a deployment the two never share a process)."""
+    (in a deployment the two never share a process). React-mem's own families under those
+    names, made on the global registry by a test whose processors took none of their own, go
+    too, or they would collide with TrustGraph's classes in whichever test runs next (the
+    order differs with each ``-n`` worker's share of the suite)."""
     yield
+    shared = families(REGISTRY)
+    for field in dataclasses.fields(shared):
+        with contextlib.suppress(KeyError):
+            REGISTRY.unregister(getattr(shared, field.name))
     module = sys.modules.get("trustgraph.base.metrics")
-    if module is None:
-        return
-    for owner in vars(module).values():
+    for owner in vars(module).values() if module is not None else ():
         if not isinstance(owner, type):
             continue
         for name, value in list(vars(owner).items()):
