@@ -33,8 +33,8 @@ and payload-index files, and the vectors and payloads too once more than ``resid
 them are resident (:mod:`memory_services.store.residency`), so RSS stays near the store's
 fresh size however much it holds. The vectors and payloads wait for a tick that finds the
 store idle (no engine call for ``flush_interval`` seconds): paged out while searches run, they
-were read straight back from the files (at 100k facts, ≈300 MiB per 1,024 facts ingested, a
-third of the ingest rate). Figures: ``benchmarks/memory_growth.py``.
+were read straight back from the files (at 100k facts, ≈300 MiB more read per 1,024 facts
+ingested through the bus). Figures: ``benchmarks/memory_growth.py``.
 """
 
 from __future__ import annotations
