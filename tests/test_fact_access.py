@@ -125,3 +125,49 @@ async def test_a_clean_stop_writes_what_is_pending(
     ) as again:
         fact = await again.one(carol)
         assert (fact.access_count, fact.last_accessed) == (2, START + 7)
+
+
+async def test_writing_the_statistics_lets_other_requests_in_between_writes(
+    transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
+) -> None:
+    # A second of retrievals leaves ~100 writes pending; written in one go, they held every
+    # request that came meanwhile behind them (the retrieval p99 at 100k facts).
+    async with fact_service(
+        transport,
+        registry,
+        tmp_path,
+        unique,
+        client=Counted,
+        embedder=HashingEmbedder(),
+        access_write_delay=3600,
+    ) as facts:
+        pets = ["tortoise", "parrot", "ferret", "hamster", "rabbit", "kitten"]
+        for pet in pets:
+            await facts.store(f"Carol keeps a {pet} at her sister's flat.")
+        for n, pet in enumerate(pets):  # each at its own time: six writes
+            facts.clock.now = START + n
+            [found] = (await facts.ok("retrieve", query=f"Carol's {pet}", top_k=1)).facts
+            assert pet in found.content
+        facts.count_writes()
+        ticks, seen = [0], []
+        store = facts.processor.store
+        counted = store.set_payload
+
+        async def set_payload(*a: Any, **kw: Any) -> None:
+            seen.append(ticks[0])
+            await counted(*a, **kw)
+
+        store.set_payload = set_payload  # type: ignore[method-assign]
+
+        async def ticker() -> None:
+            while True:
+                ticks[0] += 1
+                await asyncio.sleep(0)
+
+        other = asyncio.create_task(ticker())
+        try:
+            await facts.processor.memory.flush_access()
+        finally:
+            other.cancel()
+        assert len(facts.writes) == len(pets)
+        assert seen == sorted(set(seen)), seen  # the loop ran between any two writes
