@@ -10,7 +10,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from memory_services.store import CollectionSpec, Condition, EdgeStore, FieldType, Record, Scope
+from memory_services.store import (
+    CollectionSpec,
+    Condition,
+    EdgeStore,
+    FieldType,
+    Record,
+    Scope,
+    edge_query,
+)
 from memory_services.store.edge_build import live_path
 from tests.support.recording import eventually
 
@@ -133,5 +141,46 @@ async def test_an_abandoned_build_leaves_the_collection_as_it_was(tmp_path: Path
         await store.upsert(BIG.name, [point(rng, HOME, kind="kept")])  # still writable
         assert await store.optimize(BIG.name) is False  # below the engine's threshold
         assert len(await everything(store, HOME)) == 2_001
+    finally:
+        await store.close()
+
+
+async def test_points_given_new_payloads_or_deleted_bring_the_next_index_run(
+    tmp_path: Path,
+) -> None:
+    # The engine moves a point given a new payload out of its indexed segment, into the one
+    # searches scan, and its indexed count then hides it (as it hides deletions): a store that
+    # only retrieves (access statistics) would scan ever more points and never index again.
+    notes = CollectionSpec("notes-384", 384, text_fields=("text",))
+    rng = random.Random(5)
+    store = EdgeStore(
+        tmp_path / "edge", flush_interval=0.05, index_after=2_000, index_when_idle=0.2
+    )
+    await store.open()
+    await store.ensure(notes)
+    points = [point(rng, HOME, text=f"note {n} about item{n}") for n in range(7_000)]
+    try:
+        for first in range(0, len(points), 1_000):
+            await store.upsert(notes.name, points[first : first + 1_000])
+        await eventually(lambda: store.indexed == 1, timeout=120)
+
+        for first in range(0, 2_500, 50):  # new payloads for 2,500 indexed points
+            page = [p.id for p in points[first : first + 50]]
+            await store.set_payload(notes.name, page, {"seen": first}, scope=HOME)
+        info = store._shards[notes.name].info()
+        assert edge_query.unindexed(info) < 2_000  # the engine's count alone hides them
+        await eventually(lambda: store.indexed == 2, timeout=120)
+
+        # 1,500 deleted from the index and 1,200 new: 1,200 to scan, no index run yet...
+        doomed = [p.id for p in points[3_000:4_500]]
+        assert await store.delete(notes.name, scope=HOME, ids=doomed) == 1_500
+        fresh = [point(rng, HOME, text=f"later note {n}") for n in range(2_200)]
+        await store.upsert(notes.name, fresh[:1_200])
+        await asyncio.sleep(1)
+        assert store.indexed == 2
+        await store.upsert(notes.name, fresh[1_200:])  # ...2,200: one
+        await eventually(lambda: store.indexed == 3, timeout=120)
+        found = await store.search(notes.name, fresh[-1].vector or [], scope=HOME, limit=1)
+        assert [hit.id for hit in found] == [fresh[-1].id]
     finally:
         await store.close()

@@ -22,10 +22,13 @@ copy is swapped in (:mod:`memory_services.store.edge_build`). The store indexes 
 once ``index_after`` points were written to a collection since its last indexing, the
 maintenance task (which also flushes) indexes it at the next moment the store has been idle
 for ``index_when_idle`` seconds, or at once past four times ``index_after``. Writes here
-count points upserted or given new payloads (a payload change moves a point out of its
-indexed segment). Small collections stay unindexed: the engine only indexes segments past its
-own threshold (≈6.5k 384-d vectors), and below that a scope's payload index makes a scan
-cheap. Figures: ``benchmarks/fact_memory.py``, ``benchmarks/index_stall.py``.
+count points upserted or given new payloads: a payload change moves a point out of its
+indexed segment into the scanned one (a retrieval's access statistics do, so reads alone grow
+what searches scan: 30k such points at 100k facts made a dense search 4.4x slower), which the
+engine's own count hides (:func:`edge_query.unindexed`). Small collections stay unindexed:
+the engine only indexes segments past its own threshold (≈6.5k 384-d vectors), and below that
+a scope's payload index makes a scan cheap. Figures: ``benchmarks/fact_memory.py``,
+``benchmarks/index_stall.py``.
 
 Memory: the engine maps its shard files, and what it writes or reads of them stays resident.
 After a shard opens and at every maintenance tick the store pages out its write-ahead logs
@@ -109,6 +112,10 @@ class EdgeStore:
         self._fields: dict[str, tuple[str, ...]] = {}
         self._dirty: set[str] = set()
         self._written: dict[str, int] = {}
+        #: Per collection since its last index run: the ids given new payloads, and the points
+        #: deleted (the engine's indexed count is off for them: :func:`edge_query.unindexed`).
+        self._moved: dict[str, set[str]] = {}
+        self._deleted: dict[str, int] = {}
         self._wanted: dict[str, dict[str, str]] = {}
         #: Ids written to a collection while its index is built (copied over at the swap).
         self._touched: dict[str, set[str]] = {}
@@ -337,6 +344,9 @@ class EdgeStore:
             op = qe.UpdateOperation.set_payload_by_filter(selected, update)
             self._call(lambda: shard.update(op))
             self._wrote(collection, wanted)
+            moved = self._moved.setdefault(collection, set())
+            if len(moved) < 4 * self.index_after:  # enough to decide on; bounds the set
+                moved.update(wanted)
 
     async def delete(
         self,
@@ -361,6 +371,7 @@ class EdgeStore:
                 touched.update(str(r.id) for r in self._run(lambda: shard.scroll(listed))[0])
             self._call(lambda: shard.update(qe.UpdateOperation.delete_points_by_filter(selected)))
             self._dirty.add(collection)
+            self._deleted[collection] = self._deleted.get(collection, 0) + doomed
         return doomed
 
     def _wrote(self, collection: str, ids: Sequence[str]) -> None:
@@ -397,10 +408,18 @@ class EdgeStore:
         self._shard(collection)
         async with self._indexing:
             self._written[collection] = 0  # writes from now on count towards the next run
+            moved, deleted = self._moved.pop(collection, set()), self._deleted.pop(collection, 0)
+            built = False
             try:
-                return await self._rebuild(collection)
+                indexed = await self._rebuild(collection)
+                built = True
+                return indexed
             except (OSError, RuntimeError) as exc:
                 raise TransientError(f"indexing {collection} failed: {exc}") from exc
+            finally:
+                if not built:  # the old shard's counts still hold
+                    self._moved.setdefault(collection, set()).update(moved)
+                    self._deleted[collection] = self._deleted.get(collection, 0) + deleted
 
     async def compact(self, collection: str) -> bool:
         """Rewrite the shard from its live points (the rebuild :meth:`optimize` does, which
@@ -482,7 +501,8 @@ class EdgeStore:
             # Writes over-count (a point written twice, small segments the engine never
             # indexes); the engine knows how many points lie outside an index.
             info = await asyncio.to_thread(self._run, self._shards[name].info)
-            unindexed = edge_query.unindexed(info)
+            changed = len(self._moved.get(name, ())) + self._deleted.get(name, 0)
+            unindexed = edge_query.unindexed(info, changed)
             if unindexed < self.index_after:
                 self._written[name] = unindexed
                 continue
