@@ -145,42 +145,74 @@ async def test_an_abandoned_build_leaves_the_collection_as_it_was(tmp_path: Path
         await store.close()
 
 
+NOTES = CollectionSpec("notes-384", 384, text_fields=("text",))  # lexical vectors too
+
+
+def notes_store(path: Path) -> EdgeStore:
+    return EdgeStore(path, flush_interval=0.05, index_after=2_000, index_when_idle=0.2)
+
+
+async def indexed_notes(store: EdgeStore, rng: random.Random) -> list[Record]:
+    """7,000 notes in an HNSW index (past the engine's threshold)."""
+    await store.open()
+    await store.ensure(NOTES)
+    points = [point(rng, HOME, text=f"note {n} about item{n}") for n in range(7_000)]
+    for first in range(0, len(points), 1_000):
+        await store.upsert(NOTES.name, points[first : first + 1_000])
+    await eventually(lambda: store.indexed == 1, timeout=120)
+    return points
+
+
+async def give_payloads(store: EdgeStore, points: list[Record]) -> None:
+    for first in range(0, len(points), 50):
+        page = [p.id for p in points[first : first + 50]]
+        await store.set_payload(NOTES.name, page, {"seen": first}, scope=HOME)
+
+
 async def test_points_given_new_payloads_or_deleted_bring_the_next_index_run(
     tmp_path: Path,
 ) -> None:
     # The engine moves a point given a new payload out of its indexed segment, into the one
     # searches scan, and its indexed count then hides it (as it hides deletions): a store that
     # only retrieves (access statistics) would scan ever more points and never index again.
-    notes = CollectionSpec("notes-384", 384, text_fields=("text",))
     rng = random.Random(5)
-    store = EdgeStore(
-        tmp_path / "edge", flush_interval=0.05, index_after=2_000, index_when_idle=0.2
-    )
-    await store.open()
-    await store.ensure(notes)
-    points = [point(rng, HOME, text=f"note {n} about item{n}") for n in range(7_000)]
+    store = notes_store(tmp_path / "edge")
     try:
-        for first in range(0, len(points), 1_000):
-            await store.upsert(notes.name, points[first : first + 1_000])
-        await eventually(lambda: store.indexed == 1, timeout=120)
-
-        for first in range(0, 2_500, 50):  # new payloads for 2,500 indexed points
-            page = [p.id for p in points[first : first + 50]]
-            await store.set_payload(notes.name, page, {"seen": first}, scope=HOME)
-        info = store._shards[notes.name].info()
+        points = await indexed_notes(store, rng)
+        await give_payloads(store, points[:2_500])
+        info = store._shards[NOTES.name].info()
         assert edge_query.unindexed(info) < 2_000  # the engine's count alone hides them
         await eventually(lambda: store.indexed == 2, timeout=120)
 
         # 1,500 deleted from the index and 1,200 new: 1,200 to scan, no index run yet...
         doomed = [p.id for p in points[3_000:4_500]]
-        assert await store.delete(notes.name, scope=HOME, ids=doomed) == 1_500
+        assert await store.delete(NOTES.name, scope=HOME, ids=doomed) == 1_500
         fresh = [point(rng, HOME, text=f"later note {n}") for n in range(2_200)]
-        await store.upsert(notes.name, fresh[:1_200])
+        await store.upsert(NOTES.name, fresh[:1_200])
         await asyncio.sleep(1)
         assert store.indexed == 2
-        await store.upsert(notes.name, fresh[1_200:])  # ...2,200: one
+        await store.upsert(NOTES.name, fresh[1_200:])  # ...2,200: one
         await eventually(lambda: store.indexed == 3, timeout=120)
-        found = await store.search(notes.name, fresh[-1].vector or [], scope=HOME, limit=1)
+        found = await store.search(NOTES.name, fresh[-1].vector or [], scope=HOME, limit=1)
         assert [hit.id for hit in found] == [fresh[-1].id]
     finally:
         await store.close()
+
+
+async def test_points_changed_before_a_restart_still_count(tmp_path: Path) -> None:
+    store = notes_store(tmp_path / "edge")
+    try:
+        points = await indexed_notes(store, random.Random(6))
+        await give_payloads(store, points[:1_500])
+        await asyncio.sleep(1)
+        assert store.indexed == 1  # 1,500 moved: not yet
+    finally:
+        await store.close()
+    again = notes_store(tmp_path / "edge")
+    await again.open()
+    await again.ensure(NOTES)
+    try:
+        await give_payloads(again, points[1_500:2_100])  # 2,100 in all
+        await eventually(lambda: again.indexed == 1, timeout=120)
+    finally:
+        await again.close()

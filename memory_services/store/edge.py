@@ -112,10 +112,11 @@ class EdgeStore:
         self._fields: dict[str, tuple[str, ...]] = {}
         self._dirty: set[str] = set()
         self._written: dict[str, int] = {}
-        #: Per collection since its last index run: the ids given new payloads, and the points
-        #: deleted (the engine's indexed count is off for them: :func:`edge_query.unindexed`).
+        #: Per collection since its last index run: the ids given new payloads, and how many
+        #: other points were changed (deleted; or moved before the store was last opened).
+        #: The engine's indexed count is off for them (:func:`edge_query.unindexed`).
         self._moved: dict[str, set[str]] = {}
-        self._deleted: dict[str, int] = {}
+        self._changed: dict[str, int] = {}
         self._wanted: dict[str, dict[str, str]] = {}
         #: Ids written to a collection while its index is built (copied over at the swap).
         self._touched: dict[str, set[str]] = {}
@@ -155,7 +156,8 @@ class EdgeStore:
                 if await asyncio.to_thread(self._run, lexical):
                     self._dirty.add(name)
                 info = await asyncio.to_thread(self._run, shard.info)
-                self._written[name] = edge_query.unindexed(info)
+                self._changed[name] = await asyncio.to_thread(edge_build.changed, self.path, name)
+                self._written[name] = edge_query.unindexed(info, self._changed[name])
             # The workspace is the tenant: optimised segments are laid out by it.
             wanted = dict.fromkeys(SCOPE_KEYS, "keyword") | {SCOPE_KEYS[0]: edge_build.TENANT}
             wanted.update({key: kind.value for key, kind in spec.indexes.items()})
@@ -371,7 +373,7 @@ class EdgeStore:
                 touched.update(str(r.id) for r in self._run(lambda: shard.scroll(listed))[0])
             self._call(lambda: shard.update(qe.UpdateOperation.delete_points_by_filter(selected)))
             self._dirty.add(collection)
-            self._deleted[collection] = self._deleted.get(collection, 0) + doomed
+            self._changed[collection] = self._changed.get(collection, 0) + doomed
         return doomed
 
     def _wrote(self, collection: str, ids: Sequence[str]) -> None:
@@ -399,6 +401,18 @@ class EdgeStore:
                 except TransientError:
                     self._dirty.add(name)
                     raise
+                await self._save_changed(name)
+
+    def _changed_count(self, name: str) -> int:
+        return len(self._moved.get(name, ())) + self._changed.get(name, 0)
+
+    async def _save_changed(self, name: str) -> None:
+        """Keep the count of changed points past a restart (a new shard starts without)."""
+        if count := self._changed_count(name):
+            try:
+                await asyncio.to_thread(edge_build.save_changed, self.path, name, count)
+            except OSError as exc:  # lost, it only delays an index run
+                logger.warning("cannot save %s's count of changed points: %s", name, exc)
 
     async def optimize(self, collection: str) -> bool:
         """Build HNSW indexes now, so large scopes stop scanning: a child process indexes a
@@ -408,7 +422,7 @@ class EdgeStore:
         self._shard(collection)
         async with self._indexing:
             self._written[collection] = 0  # writes from now on count towards the next run
-            moved, deleted = self._moved.pop(collection, set()), self._deleted.pop(collection, 0)
+            moved, changed = self._moved.pop(collection, set()), self._changed.pop(collection, 0)
             built = False
             try:
                 indexed = await self._rebuild(collection)
@@ -419,7 +433,7 @@ class EdgeStore:
             finally:
                 if not built:  # the old shard's counts still hold
                     self._moved.setdefault(collection, set()).update(moved)
-                    self._deleted[collection] = self._deleted.get(collection, 0) + deleted
+                    self._changed[collection] = self._changed.get(collection, 0) + changed
 
     async def compact(self, collection: str) -> bool:
         """Rewrite the shard from its live points (the rebuild :meth:`optimize` does, which
@@ -501,8 +515,7 @@ class EdgeStore:
             # Writes over-count (a point written twice, small segments the engine never
             # indexes); the engine knows how many points lie outside an index.
             info = await asyncio.to_thread(self._run, self._shards[name].info)
-            changed = len(self._moved.get(name, ())) + self._deleted.get(name, 0)
-            unindexed = edge_query.unindexed(info, changed)
+            unindexed = edge_query.unindexed(info, self._changed_count(name))
             if unindexed < self.index_after:
                 self._written[name] = unindexed
                 continue
@@ -550,6 +563,8 @@ class EdgeStore:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._flusher
             self._flusher = None
+        for name in list(self._shards):
+            await self._save_changed(name)
         shards, self._shards = self._shards, {}
         self._dirty.clear()
         try:
