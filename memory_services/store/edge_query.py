@@ -112,9 +112,10 @@ def hits(points: list[qe.ScoredPoint], vector: list[float]) -> list[Hit]:
 
 
 def unindexed(info: Any, changed: int = 0) -> int:
-    """Points whose dense vector lies outside an HNSW index, ``changed``: points given a new
-    payload or deleted since the last index run. The engine counts each non-empty lexical
-    vector as indexed too, so ``indexed_vectors_count`` runs up to twice the points. A point
+    """Points whose dense vector lies outside an HNSW index, given ``changed``: how many points
+    were given a new payload or deleted since the last index run. The engine counts each
+    non-empty lexical vector as indexed too, so ``indexed_vectors_count`` runs up to twice the
+    points. A point
     deleted from an indexed segment stays in that count, and one given a new payload is moved
     out of it (into the scanned segment) and stays in it too, its copy's lexical vector
     counted once more: each takes two off ``2 * points - indexed`` (measured at 100k: 3,000
