@@ -115,14 +115,13 @@ def unindexed(info: Any, changed: int = 0) -> int:
     """Points whose dense vector lies outside an HNSW index, given ``changed``: how many points
     were given a new payload or deleted since the last index run. The engine counts each
     non-empty lexical vector as indexed too, so ``indexed_vectors_count`` runs up to twice the
-    points. A point
-    deleted from an indexed segment stays in that count, and one given a new payload is moved
-    out of it (into the scanned segment) and stays in it too, its copy's lexical vector
-    counted once more: each takes two off ``2 * points - indexed`` (measured at 100k: 3,000
-    moved and 1,000 new points raise the count by 4,000; 2,000 deleted ones lower the points
-    alone). So each changed point is added back twice. This errs high (an index run too soon:
-    some changed points lay outside an index already) rather than low (searches scanning
-    moved points for ever)."""
+    points. A point deleted from an indexed segment stays in that count, and one given a new
+    payload is moved out of it (into the scanned segment) and stays in it too, its copy's
+    lexical vector counted once more: each takes two off ``2 * points - indexed`` (measured at
+    100k: 3,000 moved and 1,000 new points raise the count by 4,000; 2,000 deleted ones lower
+    the points alone). So each changed point is added back twice. This errs high (an index
+    run too soon: some changed points lay outside an index already) rather than low (searches
+    scanning moved points for ever)."""
     points: int = info.points_count
     indexed: int = info.indexed_vectors_count
     return max(0, points - max(0, indexed - points) + 2 * changed)
