@@ -25,10 +25,10 @@ for ``index_when_idle`` seconds, or at once past four times ``index_after``. Wri
 count points upserted or given new payloads: a payload change moves a point out of its
 indexed segment into the scanned one (a retrieval's access statistics do, so reads alone grow
 what searches scan: 30k such points at 100k facts made a dense search 4.4x slower), which the
-engine's own count hides (:func:`edge_query.unindexed`). Small collections stay unindexed:
-the engine only indexes segments past its own threshold (≈6.5k 384-d vectors), and below that
-a scope's payload index makes a scan cheap. Figures: ``benchmarks/fact_memory.py``,
-``benchmarks/index_stall.py``.
+engine's own count hides (the store counts them: :mod:`.edge_changes`). Small collections
+stay unindexed: the engine only indexes segments past its own threshold (≈6.5k 384-d
+vectors), and below that a scope's payload index makes a scan cheap. Figures:
+``benchmarks/fact_memory.py``, ``benchmarks/index_stall.py``, ``benchmarks/read_wear.py``.
 
 Memory: the engine maps its shard files, and what it writes or reads of them stays resident.
 After a shard opens and at every maintenance tick the store pages out its write-ahead logs
@@ -66,6 +66,7 @@ from memory_services.store.base import (
     StoreScope,
     require_scope,
 )
+from memory_services.store.edge_changes import ChangedPoints
 from memory_services.store.edge_filter import scope_filter
 from react_mem.errors import ConfigurationError, ReactMemError, TransientError
 from react_mem.ownership import DirectoryOwner
@@ -112,11 +113,7 @@ class EdgeStore:
         self._fields: dict[str, tuple[str, ...]] = {}
         self._dirty: set[str] = set()
         self._written: dict[str, int] = {}
-        #: Per collection since its last index run: the ids given new payloads, and how many
-        #: other points were changed (deleted; or moved before the store was last opened).
-        #: The engine's indexed count is off for them (:func:`edge_query.unindexed`).
-        self._moved: dict[str, set[str]] = {}
-        self._changed: dict[str, int] = {}
+        self._changed = ChangedPoints(path)
         self._wanted: dict[str, dict[str, str]] = {}
         #: Ids written to a collection while its index is built (copied over at the swap).
         self._touched: dict[str, set[str]] = {}
@@ -156,8 +153,8 @@ class EdgeStore:
                 if await asyncio.to_thread(self._run, lexical):
                     self._dirty.add(name)
                 info = await asyncio.to_thread(self._run, shard.info)
-                self._changed[name] = await asyncio.to_thread(edge_build.changed, self.path, name)
-                self._written[name] = edge_query.unindexed(info, self._changed[name])
+                changed = await self._changed.load(name)
+                self._written[name] = edge_query.unindexed(info, changed)
             # The workspace is the tenant: optimised segments are laid out by it.
             wanted = dict.fromkeys(SCOPE_KEYS, "keyword") | {SCOPE_KEYS[0]: edge_build.TENANT}
             wanted.update({key: kind.value for key, kind in spec.indexes.items()})
@@ -346,9 +343,7 @@ class EdgeStore:
             op = qe.UpdateOperation.set_payload_by_filter(selected, update)
             self._call(lambda: shard.update(op))
             self._wrote(collection, wanted)
-            moved = self._moved.setdefault(collection, set())
-            if len(moved) < 4 * self.index_after:  # enough to decide on; bounds the set
-                moved.update(wanted)
+            self._changed.payloads(collection, wanted, cap=4 * self.index_after)
 
     async def delete(
         self,
@@ -373,7 +368,7 @@ class EdgeStore:
                 touched.update(str(r.id) for r in self._run(lambda: shard.scroll(listed))[0])
             self._call(lambda: shard.update(qe.UpdateOperation.delete_points_by_filter(selected)))
             self._dirty.add(collection)
-            self._changed[collection] = self._changed.get(collection, 0) + doomed
+            self._changed.deleted(collection, doomed)
         return doomed
 
     def _wrote(self, collection: str, ids: Sequence[str]) -> None:
@@ -401,18 +396,7 @@ class EdgeStore:
                 except TransientError:
                     self._dirty.add(name)
                     raise
-                await self._save_changed(name)
-
-    def _changed_count(self, name: str) -> int:
-        return len(self._moved.get(name, ())) + self._changed.get(name, 0)
-
-    async def _save_changed(self, name: str) -> None:
-        """Keep the count of changed points past a restart (a new shard starts without)."""
-        if count := self._changed_count(name):
-            try:
-                await asyncio.to_thread(edge_build.save_changed, self.path, name, count)
-            except OSError as exc:  # lost, it only delays an index run
-                logger.warning("cannot save %s's count of changed points: %s", name, exc)
+                await self._changed.save(name)
 
     async def optimize(self, collection: str) -> bool:
         """Build HNSW indexes now, so large scopes stop scanning: a child process indexes a
@@ -422,8 +406,7 @@ class EdgeStore:
         self._shard(collection)
         async with self._indexing:
             self._written[collection] = 0  # writes from now on count towards the next run
-            moved, changed = self._moved.pop(collection, set()), self._changed.pop(collection, 0)
-            built = False
+            taken, built = self._changed.take(collection), False
             try:
                 indexed = await self._rebuild(collection)
                 built = True
@@ -431,9 +414,8 @@ class EdgeStore:
             except (OSError, RuntimeError) as exc:
                 raise TransientError(f"indexing {collection} failed: {exc}") from exc
             finally:
-                if not built:  # the old shard's counts still hold
-                    self._moved.setdefault(collection, set()).update(moved)
-                    self._changed[collection] = self._changed.get(collection, 0) + changed
+                if not built:  # the old shard's count still holds
+                    self._changed.give_back(collection, taken)
 
     async def compact(self, collection: str) -> bool:
         """Rewrite the shard from its live points (the rebuild :meth:`optimize` does, which
@@ -515,7 +497,7 @@ class EdgeStore:
             # Writes over-count (a point written twice, small segments the engine never
             # indexes); the engine knows how many points lie outside an index.
             info = await asyncio.to_thread(self._run, self._shards[name].info)
-            unindexed = edge_query.unindexed(info, self._changed_count(name))
+            unindexed = edge_query.unindexed(info, self._changed.count(name))
             if unindexed < self.index_after:
                 self._written[name] = unindexed
                 continue
@@ -564,7 +546,7 @@ class EdgeStore:
                 await self._flusher
             self._flusher = None
         for name in list(self._shards):
-            await self._save_changed(name)
+            await self._changed.save(name)
         shards, self._shards = self._shards, {}
         self._dirty.clear()
         try:

@@ -38,7 +38,9 @@ _SCHEMAS: dict[str, Any] = {
     "bool": qe.PayloadSchemaType.Bool,
 }
 TENANT = "tenant"  # a keyword index that lays out optimised segments by its value
-_LIVE, _CHANGED = "@live", ".changed"
+_LIVE = "@live"
+#: What the file of a shard generation's changed points (:mod:`.edge_changes`) adds to its name.
+CHANGED = ".changed"
 
 
 def config(size: int, *, with_terms: bool = True) -> qe.EdgeConfig:
@@ -99,27 +101,9 @@ def remove_stale(root: Path, name: str) -> None:
     for path in [root / name, *root.glob(f"{name}@*")]:
         if path != live and path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
-    for path in [root / f"{name}{_CHANGED}", *root.glob(f"{name}@*{_CHANGED}")]:
-        if path.name != f"{live.name}{_CHANGED}":
+    for path in [root / f"{name}{CHANGED}", *root.glob(f"{name}@*{CHANGED}")]:
+        if path.name != f"{live.name}{CHANGED}":
             path.unlink(missing_ok=True)
-
-
-# -- what the engine's count hides ----------------------------------------------------------
-def changed(root: Path, name: str) -> int:
-    """The live shard's points given payloads or deleted since it was built, as last saved
-    (see :func:`memory_services.store.edge_query.unindexed`); 0 when none was saved."""
-    with contextlib.suppress(FileNotFoundError, ValueError):
-        live = live_path(root, name)
-        return max(0, int(live.with_name(f"{live.name}{_CHANGED}").read_text()))
-    return 0
-
-
-def save_changed(root: Path, name: str, count: int) -> None:
-    """Keep that count beside the live shard (a new generation starts with none)."""
-    live = live_path(root, name)
-    scratch = live.with_name(f"{live.name}{_CHANGED}.tmp")
-    scratch.write_text(str(count))
-    scratch.replace(live.with_name(f"{live.name}{_CHANGED}"))
 
 
 # -- the build ------------------------------------------------------------------------------
