@@ -30,6 +30,8 @@ class ChangedPoints:
         self.root = root
         self._moved: dict[str, set[str]] = {}
         self._other: dict[str, int] = {}
+        #: The count last read or written per collection (unchanged: not written again).
+        self._saved: dict[str, int] = {}
 
     def count(self, name: str) -> int:
         return len(self._moved.get(name, ())) + self._other.get(name, 0)
@@ -45,7 +47,9 @@ class ChangedPoints:
         self._other[name] = self._other.get(name, 0) + count
 
     def take(self, name: str) -> Taken:
-        """Start counting afresh (an index run begins); returns what was counted."""
+        """Start counting afresh (an index run begins: its shard has no saved count yet);
+        returns what was counted."""
+        self._saved.pop(name, None)
         return self._moved.pop(name, set()), self._other.pop(name, 0)
 
     def give_back(self, name: str, taken: Taken) -> None:
@@ -57,16 +61,19 @@ class ChangedPoints:
         """Read the live shard's saved count (0 if none); returns it."""
         saved = await asyncio.to_thread(_read, self.root, name)
         self._moved.pop(name, None)
-        self._other[name] = saved
+        self._other[name] = self._saved[name] = saved
         return saved
 
     async def save(self, name: str) -> None:
-        """Write the live shard's count (nothing while it is 0)."""
-        if count := self.count(name):
+        """Write the live shard's count (nothing while it is 0 or as last saved)."""
+        count = self.count(name)
+        if count and count != self._saved.get(name):
             try:
                 await asyncio.to_thread(_write, self.root, name, count)
             except OSError as exc:  # lost, it only delays an index run
                 logger.warning("cannot save %s's count of changed points: %s", name, exc)
+                return
+            self._saved[name] = count
 
 
 def _path(root: Path, name: str) -> Path:
