@@ -34,7 +34,7 @@ CONFIG = ROOT / "config" / "trustgraph"
 TRUSTGRAPH_SERVICES = {"text-completion", "prompt-rag", "graph-rag", "mcp-tool"} | {
     "structured-query",
     "embeddings",
-    "row-embeddings-query",
+    "row-embeddings",
     "librarian",
 }
 #: Queues fed from outside the flow's processors: `react-mem feedback` and `react-mem memory
@@ -42,12 +42,41 @@ TRUSTGRAPH_SERVICES = {"text-completion", "prompt-rag", "graph-rag", "mcp-tool"}
 EXTERNAL_PRODUCERS = {"agent-feedback", "memory-forget"}
 #: Queues read outside the flow's processors: the audit trail, by an archive or a SIEM;
 #: the agent's provenance, by TrustGraph's graph store.
-EXTERNAL_CONSUMERS = {"memory-audit", "explainability"}
+EXTERNAL_CONSUMERS = {"memory-audit", "triples-store"}
 #: Spec names of the request/response path, not events.
 #: Specs of request/response pairs (the learner's forget requests are persistent; their
 #: replies are not).
 RPC_SPECS = frozenset({"request", "response", "next", "memory-forget-response"})
 TOPIC = re.compile(r"^(request|response|flow):tg:([a-z0-9-]+):\{workspace\}:\{id\}$")
+#: TrustGraph's per-workspace services (one queue for all of a workspace's flows).
+WORKSPACE_TOPIC = re.compile(r"^(request|response):tg:librarian:\{workspace\}$")
+
+#: agent-manager's entry in TrustGraph's flow blueprint templates (trustgraph-templates,
+#: ``templates/2.8/flows/agent.jsonnet`` with ``flows/helpers.jsonnet``: the newest template
+#: set, the one TrustGraph 2.8 to 2.11 deployments are configured from), expanded. Every spec
+#: agent-mem shares with it must name the same queue, or a TrustGraph service misses it.
+AGENT_MANAGER_TOPICS = {
+    "request": "request:tg:agent:{workspace}:{id}",
+    "next": "request:tg:agent:{workspace}:{id}",
+    "response": "response:tg:agent:{workspace}:{id}",
+    "text-completion-request": "request:tg:text-completion:{workspace}:{id}",
+    "text-completion-response": "response:tg:text-completion:{workspace}:{id}",
+    "prompt-request": "request:tg:prompt-rag:{workspace}:{id}",
+    "prompt-response": "response:tg:prompt-rag:{workspace}:{id}",
+    "mcp-tool-request": "request:tg:mcp-tool:{workspace}:{id}",
+    "mcp-tool-response": "response:tg:mcp-tool:{workspace}:{id}",
+    "graph-rag-request": "request:tg:graph-rag:{workspace}:{id}",
+    "graph-rag-response": "response:tg:graph-rag:{workspace}:{id}",
+    "structured-query-request": "request:tg:structured-query:{workspace}:{id}",
+    "structured-query-response": "response:tg:structured-query:{workspace}:{id}",
+    "embeddings-request": "request:tg:embeddings:{workspace}:{id}",
+    "embeddings-response": "response:tg:embeddings:{workspace}:{id}",
+    "row-embeddings-query-request": "request:tg:row-embeddings:{workspace}:{id}",
+    "row-embeddings-query-response": "response:tg:row-embeddings:{workspace}:{id}",
+    "explainability": "flow:tg:triples-store:{workspace}:{id}",
+    "librarian-request": "request:tg:librarian:{workspace}",
+    "librarian-response": "response:tg:librarian:{workspace}",
+}
 
 
 @dataclass(frozen=True)
@@ -162,7 +191,7 @@ def test_blueprint_has_trustgraph_shape(blueprint: dict[str, Any]) -> None:
     for key, entry in blueprint["flow"].items():
         assert set(entry) <= {"topics", "parameters"}, key
         for spec, topic in entry["topics"].items():
-            assert TOPIC.match(topic), f"{key}.{spec}: {topic}"
+            assert TOPIC.match(topic) or WORKSPACE_TOPIC.match(topic), f"{key}.{spec}: {topic}"
     for name, interface in blueprint["interfaces"].items():
         assert set(interface) in ({"request", "response"}, {"flow"}), name
         assert all(TOPIC.match(t) for t in interface.values()), name
@@ -184,6 +213,14 @@ def test_blueprint_puts_agent_mem_in_place_of_agent_manager(blueprint: dict[str,
     assert agent["graph-rag-request"] == "request:tg:graph-rag:{workspace}:{id}"
     assert agent["mcp-tool-request"] == "request:tg:mcp-tool:{workspace}:{id}"
     assert agent["text-completion-request"] == "request:tg:text-completion:{workspace}:{id}"
+
+
+def test_every_spec_shared_with_agent_manager_names_its_queue(blueprint: dict[str, Any]) -> None:
+    agent = entries(blueprint)["agent-mem"]
+    shared = AGENT_MANAGER_TOPICS.keys() & agent.keys()
+    # agent-mem speaks every one of agent-manager's specs, and names each queue as it does.
+    assert shared == AGENT_MANAGER_TOPICS.keys()
+    assert {s: agent[s] for s in shared} == AGENT_MANAGER_TOPICS
 
 
 def test_agent_mem_entry_names_every_spec_of_the_agent(blueprint: dict[str, Any]) -> None:
@@ -237,7 +274,10 @@ def test_started_flow_parses_as_react_mem_flows(blueprint: dict[str, Any]) -> No
         definition = FlowDefinition.parse(f"processor:{processor}/{expand(variant)}", value)
         for topic in definition.topics.values():
             queue = Queue.parse(topic)
-            assert queue.topicspace == "tg" and queue.topic.endswith(":acme:f1"), topic
+            own = queue.topic.endswith(":acme:f1") or WORKSPACE_TOPIC.match(
+                topic.replace(":acme", ":{workspace}")
+            )
+            assert queue.topicspace == "tg" and own, topic
 
 
 def test_agent_mem_defaults_are_the_agents_defaults() -> None:

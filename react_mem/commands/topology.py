@@ -69,8 +69,12 @@ class Topic:
     name: str
     #: Wired only where this processor runs too (helm's enabled processors).
     when: str | None = None
+    #: One queue per workspace, shared by its flows (TrustGraph's librarian), not per flow.
+    per_workspace: bool = False
 
     def queue(self, workspace: str, flow: str) -> str:
+        if self.per_workspace:
+            return f"{self.cls}:tg:{self.name}:{workspace}"
         return queue(self.cls, self.name, workspace, flow)
 
 
@@ -87,13 +91,20 @@ def serves(service: str, *, next_: bool = False) -> tuple[Topic, ...]:
     return (*own, Topic("response", "response", service))
 
 
-def client(service: str, queue: str | None = None, *, optional: bool = False) -> tuple[Topic, ...]:
+def client(
+    service: str,
+    queue: str | None = None,
+    *,
+    optional: bool = False,
+    per_workspace: bool = False,
+) -> tuple[Topic, ...]:
     """A request/response client of ``service`` (served on queue topic ``queue``); an
-    ``optional`` one is wired only where ``service`` runs."""
+    ``optional`` one is wired only where ``service`` runs; a ``per_workspace`` service
+    serves all of a workspace's flows on one queue."""
     name, when = queue or service, service if optional else None
     return (
-        Topic(f"{service}-request", "request", name, when),
-        Topic(f"{service}-response", "response", name, when),
+        Topic(f"{service}-request", "request", name, when, per_workspace),
+        Topic(f"{service}-response", "response", name, when, per_workspace),
     )
 
 
@@ -121,15 +132,20 @@ class Node:
 AUDIT = flow("audit", "memory-audit")
 TRAJECTORY = flow("trajectory", "agent-trajectory")
 
+#: The agent's clients of TrustGraph's services, on the queues agent-manager's blueprint
+#: entry gives them (TrustGraph's templates, ``flows/agent.jsonnet``; pinned in
+#: tests/test_trustgraph_config.py).
 AGENT_TRUSTGRAPH = (
     *client("prompt", "prompt-rag"),
     *client("graph-rag"),
     *client("mcp-tool"),
     *client("structured-query"),
     *client("embeddings"),
-    *client("row-embeddings-query"),
-    *client("librarian"),
+    *client("row-embeddings-query", "row-embeddings"),
+    *client("librarian", per_workspace=True),
 )
+#: Provenance goes where TrustGraph's explainability reads it: the flow's triples store.
+AGENT_TRUSTGRAPH_FLOWS = (flow("explainability", "triples-store"),)
 LEARNER = Node(
     "memory-learner",
     (
@@ -160,7 +176,7 @@ def agent(memory: Sequence[MemoryKind]) -> Node:
             flow("trajectory", "agent-trajectory", when="memory-learner"),
         ),
         trustgraph=AGENT_TRUSTGRAPH,
-        trustgraph_flows=(flow("explainability", "explainability"),),
+        trustgraph_flows=AGENT_TRUSTGRAPH_FLOWS,
     )
 
 
@@ -288,7 +304,8 @@ def helm_flows() -> str:
     for n in nodes():
         lines += [f'{{{{- if hasKey $on "{n.id}" -}}}}', "{{- $t := dict -}}"]
         for t in n.topics:
-            queue = f'(printf "{t.cls}:tg:{t.name}:%s" $s)'
+            scope = "$ws" if t.per_workspace else "$s"
+            queue = f'(printf "{t.cls}:tg:{t.name}:%s" {scope})'
             set_ = f'$_ := set $t "{t.spec}" {queue}'
             if t.when is None:
                 lines.append(f"{{{{- {set_} -}}}}")
