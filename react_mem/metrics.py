@@ -45,6 +45,7 @@ class Families:
     downstream_duration: Histogram
     downstream_timeout: Counter
     downstream_error: Counter
+    background_dropped: Counter
 
 
 def _create(registry: CollectorRegistry) -> Families:
@@ -111,6 +112,13 @@ def _create(registry: CollectorRegistry) -> Families:
             [p, "target_service", "error_type"],
             registry=registry,
         ),
+        background_dropped=Counter(
+            "react_mem_background_dropped_total",
+            "Work done after a reply (provenance) that was dropped: queue full, too slow, "
+            "failed, or its flow stopped",
+            [p, "work", "reason"],
+            registry=registry,
+        ),
     )
 
 
@@ -166,6 +174,15 @@ class ProducerMetrics:
 
     def sent(self) -> None:
         self._counter.inc()
+
+
+class BackgroundMetrics:
+    def __init__(self, fam: Families, processor: str) -> None:
+        self._dropped = fam.background_dropped
+        self._processor = processor
+
+    def dropped(self, work: str, reason: str) -> None:
+        self._dropped.labels(self._processor, work, reason).inc()
 
 
 class DownstreamMetrics:

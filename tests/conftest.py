@@ -64,10 +64,7 @@ def trustgraph_metrics_released() -> Iterator[None]:
     too, or they would collide with TrustGraph's classes in whichever test runs next (the
     order differs with each ``-n`` worker's share of the suite)."""
     yield
-    shared = families(REGISTRY)
-    for field in dataclasses.fields(shared):
-        with contextlib.suppress(KeyError):
-            REGISTRY.unregister(getattr(shared, field.name))
+    # TrustGraph's first: react-mem's families, made here on first use, would collide with them.
     module = sys.modules.get("trustgraph.base.metrics")
     for owner in vars(module).values() if module is not None else ():
         if not isinstance(owner, type):
@@ -77,6 +74,10 @@ def trustgraph_metrics_released() -> Iterator[None]:
                 with contextlib.suppress(KeyError):
                     REGISTRY.unregister(value)
                 delattr(owner, name)  # re-created (and registered) on its next use
+    shared = families(REGISTRY)
+    for field in dataclasses.fields(shared):
+        with contextlib.suppress(KeyError):
+            REGISTRY.unregister(getattr(shared, field.name))
 
 
 @pytest.fixture

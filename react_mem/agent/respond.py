@@ -13,13 +13,15 @@ its message.
 Explainability is agent-manager's too (:mod:`react_mem.agent.explain`): the question, each
 action, observation and the conclusion as ``explain`` messages carrying their provenance
 triples, the same triples sent to the flow's ``explainability`` queue when it has one; and
-react-mem's memory context (what memory the prompt held, with scores).
+react-mem's memory context (what memory the prompt held, with scores). Unlike agent-manager,
+nothing of it waits on the librarian or the queue: both are after-reply work.
 """
 
 from __future__ import annotations
 
 import base64
-import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from react_mem.agent import explain
@@ -36,7 +38,7 @@ from react_mem.schema.services import (
 )
 from react_mem.schema.trajectory import PARSE_ERROR_ACTION
 
-logger = logging.getLogger(__name__)
+Triples_For = Callable[[str | None], list[Triple]]
 #: The flow's producer for provenance triples (agent-manager's spec name).
 EXPLAINABILITY = "explainability"
 #: The librarian, where agent-manager keeps thought, observation and answer texts.
@@ -48,6 +50,15 @@ DOCUMENT_CLIENTS: tuple[tuple[str, type[Any], type[Any]], ...] = (
 )
 
 ERROR_TYPE = "agent-error"
+
+
+@dataclass(frozen=True)
+class Document:
+    """A text agent-manager keeps in the librarian (a thought, an observation, an answer)."""
+
+    id: str
+    text: str
+    title: str
 
 
 def error_response(message: str, *, kind: str = ERROR_TYPE) -> AgentResponse:
@@ -89,21 +100,36 @@ class Responder:
         self._acted = False
 
     # -- explainability ----------------------------------------------------------------
+    # The caller's ``explain`` events go out in the stream at once; the same provenance for
+    # the flow's explainability queue (TrustGraph's triples store), and the texts for its
+    # librarian, are the flow's after-reply work (:mod:`react_mem.processor.background`):
+    # a slow or absent librarian adds nothing to an answer. The events name a document the
+    # agent is saving; the triples stored name it only once the librarian has it.
     async def explain(self, uri: str, triples: list[Triple]) -> None:
-        """Provenance of one step: to the explainability flow (if any), then the caller."""
+        """Provenance of one step: to the caller now, to the explainability flow after."""
+        await self._provenance(uri, lambda _: triples)
+
+    async def _provenance(
+        self, uri: str, triples_for: Triples_For, document: Document | None = None
+    ) -> None:
         flow = self.ctx.flow
-        if flow.has_producer(EXPLAINABILITY):
-            metadata = Metadata(id=uri, collection=self.collection)
-            try:
-                await flow.send(EXPLAINABILITY, Triples(metadata=metadata, triples=triples))
-            except Exception as exc:  # noqa: BLE001 - provenance is never worth the answer
-                logger.warning("explainability %s not sent: %r", uri, exc)
+        to_graph = flow.has_producer(EXPLAINABILITY)
+        if to_graph or document is not None:
+
+            async def record() -> None:
+                saved = await self._save(document) if document is not None else None
+                if to_graph:
+                    metadata = Metadata(id=uri, collection=self.collection)
+                    triples = Triples(metadata=metadata, triples=triples_for(saved))
+                    await flow.send(EXPLAINABILITY, triples)
+
+            flow.background.submit("provenance", record)
         await self.ctx.reply(
             AgentResponse(
                 message_type="explain",
                 explain_id=uri,
                 explain_graph=explain.GRAPH_RETRIEVAL,
-                explain_triples=triples,
+                explain_triples=triples_for(document.id if document is not None else None),
             )
         )
 
@@ -120,38 +146,42 @@ class Responder:
     async def action(self, name: str, arguments: dict[str, str], thought: str = "") -> None:
         """The iteration's analysis, before its tool runs (agent-manager's ``on_action``)."""
         self._acted = True
-        document = await self.document(self.thought_id, thought, f"Agent Thought: {name}")
-        await self.explain(
-            explain.iteration_uri(self.session, self.iteration),
-            explain.iteration_triples(self.session, self.iteration, name, arguments, document),
+        session, iteration = self.session, self.iteration
+        await self._provenance(
+            explain.iteration_uri(session, iteration),
+            lambda doc: explain.iteration_triples(session, iteration, name, arguments, doc),
+            self._document(self.thought_id, thought, f"Agent Thought: {name}"),
         )
 
-    async def document(self, document_id: str, text: str, title: str) -> str | None:
-        """``text`` stored in the flow's librarian as ``document_id`` (agent-manager's
-        ``save_document``); ``None`` without a librarian or when it fails."""
-        flow = self.ctx.flow
-        if not text or not flow.has_client(LIBRARIAN):
+    def _document(self, document_id: str, text: str, title: str) -> Document | None:
+        """A text for the flow's librarian (agent-manager's ``save_document``), if it has one."""
+        if not text or not self.ctx.flow.has_client(LIBRARIAN):
             return None
+        return Document(document_id, text, title)
+
+    async def _save(self, document: Document) -> str | None:
+        """``document`` stored in the librarian: its id, or ``None`` when that failed."""
         metadata = DocumentMetadata(
-            id=document_id, kind="text/plain", title=title, document_type="answer"
+            id=document.id, kind="text/plain", title=document.title, document_type="answer"
         )
         request = LibrarianRequest(
             operation="add-document",
-            document_id=document_id,
+            document_id=document.id,
             document_metadata=metadata,
-            content=base64.b64encode(text.encode()).decode("ascii"),
+            content=base64.b64encode(document.text.encode()).decode("ascii"),
         )
+        background = self.ctx.flow.background
         try:
-            response: LibrarianResponse = await flow.client(LIBRARIAN).request(
+            response: LibrarianResponse = await self.ctx.flow.client(LIBRARIAN).request(
                 request, timeout=LIBRARIAN_TIMEOUT
             )
-        except Exception as exc:  # noqa: BLE001 - the provenance links no document; the answer goes on
-            logger.warning("librarian: %s not saved: %r", document_id, exc)
+        except Exception as exc:  # noqa: BLE001 - the provenance links no document
+            background.dropped("librarian", "failed", exc)
             return None
         if response.error is not None:
-            logger.warning("librarian: %s not saved: %s", document_id, response.error.type)
+            background.dropped("librarian", f"refused: {response.error.type}")
             return None
-        return document_id
+        return document.id
 
     async def _send(self, kind: str, content: str, message_id: str, *, end: bool) -> None:
         await self.ctx.reply(
@@ -187,32 +217,35 @@ class Responder:
         if not self._acted:
             await self.action(PARSE_ERROR_ACTION, {})
         await self._send("observation", text, self.observation_id, end=True)
-        document = await self.document(self.observation_id, text, "Agent Observation")
-        await self.explain(
+        session, iteration = self.session, self.iteration
+        await self._provenance(
             self.observation_id,
-            explain.observation_triples(
-                self.session, self.iteration, document=document, error=error
-            ),
+            lambda doc: explain.observation_triples(session, iteration, document=doc, error=error),
+            self._document(self.observation_id, text, "Agent Observation"),
         )
 
     async def answer(self, text: str) -> None:
         """The conclusion's provenance, then the end of the dialog: the whole answer, or
         (streaming) the terminal marker."""
-        document = await self.document(
-            explain.answer_document(self.session),
-            text,
-            f"Agent Answer: {self.question_text[:50]}...",
+        session, iteration, used = self.session, self.iteration, bool(self.used)
+        in_token, out_token, model = self.in_token, self.out_token, self.model
+        await self._provenance(
+            self.answer_id,
+            lambda doc: explain.final_triples(
+                session,
+                iteration,
+                in_token=in_token,
+                out_token=out_token,
+                model=model,
+                document=doc,
+                memory=used,
+            ),
+            self._document(
+                explain.answer_document(session),
+                text,
+                f"Agent Answer: {self.question_text[:50]}...",
+            ),
         )
-        triples = explain.final_triples(
-            self.session,
-            self.iteration,
-            in_token=self.in_token,
-            out_token=self.out_token,
-            model=self.model,
-            document=document,
-            memory=bool(self.used),
-        )
-        await self.explain(self.answer_id, triples)
         await self.ctx.reply(
             AgentResponse(
                 message_type="answer",

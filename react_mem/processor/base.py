@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 from react_mem.bus.transport import Transport
 from react_mem.errors import ReactMemError
 from react_mem.metrics import (
+    BackgroundMetrics,
     ConsumerMetrics,
     DownstreamMetrics,
     ProducerMetrics,
@@ -150,6 +151,9 @@ class Processor:
 
     def downstream_metrics(self, target: str) -> DownstreamMetrics:
         return DownstreamMetrics(self._metrics, self.id, target)
+
+    def background_metrics(self) -> BackgroundMetrics:
+        return BackgroundMetrics(self._metrics, self.id)
 
     # -- lifecycle -------------------------------------------------------------
     async def start(self) -> None:

@@ -13,6 +13,7 @@ from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Delivery, Producer
 from react_mem.errors import ConfigurationError
 from react_mem.metrics import ProducerMetrics
+from react_mem.processor.background import Background
 from react_mem.processor.consumer import ConsumerRunner
 from react_mem.processor.context import MessageContext
 from react_mem.processor.specs import ConsumerSpec, ProducerSpec, RequestResponseSpec
@@ -53,6 +54,10 @@ class Flow:
         self._producers: dict[str, tuple[Producer, ProducerMetrics]] = {}
         self._clients: dict[str, RequestResponseClient[Any, Any]] = {}
         self._runners: list[ConsumerRunner] = []
+        #: Work done after a reply (provenance), bounded, ended with the flow.
+        self.background = Background(
+            f"{processor.id} {workspace}/{name}", processor.background_metrics()
+        )
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -159,7 +164,10 @@ class Flow:
             ) from None
 
     async def stop(self) -> None:
+        """Consumers first (running handlers finish, bounded), then the after-reply work
+        (bounded), then the clients and producers that work used."""
         closers: list[Callable[[], Any]] = [r.stop for r in self._runners]
+        closers.append(self.background.close)
         closers += [c.close for c in self._clients.values()]
         closers += [p.close for p, _ in self._producers.values()]
         for close in closers:
