@@ -32,6 +32,11 @@ class BusError(TransientError):
     """The message bus could not be reached or refused an operation."""
 
 
+class ConsumerClosed(BusError):
+    """The consumer was closed (by its owner, or by the broker when its topic went away):
+    receiving again on it can never succeed."""
+
+
 class RequestTimeout(TransientError):
     """No response arrived for a request within its timeout."""
 

@@ -19,7 +19,7 @@ from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
 from react_mem.bus.queues import Queue
 from react_mem.bus.rabbitmq import RabbitMQTransport
 from react_mem.bus.transport import Consumer, Delivery, Transport
-from react_mem.errors import BusError
+from react_mem.errors import BusError, ConsumerClosed
 from tests.support.rabbitmq import RabbitMQNode, rabbitmq_node  # noqa: F401 (fixture)
 
 #: The transports under contract; those needing a real broker are marked ``broker``.
@@ -194,7 +194,8 @@ async def test_a_closed_producer_refuses_to_send(bus: Transport, unique: str) ->
 async def test_a_closed_consumer_refuses_to_receive(bus: Transport, unique: str) -> None:
     consumer = await bus.consumer(Queue.parse(f"flow:tg:closed-{unique}"), "s")
     await consumer.close()
-    with pytest.raises(BusError):
+    # Its own error, so receive loops end instead of retrying a consumer that cannot recover.
+    with pytest.raises(ConsumerClosed):
         await receive(consumer)
 
 
@@ -203,3 +204,22 @@ async def test_a_closed_transport_refuses_to_send(bus: Transport, unique: str) -
     await bus.close()
     with pytest.raises(BusError):
         await producer.send(b"m", {})
+
+
+async def test_responses_end_when_their_consumer_is_closed_under_them(
+    bus: Transport, unique: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A broker closes a consumer whose topic it deleted (TrustGraph's flow service deletes a
+    stopped flow's topics): the client's response loop ends, it does not retry forever."""
+    from react_mem.bus.rpc import RequestResponseClient
+    from react_mem.schema import AgentResponse
+
+    client: RequestResponseClient[AgentResponse, AgentResponse] = RequestResponseClient(
+        bus, f"request:tg:rr-{unique}", f"response:tg:rr-{unique}", AgentResponse
+    )
+    await client.start()
+    assert client._consumer is not None and client._receiver is not None
+    await client._consumer.close()
+    await asyncio.wait_for(client._receiver, 10)
+    assert not [r for r in caplog.records if "retrying" in r.getMessage()]
+    await client.close()

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from react_mem.bus.queues import Queue
 from react_mem.bus.transport import Delivery
-from react_mem.errors import BusError
+from react_mem.errors import BusError, ConsumerClosed
 
 _ids = itertools.count()
 
@@ -61,7 +61,7 @@ class MemoryConsumer:
 
     async def receive(self) -> Delivery:
         if self.closed or self._bus.closed:
-            raise BusError("consumer is closed")
+            raise ConsumerClosed("consumer is closed")
         delivery = await self._sub.queue.get()
         if self._topic.persistent:
             self._unacked[delivery.handle] = delivery

@@ -18,13 +18,20 @@ import pulsar.asyncio
 from react_mem.bus.queues import Queue
 from react_mem.bus.retrying import create_with_retries
 from react_mem.bus.transport import Delivery
-from react_mem.errors import BusError
+from react_mem.errors import BusError, ConsumerClosed
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: ``pulsar.asyncio`` raises its own exception class, not the synchronous client's.
 _ERRORS = (pulsar.PulsarException, pulsar.asyncio.PulsarException)
+
+
+def _closed(exc: Exception) -> bool:
+    """Whether ``exc`` says the consumer is closed (by us, or by the broker)."""
+    result = exc.error() if isinstance(exc, pulsar.asyncio.PulsarException) else None
+    closed = (pulsar.Result.AlreadyClosed, pulsar.Result.ConsumerNotFound)
+    return result in closed or isinstance(exc, pulsar.AlreadyClosed)
 
 
 def pulsar_topic(queue: Queue) -> str:
@@ -100,6 +107,8 @@ class PulsarConsumer:
         try:
             msg = await self._consumer.receive()
         except _ERRORS as exc:
+            if _closed(exc):
+                raise ConsumerClosed(f"consumer on {self._topic} is closed: {exc}") from exc
             raise BusError(f"receive from {self._topic} failed: {exc}") from exc
         return Delivery(msg.data(), msg.properties(), msg.redelivery_count(), msg)
 

@@ -43,7 +43,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, w
 from react_mem.bus.queues import Queue
 from react_mem.bus.retrying import create_with_retries
 from react_mem.bus.transport import Delivery
-from react_mem.errors import BusError
+from react_mem.errors import BusError, ConsumerClosed
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -162,11 +162,11 @@ class RabbitMQConsumer:
     async def receive(self) -> Delivery:
         while True:
             if self.closed:
-                raise BusError(f"consumer on {self.name} is closed")
+                raise ConsumerClosed(f"consumer on {self.name} is closed")
             message = await self._incoming.get()
             if message is None or self.closed:
                 self._incoming.put_nowait(None)
-                raise BusError(f"consumer on {self.name} is closed")
+                raise ConsumerClosed(f"consumer on {self.name} is closed")
             if not _stale(message):
                 break
         self._unsettled.add(message)

@@ -12,7 +12,7 @@ from typing import Generic, TypeVar
 
 from react_mem.bus.queues import Queue
 from react_mem.bus.transport import Consumer, Producer, Transport
-from react_mem.errors import BadRequest, BusError, RequestTimeout
+from react_mem.errors import BadRequest, BusError, ConsumerClosed, RequestTimeout
 from react_mem.metrics import DownstreamMetrics
 from react_mem.schema.base import WireModel
 
@@ -111,6 +111,9 @@ class RequestResponseClient(Generic[Req, Resp]):
         while True:
             try:
                 delivery = await self._consumer.receive()
+            except ConsumerClosed as exc:  # its topic went away (a stopped flow's): no retry
+                logger.info("responses end: %s", exc)
+                return
             except BusError as exc:
                 logger.warning("response receive failed, retrying: %s", exc)
                 await asyncio.sleep(0.5)

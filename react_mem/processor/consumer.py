@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from react_mem.bus.queues import Queue, dead_letter_queue
 from react_mem.bus.transport import Consumer, Delivery, Producer, Transport
-from react_mem.errors import BadRequest, BusError
+from react_mem.errors import BadRequest, BusError, ConsumerClosed
 from react_mem.metrics import ConsumerMetrics
 from react_mem.processor.context import MessageContext
 from react_mem.processor.specs import ConsumerSpec
@@ -104,6 +104,11 @@ class ConsumerRunner:
             await self._slots.acquire()
             try:
                 delivery = await self._consumer.receive()
+            except ConsumerClosed as exc:  # its topic went away (a stopped flow's): no retry
+                self._slots.release()
+                logger.info("%s: consumer closed, receiving ends: %s", self.subscription, exc)
+                self._metrics.state("stopped")
+                return
             except BusError as exc:
                 self._slots.release()
                 logger.warning("%s: receive failed, retrying: %s", self.subscription, exc)
