@@ -107,6 +107,9 @@ async def test_a_flow_started_by_trustgraphs_flow_service_answers_and_stops_clea
         answered = time.monotonic() - started
         assert answers == ["Paris is the capital of France."]
         logging.getLogger(__name__).info("answered %.2f s after start-flow", answered)
+        # The operator's contract, not a speed target: 0.2-1.1 s measured on a loaded 2-core
+        # machine; a librarian on the answer's path made it 10 s and more.
+        assert answered < ANSWER_WITHIN
 
         # Provenance lands where TrustGraph's explainability reads it.
         def landed() -> set[str]:
