@@ -174,20 +174,22 @@ class ConfigServiceSource:
         return {v.key: v.value for v in response.values}
 
     async def _fetch_all(self) -> None:
-        version = 0
+        # The version is the oldest one read: a change landing between two reads makes a
+        # later read newer than an earlier one, and its push must still be applied.
+        version: int | None = None
         for types, handler in self._handlers:
             per_ws: dict[str, WorkspaceConfig] = {}
             for kind in sorted(types):
                 keys = await self._request(ConfigRequest(operation="getkeys-all-ws", type=kind))
-                version = max(version, keys.version)
+                version = keys.version if version is None else min(version, keys.version)
                 for workspace in sorted({v.workspace for v in keys.values}):
                     per_ws.setdefault(workspace, {})[kind] = await self._fetch_workspace(
                         workspace, kind
                     )
             for workspace, config in per_ws.items():
                 if not workspace.startswith("_"):
-                    await handler(workspace, config, version)
-        self._set_version(version)
+                    await handler(workspace, config, version or 0)
+        self._set_version(version or 0)
 
     async def _on_push(self, push: ConfigPush) -> None:
         if push.version <= self.version:
