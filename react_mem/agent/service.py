@@ -4,9 +4,9 @@ One ReAct iteration per message. The first iteration recalls memory and renders 
 memory section of the prompt; it and the invocation's counters travel on in
 ``AgentRequest.memory``, with ``conversation_id`` and ``session_id``, through the ``next``
 queue (the request queue), so any replica continues any invocation. The agent seals that
-state (``seal``) and refuses one it did not seal for this invocation. The answer is sent
-first; then the turn is appended to conversation memory and the trajectory published for
-the memory learner.
+state (``seal``) and refuses one it did not seal for this invocation. The turn is appended
+to conversation memory and the trajectory published for the memory learner before the
+answer is sent: an answer is never given whose learning could still be lost.
 
 Each iteration ends, within its LLM deadline (``llm_deadline``, or the workspace's
 ``llm-timeout``), in progress for the caller (a thought, an observation, the answer) or an
@@ -51,7 +51,7 @@ from react_mem.agent.tools import TOOL_CONFIG_TYPE, Tool, ToolCall, tools_from_c
 from react_mem.bus.transport import Transport
 from react_mem.clients.working import WorkingMemoryClient
 from react_mem.embedding.base import Embedder
-from react_mem.errors import ConfigurationError, ReactMemError
+from react_mem.errors import ConfigurationError, ReactMemError, TransientError
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
@@ -260,11 +260,13 @@ class AgentProcessor(Processor):
             await respond.thought(decision.thought)
             respond.in_token, respond.out_token = inv.state.in_tokens, inv.state.out_tokens
             respond.model = usage.model
-            await respond.answer(decision.answer)
             outcome: Outcome = "partial" if tool_errors(inv.state.steps) else "success"
+            # Learning first: the answer goes out only once its trajectory is on the
+            # persistent flow, so an answered "remember that ..." is never lost.
+            await self.finish(inv, decision.answer, outcome, None, answered=False)
+            await respond.answer(decision.answer)
             self.metrics.sessions.labels(processor=self.id, outcome="completed").inc()
             self.metrics.iterations.labels(processor=self.id).observe(inv.state.iteration)
-            await self.finish(inv, decision.answer, outcome, None)
             return
 
         step = await self.act(inv, decision, tools, respond)
@@ -401,9 +403,18 @@ class AgentProcessor(Processor):
 
     # -- invocation end ------------------------------------------------------------
     async def finish(
-        self, inv: Invocation, answer: str, outcome: Outcome, error: str | None
+        self,
+        inv: Invocation,
+        answer: str,
+        outcome: Outcome,
+        error: str | None,
+        *,
+        answered: bool = True,
     ) -> None:
-        """After the reply: the conversation turn (synchronous, cheap), then the trajectory."""
+        """The conversation turn (synchronous, cheap), then the trajectory. Before an
+        answer (``answered`` false) a trajectory that cannot be published fails the
+        iteration, which is retried and then answered with an error: never an answer
+        whose learning was lost. After an error reply it is only logged."""
         if not inv.memory_on:
             return
         if inv.scope.conversation and inv.flow.has_client(CONVERSATIONS.client):
@@ -413,7 +424,12 @@ class AgentProcessor(Processor):
             record = trajectory(request, inv.state, inv.scope, inv.cfg, answer, outcome, error)
             try:
                 await inv.flow.send("trajectory", record, id=request.session_id)
-            except Exception as exc:  # noqa: BLE001 - the answer is sent; learning is best effort
+            except Exception as exc:
+                if not answered:
+                    raise TransientError(
+                        f"trajectory {request.session_id} not published, so the answer "
+                        f"is held back: {exc}"
+                    ) from exc
                 logger.error("trajectory %s not published: %r", request.session_id, exc)
 
     async def append_turn(self, inv: Invocation, answer: str, outcome: Outcome) -> None:
