@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 
 from react_mem.learner.ace import AceConfig
 from react_mem.learner.planner import Limits
@@ -46,6 +46,11 @@ class LearnerSettings(ProcessorSettings):
     explicit_importance: float = Field(default=0.8, ge=0.0, le=1.0)
     #: The ledger file; default ``state_dir/learner/<id>.sqlite3``.
     ledger_path: Path | None = None
+    #: The ledger's texts are encrypted with this key (32+ characters; shared by replicas
+    #: through config or a secret), else with one generated once in ``ledger_key_file``
+    #: (default: the ledger's path + ``.key``). See ``learner/cipher.py``.
+    ledger_key: SecretStr | None = None
+    ledger_key_file: Path | None = None
     #: Days the ledger keeps records, trajectories (for feedback) and reflections; a
     #: workspace's agent-mem ``ledger-retention-days`` overrides it (at least as long as
     #: redeliveries and feedback may come late: exactly-once holds within it).
