@@ -80,7 +80,13 @@ def test_an_id_of_invisible_characters_only_is_refused() -> None:
 
 #: Look-alikes of "alice" and "zoë" a client could send (one of each kind the generator makes).
 SPELLINGS = {
-    "alice": ["alice", "alice\u200b", "\ufeffal\u00adice", "ａｌｉｃｅ", "ali\u2060ce"],
+    "alice": [
+        "alice",
+        "alice\u200b",
+        "\ufeffal\u00adice",
+        "\uff41\uff4c\uff49\uff43\uff45",
+        "ali\u2060ce",
+    ],
     "zoë": ["zo\u00eb", "zoe\u0308", "zo\u200de\u0308"],
 }
 

@@ -30,7 +30,11 @@ ZERO_WIDTH = "\u200b\u200c\u200d\u2060\ufeff\u00ad"
 
 #: (text, the value a reader must never see again, its placeholder).
 EVASIONS = [
-    ("My SSN is ５３６-２２-８７４１.", "536228741", "<US_SSN>"),
+    (
+        "My SSN is \uff15\uff13\uff16-\uff12\uff12-\uff18\uff17\uff14\uff11.",
+        "536228741",
+        "<US_SSN>",
+    ),
     ("Her SSN: 536-22\u200b-8741", "536228741", "<US_SSN>"),
     ("Write to me: ada at example dot com", "ada@example.com", "<EMAIL_ADDRESS>"),
     ("Or ada [at] example [dot] org", "ada@example.org", "<EMAIL_ADDRESS>"),

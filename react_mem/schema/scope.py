@@ -10,8 +10,8 @@ a user, and (where it applies) a conversation. The ownership rule:
   value is an opaque id compared exactly (``"Alice"`` is not ``"alice"``, ``" "`` is a user)
   after the one normalisation every owner id gets where it enters (:func:`owner_id`, applied
   by every wire message and by ``Scope``): invisible format characters removed, then NFKC,
-  so ``"alice\u200b"``, a decomposed ``"zoe\u0308"`` and a full-width ``"ａｌｉｃｅ"`` are
-  the owners ``"alice"``, ``"zoë"`` and ``"alice"``. An id that is nothing but invisible
+  so ``"alice\u200b"``, a decomposed ``"zoe\u0308"`` and ``"alice"`` in full-width letters
+  are the owners ``"alice"``, ``"zoë"`` and ``"alice"``. An id that is nothing but invisible
   characters is refused.
 
 The conversation narrows within an owner: a scope with a conversation sees that
