@@ -126,8 +126,12 @@ class MemoryLearnerProcessor(Processor):
         s = self.learner_settings
         self.register_specification(TEXT_COMPLETION.spec(timeout=s.llm_timeout))
         for memory in (FACT_MEMORY, EPISODE_MEMORY, CONVERSATION_MEMORY):
-            self.register_specification(memory.spec(timeout=s.memory_timeout))
-        self.register_specification(PLAYBOOK_MEMORY.spec(timeout=s.memory_timeout, optional=True))
+            self.register_specification(
+                memory.spec(timeout=s.memory_timeout, resend=s.memory_resend)
+            )
+        self.register_specification(
+            PLAYBOOK_MEMORY.spec(timeout=s.memory_timeout, optional=True, resend=s.memory_resend)
+        )
         self.register_config_handler([AGENT_MEM], self.on_agent_mem)
 
     @property

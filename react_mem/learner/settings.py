@@ -26,6 +26,10 @@ class LearnerSettings(ProcessorSettings):
     llm_outage_redeliveries: int = Field(default=2, ge=0)
     #: Seconds to wait for one memory-service call.
     memory_timeout: float = Field(default=30.0, gt=0)
+    #: Until a memory service has answered, a call to it is sent again this often (its
+    #: writes are idempotent): after a restart of the stack the learner's first calls
+    #: would otherwise wait ``memory_timeout`` for a service that was not listening yet.
+    memory_resend: float = Field(default=1.0, gt=0)
     #: Facts asked of the LLM per record (explicit "remember ..." requests come on top).
     max_facts: int = Field(default=5, ge=0, le=50)
     max_fact_chars: int = Field(default=400, ge=20)

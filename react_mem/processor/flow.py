@@ -99,6 +99,7 @@ class Flow:
             subscriber=self.processor.id,
             timeout=spec.timeout,
             metrics=self.processor.downstream_metrics(spec.request),
+            resend=spec.resend,
         )
         await client.start()
         self._clients[spec.request] = client
