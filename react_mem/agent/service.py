@@ -263,8 +263,8 @@ class AgentProcessor(Processor):
             outcome: Outcome = "partial" if tool_errors(inv.state.steps) else "success"
             # Learning first: the answer goes out only once its trajectory is on the
             # persistent flow, so an answered "remember that ..." is never lost.
-            await self.finish(inv, decision.answer, outcome, None, answered=False)
-            await respond.answer(decision.answer)
+            note = await self.finish(inv, decision.answer, outcome, None, answered=False)
+            await respond.answer(f"{decision.answer}\n\n({note})" if note else decision.answer)
             self.metrics.sessions.labels(processor=self.id, outcome="completed").inc()
             self.metrics.iterations.labels(processor=self.id).observe(inv.state.iteration)
             return
@@ -410,15 +410,18 @@ class AgentProcessor(Processor):
         error: str | None,
         *,
         answered: bool = True,
-    ) -> None:
+    ) -> str | None:
         """The conversation turn (synchronous, cheap), then the trajectory. Before an
         answer (``answered`` false) a trajectory that cannot be published fails the
         iteration, which is retried and then answered with an error: never an answer
-        whose learning was lost. After an error reply it is only logged."""
+        whose learning was lost. After an error reply it is only logged. Returns a note
+        for the answer when memory dropped something (a turn past the conversation's cap;
+        counted by conversation-memory)."""
+        note = None
         if not inv.memory_on:
-            return
+            return note
         if inv.scope.conversation and inv.flow.has_client(CONVERSATIONS.client):
-            await self.append_turn(inv, answer, outcome)
+            note = await self.append_turn(inv, answer, outcome)
         if inv.flow.has_producer("trajectory"):
             request = inv.request
             record = trajectory(request, inv.state, inv.scope, inv.cfg, answer, outcome, error)
@@ -431,9 +434,10 @@ class AgentProcessor(Processor):
                         f"is held back: {exc}"
                     ) from exc
                 logger.error("trajectory %s not published: %r", request.session_id, exc)
+        return note
 
-    async def append_turn(self, inv: Invocation, answer: str, outcome: Outcome) -> None:
-        await append_turn(
+    async def append_turn(self, inv: Invocation, answer: str, outcome: Outcome) -> str | None:
+        return await append_turn(
             inv.flow,
             inv.request,
             inv.scope,
