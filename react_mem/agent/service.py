@@ -44,7 +44,7 @@ from react_mem.agent.respond import (
     Responder,
     error_response,
 )
-from react_mem.agent.seal import StateSealer, invocation, load_key
+from react_mem.agent.seal import SeenSeals, StateSealer, invocation, load_key, with_history
 from react_mem.agent.settings import AgentSettings, client_specs
 from react_mem.agent.sources import CONVERSATIONS
 from react_mem.agent.tools import TOOL_CONFIG_TYPE, Tool, ToolCall, tools_from_config
@@ -99,6 +99,7 @@ class AgentProcessor(Processor):
         self.embedder = embedder
         self.counter: TokenCounter | None = None
         self.sealer: StateSealer | None = None
+        self.seen_seals = SeenSeals(self.settings.memory_state_max_age)
         self.workspaces: dict[str, Workspace] = {}
         self.register_specification(
             ConsumerSpec(
@@ -190,8 +191,10 @@ class AgentProcessor(Processor):
         assert self.sealer is not None
         if request.memory is None:
             inv.state = await self.begin(inv)
-        else:  # only the agent's own state, for this invocation, reaches the prompt
-            inv.state = self.sealer.open(request.memory, bound_to)
+        else:  # only the agent's own state, for this invocation, reaches the prompt, once
+            inv.state = self.sealer.open(request.memory, with_history(bound_to, request.history))
+            if ctx.redelivery_count == 0:  # a consumer's retry is not a replay
+                self.seen_seals.claim(inv.state)
         inv.state = inv.state.model_copy(update={"iteration": inv.state.iteration + 1})
         respond = Responder(
             ctx,
@@ -280,7 +283,9 @@ class AgentProcessor(Processor):
                 update={
                     "history": [*history, step],
                     "state": next_state,
-                    "memory": self.sealer.seal(inv.state, bound_to),
+                    "memory": self.sealer.seal(
+                        inv.state, with_history(bound_to, [*history, step])
+                    ),
                 }
             ),
             id=ctx.id,
