@@ -51,7 +51,7 @@ from react_mem.agent.tools import TOOL_CONFIG_TYPE, Tool, ToolCall, tools_from_c
 from react_mem.bus.transport import Transport
 from react_mem.clients.working import WorkingMemoryClient
 from react_mem.embedding.base import Embedder
-from react_mem.errors import ConfigurationError, ReactMemError, TransientError
+from react_mem.errors import BadRequest, ConfigurationError, ReactMemError, TransientError
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
@@ -434,6 +434,8 @@ class AgentProcessor(Processor):
                 await inv.flow.send("trajectory", record, id=request.session_id)
             except Exception as exc:
                 if not answered:
+                    if isinstance(exc, BadRequest):  # too large to publish: never retried
+                        raise
                     raise TransientError(
                         f"trajectory {request.session_id} not published, so the answer "
                         f"is held back: {exc}"
