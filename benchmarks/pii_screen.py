@@ -6,23 +6,33 @@ service does per stored field) for short and long texts with and without PII, an
 ``PiiGuard.screen`` on a ``store`` request of 10 facts (the thread hop included). Texts come
 from the tests' generators (fixed seed).
 
-    OMP_NUM_THREADS=1 python benchmarks/pii_screen.py [--rounds 200]
+Then the false-positive rate on real conversation: every turn of the LoCoMo dev
+conversations (read from ``../shared/eval/locomo-dev.json`` at run time, never copied; no
+turn there holds a real identifier), folded as the screen folds it, and the share flagged
+at all and per entity type. ``--show`` prints the flagged spans (the public data's words).
+
+    OMP_NUM_THREADS=1 python benchmarks/pii_screen.py [--rounds 200] [--show 10]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from react_mem.text import fold
 from tests.support.pii_values import ordinary, sentence
+
+LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "eval" / "locomo-dev.json"
 
 KINDS = ("card", "ssn", "iban", "email", "phone", "api_key")
 
@@ -44,6 +54,8 @@ def median_us(work: Callable[[], object], rounds: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--locomo", type=Path, default=LOCOMO)
+    parser.add_argument("--show", type=int, default=0, help="print this many flagged spans")
     args = parser.parse_args()
     rng = random.Random(13)
 
@@ -121,6 +133,48 @@ def main() -> None:
 
     times = asyncio.run(screens())
     print(f"{'PiiGuard.screen, 10 facts':<34}{'':>7}{statistics.median(times) * 1e6:>11.0f}")
+    if args.locomo.exists():
+        false_positives(detector, policy, args.locomo, args.show)
+    else:
+        print(f"no {args.locomo}: false-positive rate not measured")
+
+
+def locomo_turns(path: Path) -> list[str]:
+    """Each turn as ``benchmarks/locomo_recall.py`` stores it: speaker and session date
+    first ("Caroline (1:56 pm on 8 May, 2023): ..."), so dates are in every text."""
+    turns = []
+    for sample in json.loads(path.read_text()):
+        conversation = sample["conversation"]
+        for key, session in conversation.items():
+            if key.startswith("session_") and isinstance(session, list):
+                date = conversation.get(f"{key}_date_time", "")
+                turns += [f"{turn['speaker']} ({date}): {turn['text']}" for turn in session]
+    return turns
+
+
+def false_positives(detector: object, policy: object, path: Path, show: int) -> None:
+    from memory_services.pii.engine import Detector
+    from memory_services.pii.policy import PiiPolicy
+
+    assert isinstance(detector, Detector) and isinstance(policy, PiiPolicy)
+    turns = locomo_turns(path)
+    flagged, by_entity, spans = 0, Counter[str](), []
+    for text in turns:
+        folded = fold(text)
+        found = detector.find(folded, policy.entities, policy.threshold)
+        flagged += bool(found)
+        for entity in {f.entity for f in found}:
+            by_entity[entity] += 1
+        spans += [(f.entity, folded[f.start : f.end]) for f in found]
+    print(
+        f"LoCoMo dev turns flagged (false positives): {flagged} of {len(turns)} "
+        f"({100 * flagged / len(turns):.2f}%)"
+    )
+    for entity in sorted(policy.entities):
+        share = 100 * by_entity[entity] / len(turns)
+        print(f"  {entity:<16}{by_entity[entity]:>5} turns ({share:.2f}%)")
+    for entity, span in spans[:show]:
+        print(f"  {entity}: {span!r}")
 
 
 if __name__ == "__main__":

@@ -24,8 +24,10 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
+from memory_services.disk import DiskReserve
 from memory_services.metrics import index_duration, memory_items, partition_passed
 from memory_services.partition import Partition
+from memory_services.pii.fields import stores
 from memory_services.pii.guard import CONFIG_TYPE as PII_CONFIG_TYPE
 from memory_services.pii.guard import PiiGuard
 from memory_services.runtime import MemorySettings, make_store
@@ -97,10 +99,14 @@ class MemoryProcessor(Processor, Generic[SettingsT]):
         #: The owners this replica serves (all, unless it is one of partitioned replicas).
         self.partition = Partition.parse(self.settings.partition)
         self._passed = partition_passed(registry).labels(processor=self.id)
+        s = self.settings
+        self.disk = DiskReserve(self.id, s.store_dir, s.min_free_disk_mib, registry)
 
     def admitted(self, handler: Handler) -> Handler:
-        """A partitioned replica passes on the requests of owners it does not serve:
-        settled, unanswered and unaudited (the owner's replica answers them)."""
+        """A write is refused while the store's disk is nearly full (:mod:`..disk`). A
+        partitioned replica passes on the requests of owners it does not serve: settled,
+        unanswered and unaudited (the owner's replica answers them)."""
+        handler = self._room_checked(handler)
         if self.partition.whole:
             return handler
         partition, passed = self.partition, self._passed
@@ -112,6 +118,16 @@ class MemoryProcessor(Processor, Generic[SettingsT]):
                 passed.inc()
 
         return owned
+
+    def _room_checked(self, handler: Handler) -> Handler:
+        disk = self.disk
+
+        async def checked(message: Any, ctx: MessageContext) -> None:
+            if stores(message):
+                disk.check_write()
+            await handler(message, ctx)
+
+        return checked
 
     def retention(self, key: str, default_days: float | None) -> WorkspaceRetention:
         """A retention period with this service's default, which a workspace's agent-mem
@@ -138,6 +154,8 @@ class MemoryProcessor(Processor, Generic[SettingsT]):
         return self._store
 
     async def start(self) -> None:
+        if self._given_store is None and self.settings.vector_store == "edge":
+            self.disk.check_start()  # before its files are mapped: a clear stop, not SIGBUS
         store = self._given_store or make_store(self.settings, on_indexed=self._indexed)
         await store.open()
         self._store = store

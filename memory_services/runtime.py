@@ -73,6 +73,9 @@ class MemorySettings(ProcessorSettings):
     pii_score_threshold: float = Field(default=DEFAULT_THRESHOLD, ge=0.0, le=1.0)
     #: Seconds between background sweeps (retention, idle detection, size gauges).
     sweep_interval: float = Field(default=60.0, gt=0)
+    #: Writes are refused while the disk under :attr:`store_dir` has less free than this
+    #: (see :mod:`memory_services.disk`); 0: never checked.
+    min_free_disk_mib: int = Field(default=64, ge=0)
 
     def pii(self) -> PiiPolicy:
         """The default PII policy (raises :class:`ConfigurationError` naming a bad entity)."""

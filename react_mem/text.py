@@ -8,6 +8,7 @@ text is what working memory counts against its threshold and what the learner re
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,6 +42,25 @@ def render_step(step: AgentStep) -> str:
 
 def render_steps(steps: Sequence[AgentStep]) -> str:
     return STEP_SEPARATOR.join(render_step(s) for s in steps)
+
+
+def fold(text: str) -> str:
+    """Text as a reader (an LLM, a regular expression) sees it: NFKC-folded (full-width
+    and other compatibility forms made plain), invisible format characters (zero-width
+    spaces and joiners, bidi controls) removed, and other control or separator characters
+    made spaces (tabs and line breaks kept). The prompt renders memory through this, and
+    the PII screen reads through it, so a value hidden from one is hidden from neither."""
+    text = unicodedata.normalize("NFKC", text)
+    if text.isprintable():
+        return text
+    return "".join(_folded(c) for c in text)
+
+
+def _folded(char: str) -> str:
+    if char in "\t\n" or char.isprintable():
+        return char
+    kind = unicodedata.category(char)
+    return "" if kind == "Cf" else " "
 
 
 def one_line(text: str) -> str:

@@ -248,8 +248,11 @@ def test_probes_and_non_root(installation: tuple[dict[str, Any], list[dict[str, 
             assert container["ports"] == [
                 {"name": "metrics", "containerPort": port, "protocol": "TCP"}
             ]
-            for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            for probe in ("startupProbe", "livenessProbe"):
                 assert container[probe]["httpGet"] == {"path": "/metrics", "port": "metrics"}, probe
+            # Not ready while its broker is unreachable (react_mem/processor/endpoint.py).
+            ready = container["readinessProbe"]["httpGet"]
+            assert ready == {"path": "/healthz", "port": "metrics"}
             security = container["securityContext"]
             assert security["allowPrivilegeEscalation"] is False
             assert security["capabilities"]["drop"] == ["ALL"]

@@ -119,7 +119,8 @@ async def test_forgetting_a_user_leaves_no_byte_of_their_canary(
     assert {"fact-memory", "episode-memory", "conversation-memory"} <= {
         name.split("/")[0].removesuffix(f"-{unique}") for name in before
     }
-    assert any(name.startswith(learner_dir.name) for name in before)
+    # The learner's ledger keeps its texts encrypted: no file of it ever held the canary.
+    assert not any(name.startswith(learner_dir.name) for name in before)
     for name in ("fact-memory", "episode-memory", "conversation-memory", "playbook-memory"):
         assert by[name].status == "forgotten", by[name]
     assert by[LEARNER].status == "forgotten", by[LEARNER]
@@ -128,12 +129,13 @@ async def test_forgetting_a_user_leaves_no_byte_of_their_canary(
     assert _removed(by["conversation-memory"], "conversations") == 1
     assert _removed(by["conversation-memory"], "turns") >= 1
     assert _removed(by[LEARNER], "ledger-ledger") >= 1
+    assert _removed(by[LEARNER], "ledger-trajectories") >= 1
     assert by["dead-letters"].status == "not reached"
     assert after_alice == []
     # bob's memory stays, on disk and in every store.
-    assert {"fact-memory", "episode-memory", "conversation-memory", learner_dir.name} <= {
+    assert {"fact-memory", "episode-memory", "conversation-memory"} <= {
         name.split("/")[0].removesuffix(f"-{unique}") for name in after_bob
-    } | {learner_dir.name for name in after_bob if name.startswith(learner_dir.name)}
+    }
 
 
 def _removed(report: Report, kind: str) -> int:

@@ -49,6 +49,7 @@ MEMORY_PLUMBING = {
     "memory_services.when",  # time expressions a search may boost
     "memory_services.partition",  # which owners a partitioned replica serves
     "memory_services.backfill",  # a field older records lack, filled by a maintenance pass
+    "memory_services.disk",  # writes refused while the store's disk is nearly full
 }
 #: The command line and the wiring that starts processors: may use any service of react_mem.
 TOP = {"react_mem.cli", "react_mem.commands", "react_mem.stack", "react_mem.demo"}

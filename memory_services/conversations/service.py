@@ -15,6 +15,7 @@ from memory_services.conversations.lifecycle import ConversationLifecycle
 from memory_services.conversations.memory import ConversationMemory
 from memory_services.conversations.operations import ENDED, ConversationOperations, send_ended
 from memory_services.conversations.records import ConversationLimits
+from memory_services.metrics import quota_refusals
 from memory_services.processor import Clock, MemoryProcessor
 from memory_services.runtime import MemorySettings
 from memory_services.scope_registry import ScopeRegistry
@@ -75,6 +76,7 @@ class ConversationMemoryProcessor(MemoryProcessor[ConversationMemorySettings]):
             settings, transport, registry=registry, clock=clock, store=store, embedder=embedder
         )
         self._memory: ConversationMemory | None = None
+        self._refusals = quota_refusals(registry)
         self._lifecycle: ConversationLifecycle | None = None
         self._operations: ConversationOperations | None = None
         self.kept_ended = self.retention(
@@ -166,4 +168,10 @@ class ConversationMemoryProcessor(MemoryProcessor[ConversationMemorySettings]):
             raise BadRequest(f"{op}: conversation_id is required", type="missing-scope")
         scope = self.scope(ctx, request.collection, request.user, request.conversation_id)
         request = await self.pii.screen(ctx.flow.workspace, request)
-        await ctx.reply(await self.operations.run(op, scope, request, ctx))
+        try:
+            reply = await self.operations.run(op, scope, request, ctx)
+        except BadRequest as exc:
+            if exc.type == "quota-exceeded":  # a turn past the conversation's cap: counted
+                self._refusals.labels(self.id, "turn", "conversation").inc()
+            raise
+        await ctx.reply(reply)

@@ -14,6 +14,7 @@ from memory_services.consolidation.metrics import Consolidations
 from memory_services.consolidation.settings import ConsolidationSettings
 from memory_services.episodes.memory import EpisodeMemory
 from memory_services.episodes.records import EpisodeLimits
+from memory_services.metrics import quota_evictions
 from memory_services.processor import Clock, MemoryProcessor, page_offset
 from memory_services.scope_registry import ScopeRegistry
 from memory_services.store.base import Scope, VectorStore
@@ -65,6 +66,7 @@ class EpisodeMemoryProcessor(MemoryProcessor[EpisodeMemorySettings]):
             settings, transport, registry=registry, clock=clock, store=store, embedder=embedder
         )
         self._memory: EpisodeMemory | None = None
+        self._evictions = quota_evictions(registry).labels(processor=self.id, kind="episode")
         self.consolidations = Consolidations(
             registry, self.id, "episode", self.settings.consolidation_interval
         )
@@ -130,6 +132,8 @@ class EpisodeMemoryProcessor(MemoryProcessor[EpisodeMemorySettings]):
         match op:
             case "store":
                 episode_id, created, evicted = await memory.store(scope, r)
+                if evicted:  # the oldest, past max_episodes_per_scope: counted
+                    self._evictions.inc(evicted)
                 return EpisodeResponse(id=episode_id, created=created, evicted=evicted)
             case "retrieve":
                 return EpisodeResponse(episodes=await memory.retrieve(scope, r))

@@ -11,6 +11,7 @@ reinforced it.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +103,10 @@ async def store(
     batch = _Batch(payloads={i: dict(p) for i, p in live.items()})
     results = []
     for item in items:
+        # Each fact's planning is CPU work on the event loop (near-duplicate reading):
+        # yield between facts, so a maximum batch never holds the process's other
+        # requests and services for its whole length.
+        await asyncio.sleep(0)
         expires_at = rec.expiry(now, item.fact.ttl_seconds or ctx.default_ttl(owner.workspace))
         if item.id in batch.payloads and not batch.payloads[item.id]["current"]:
             merged_into = await _merged_into(ctx, owner, batch, item.id, now)

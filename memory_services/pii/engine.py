@@ -12,9 +12,11 @@ Recognizers (entity types): credit cards with the Luhn check (``CREDIT_CARD``), 
 addresses (``EMAIL_ADDRESS``, the domain checked against the public suffix list bundled
 with tldextract, never fetched), phone numbers parsed and validated by phonenumbers
 (``PHONE_NUMBER``), IPv4/IPv6 addresses (``IP_ADDRESS``), Bitcoin addresses with their
-checksum (``CRYPTO``), and this package's credentials (``API_KEY``, ``JWT``,
-``PRIVATE_KEY``, ``SECRET``; see :mod:`.secrets`). Importing this module imports Presidio
-(≈2 s, ≈120 MiB; see :mod:`.imports`).
+checksum (``CRYPTO``), this package's credentials (``API_KEY``, ``JWT``,
+``PRIVATE_KEY``, ``SECRET``; see :mod:`.secrets`), and values said in words: dates of
+birth, passport numbers, PINs, bare SSNs, spelled-out e-mail addresses
+(``DATE_OF_BIRTH``, ``PASSPORT``, ``PIN``; see :mod:`.stated`). Importing this module
+imports Presidio (≈2 s, ≈120 MiB; see :mod:`.imports`).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from presidio_anonymizer.entities import (  # noqa: E402
 )
 
 from memory_services.pii.secrets import secret_recognizers  # noqa: E402
+from memory_services.pii.stated import stated_recognizers  # noqa: E402
 
 #: The public suffix list shipped inside tldextract: no fetch, no cache directory.
 _OFFLINE_TLDS = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
@@ -198,6 +201,7 @@ class Detector:
             IpRecognizer(),
             CryptoRecognizer(),
             *secret_recognizers(),
+            *stated_recognizers(),
         ):
             registry.add_recognizer(recognizer)
         self._analyzer = AnalyzerEngine(

@@ -26,6 +26,7 @@ from react_mem.errors import BadRequest, ReactMemError
 from react_mem.metrics import per_registry
 from react_mem.processor.config_source import WorkspaceConfig
 from react_mem.schema import WireModel
+from react_mem.text import fold
 
 if TYPE_CHECKING:
     from memory_services.pii.engine import Detector
@@ -129,10 +130,13 @@ class PiiGuard:
                 type="too-large",
             )
         detector = _shared_detector()
-        findings = detector.find(text, policy.entities, policy.threshold)
+        # Read as the prompt renders it: a value in full-width digits or split by a
+        # zero-width space is found, and what is stored is the folded text, redacted.
+        folded = fold(text)
+        findings = detector.find(folded, policy.entities, policy.threshold)
         if not findings:
             return text
-        redacted, entities = detector.redact(text, findings)
+        redacted, entities = detector.redact(folded, findings)
         for entity in entities:
             self._detections.labels(self._processor, kind, entity).inc()
         if policy.action == "drop":

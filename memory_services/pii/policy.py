@@ -37,6 +37,9 @@ ENTITIES = frozenset(
         "JWT",
         "PRIVATE_KEY",
         "SECRET",
+        "DATE_OF_BIRTH",
+        "PASSPORT",
+        "PIN",
     }
 )
 

@@ -71,8 +71,10 @@ async def append_turn(
     answer: str,
     outcome: Outcome,
     timeout: float,
-) -> None:
-    """The turn, with a cheap deterministic summary; a failure is logged, never raised."""
+) -> str | None:
+    """The turn, with a cheap deterministic summary; a failure is logged, never raised.
+    Returns what the caller must be told: why a turn the service refused for good (the
+    conversation at its cap) was not kept, else None."""
     tools_used = sorted({s.action for s in state.steps if s.action} - {PARSE_ERROR_ACTION})
     did = f" using {', '.join(tools_used)}" if tools_used else ""
     said = answer if answer else "no answer"
@@ -89,3 +91,9 @@ async def append_turn(
         )
     except ReactMemError as exc:  # the client maps every failure to one
         logger.warning("conversation turn not stored: %s", exc)
+        if getattr(exc, "type", None) == "quota-exceeded":
+            return (
+                "This conversation has reached its limit of turns: this exchange was not "
+                "saved to it. Start a new conversation to keep the next ones."
+            )
+    return None

@@ -7,7 +7,6 @@ invisible format characters (zero-width joiners, bidi overrides) removed.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,6 +16,7 @@ from react_mem.schema.conversations import Conversation
 from react_mem.schema.episodes import Episode
 from react_mem.schema.facts import Fact
 from react_mem.schema.playbook import Bullet
+from react_mem.text import fold
 
 
 @dataclass(frozen=True)
@@ -41,15 +41,7 @@ _INERT = str.maketrans(
 def clean(text: str) -> str:
     """Memory text as one inert fenced line: NFKC-folded, format characters dropped, control
     characters and line breaks made single spaces, angle brackets escaped."""
-    text = unicodedata.normalize("NFKC", text)
-    if not text.isprintable():
-        text = "".join(_visible(c) for c in text)
-    return " ".join(text.translate(_INERT).split())
-
-
-def _visible(char: str) -> str:
-    kind = unicodedata.category(char)
-    return "" if kind == "Cf" else " " if kind[0] in "CZ" else char
+    return " ".join(fold(text).translate(_INERT).split())
 
 
 def bullet_line(bullet: Bullet) -> str:

@@ -7,6 +7,13 @@ belongs to (workspace, flow, collection, user, conversation, session, question);
 that does not verify is refused as ``invalid``. Nothing is kept per session, so any replica
 holding the same key continues any invocation. The key is ``memory_state_key`` (shared by
 replicas through config or a secret), else one generated once and kept in the state dir.
+
+The seal covers the ``history`` its ``next`` request carries too (a forged tool observation
+does not verify), and a sealed state is good once: each replica remembers the seals it has
+opened (for ``max_age``, the oldest an invocation's state may be) and refuses one seen
+before, so a captured ``next`` request replayed unchanged costs no LLM call. A consumer's
+own retry of the same message (``redelivery_count`` > 0) is not a replay. Across replicas
+a replay is bounded by ``max_age``: the state's start time is under the seal.
 """
 
 from __future__ import annotations
@@ -17,11 +24,14 @@ import hmac
 import json
 import os
 import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from react_mem.errors import BadRequest, ConfigurationError
-from react_mem.schema.agent import AgentRequest, MemoryState
+from react_mem.schema.agent import AgentRequest, AgentStep, MemoryState
 
 VERSION = "v1"
 MIN_KEY_CHARS = 32
@@ -38,6 +48,42 @@ def invocation(request: AgentRequest, workspace: str, flow: str) -> dict[str, An
         "session_id": request.session_id,
         "question": request.question,
     }
+
+
+def with_history(bound_to: dict[str, Any], history: Sequence[AgentStep]) -> dict[str, Any]:
+    """``bound_to`` and the history the request carries (as a digest)."""
+    steps = [step.model_dump(mode="json") for step in history]
+    text = json.dumps(steps, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return bound_to | {"history": hashlib.sha256(text.encode("ascii")).hexdigest()}
+
+
+class SeenSeals:
+    """The seals this replica has opened within ``max_age`` (at most ``limit``, oldest
+    forgotten first): a state opened once is refused the second time."""
+
+    def __init__(
+        self, max_age: float, *, limit: int = 200_000, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.max_age, self._limit, self._clock = max_age, limit, clock
+        self._seen: OrderedDict[str, float] = OrderedDict()
+
+    def claim(self, state: MemoryState) -> None:
+        now = self._clock()
+        if now - state.started_at > self.max_age:
+            raise BadRequest(
+                f"AgentRequest.memory expired: its invocation began over {self.max_age:.0f}s ago",
+                type="invalid",
+            )
+        while self._seen and (
+            len(self._seen) >= self._limit or now - next(iter(self._seen.values())) > self.max_age
+        ):
+            self._seen.popitem(last=False)
+        if state.seal in self._seen:
+            raise BadRequest(
+                "AgentRequest.memory was used before: a replayed next request is refused",
+                type="invalid",
+            )
+        self._seen[state.seal] = now
 
 
 class StateSealer:

@@ -4,9 +4,9 @@ One ReAct iteration per message. The first iteration recalls memory and renders 
 memory section of the prompt; it and the invocation's counters travel on in
 ``AgentRequest.memory``, with ``conversation_id`` and ``session_id``, through the ``next``
 queue (the request queue), so any replica continues any invocation. The agent seals that
-state (``seal``) and refuses one it did not seal for this invocation. The answer is sent
-first; then the turn is appended to conversation memory and the trajectory published for
-the memory learner.
+state (``seal``) and refuses one it did not seal for this invocation. The turn is appended
+to conversation memory and the trajectory published for the memory learner before the
+answer is sent: an answer is never given whose learning could still be lost.
 
 Each iteration ends, within its LLM deadline (``llm_deadline``, or the workspace's
 ``llm-timeout``), in progress for the caller (a thought, an observation, the answer) or an
@@ -44,14 +44,14 @@ from react_mem.agent.respond import (
     Responder,
     error_response,
 )
-from react_mem.agent.seal import StateSealer, invocation, load_key
+from react_mem.agent.seal import SeenSeals, StateSealer, invocation, load_key, with_history
 from react_mem.agent.settings import AgentSettings, client_specs
 from react_mem.agent.sources import CONVERSATIONS
 from react_mem.agent.tools import TOOL_CONFIG_TYPE, Tool, ToolCall, tools_from_config
 from react_mem.bus.transport import Transport
 from react_mem.clients.working import WorkingMemoryClient
 from react_mem.embedding.base import Embedder
-from react_mem.errors import ConfigurationError, ReactMemError
+from react_mem.errors import BadRequest, ConfigurationError, ReactMemError, TransientError
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
@@ -99,6 +99,7 @@ class AgentProcessor(Processor):
         self.embedder = embedder
         self.counter: TokenCounter | None = None
         self.sealer: StateSealer | None = None
+        self.seen_seals = SeenSeals(self.settings.memory_state_max_age)
         self.workspaces: dict[str, Workspace] = {}
         self.register_specification(
             ConsumerSpec(
@@ -190,8 +191,10 @@ class AgentProcessor(Processor):
         assert self.sealer is not None
         if request.memory is None:
             inv.state = await self.begin(inv)
-        else:  # only the agent's own state, for this invocation, reaches the prompt
-            inv.state = self.sealer.open(request.memory, bound_to)
+        else:  # only the agent's own state, for this invocation, reaches the prompt, once
+            inv.state = self.sealer.open(request.memory, with_history(bound_to, request.history))
+            if ctx.redelivery_count == 0:  # a consumer's retry is not a replay
+                self.seen_seals.claim(inv.state)
         inv.state = inv.state.model_copy(update={"iteration": inv.state.iteration + 1})
         respond = Responder(
             ctx,
@@ -260,11 +263,13 @@ class AgentProcessor(Processor):
             await respond.thought(decision.thought)
             respond.in_token, respond.out_token = inv.state.in_tokens, inv.state.out_tokens
             respond.model = usage.model
-            await respond.answer(decision.answer)
             outcome: Outcome = "partial" if tool_errors(inv.state.steps) else "success"
+            # Learning first: the answer goes out only once its trajectory is on the
+            # persistent flow, so an answered "remember that ..." is never lost.
+            note = await self.finish(inv, decision.answer, outcome, None, answered=False)
+            await respond.answer(f"{decision.answer}\n\n({note})" if note else decision.answer)
             self.metrics.sessions.labels(processor=self.id, outcome="completed").inc()
             self.metrics.iterations.labels(processor=self.id).observe(inv.state.iteration)
-            await self.finish(inv, decision.answer, outcome, None)
             return
 
         step = await self.act(inv, decision, tools, respond)
@@ -278,7 +283,9 @@ class AgentProcessor(Processor):
                 update={
                     "history": [*history, step],
                     "state": next_state,
-                    "memory": self.sealer.seal(inv.state, bound_to),
+                    "memory": self.sealer.seal(
+                        inv.state, with_history(bound_to, [*history, step])
+                    ),
                 }
             ),
             id=ctx.id,
@@ -401,23 +408,43 @@ class AgentProcessor(Processor):
 
     # -- invocation end ------------------------------------------------------------
     async def finish(
-        self, inv: Invocation, answer: str, outcome: Outcome, error: str | None
-    ) -> None:
-        """After the reply: the conversation turn (synchronous, cheap), then the trajectory."""
+        self,
+        inv: Invocation,
+        answer: str,
+        outcome: Outcome,
+        error: str | None,
+        *,
+        answered: bool = True,
+    ) -> str | None:
+        """The conversation turn (synchronous, cheap), then the trajectory. Before an
+        answer (``answered`` false) a trajectory that cannot be published fails the
+        iteration, which is retried and then answered with an error: never an answer
+        whose learning was lost. After an error reply it is only logged. Returns a note
+        for the answer when memory dropped something (a turn past the conversation's cap;
+        counted by conversation-memory)."""
+        note = None
         if not inv.memory_on:
-            return
+            return note
         if inv.scope.conversation and inv.flow.has_client(CONVERSATIONS.client):
-            await self.append_turn(inv, answer, outcome)
+            note = await self.append_turn(inv, answer, outcome)
         if inv.flow.has_producer("trajectory"):
             request = inv.request
             record = trajectory(request, inv.state, inv.scope, inv.cfg, answer, outcome, error)
             try:
                 await inv.flow.send("trajectory", record, id=request.session_id)
-            except Exception as exc:  # noqa: BLE001 - the answer is sent; learning is best effort
+            except Exception as exc:
+                if not answered:
+                    if isinstance(exc, BadRequest):  # too large to publish: never retried
+                        raise
+                    raise TransientError(
+                        f"trajectory {request.session_id} not published, so the answer "
+                        f"is held back: {exc}"
+                    ) from exc
                 logger.error("trajectory %s not published: %r", request.session_id, exc)
+        return note
 
-    async def append_turn(self, inv: Invocation, answer: str, outcome: Outcome) -> None:
-        await append_turn(
+    async def append_turn(self, inv: Invocation, answer: str, outcome: Outcome) -> str | None:
+        return await append_turn(
             inv.flow,
             inv.request,
             inv.scope,

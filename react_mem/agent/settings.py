@@ -48,6 +48,9 @@ class AgentSettings(ProcessorSettings):
     #: ``memory_state_key_file`` (default ``state_dir/agent/memory-state.key``).
     memory_state_key: SecretStr | None = None
     memory_state_key_file: Path | None = None
+    #: Seconds a sealed state stays good after its invocation began; each is good once
+    #: (see ``agent/seal.py``).
+    memory_state_max_age: float = Field(default=3600.0, gt=0)
 
 
 def client_specs() -> list[RequestResponseSpec]:

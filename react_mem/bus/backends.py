@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from react_mem.bus import pulsar_backend, rabbitmq_backend
+from react_mem.bus.health import BusHealth
 from react_mem.bus.pulsar_backend import PulsarSettings
 from react_mem.bus.rabbitmq_backend import RabbitMQSettings
 from react_mem.bus.transport import Transport
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 class Connect(Protocol):
     def __call__(
-        self, settings: BusSettings, *, start_embedded: bool
+        self, settings: BusSettings, *, start_embedded: bool, health: BusHealth | None = None
     ) -> AbstractAsyncContextManager[Transport]: ...
 
 
@@ -38,7 +39,8 @@ class Backend:
     #: Where the bus is, in words, for ``react-mem up``.
     describe: Callable[[BusSettings], str]
     #: Opens a connected transport; ``start_embedded=False`` (clients) raises
-    #: :class:`~react_mem.bus.transport.BrokerNotRunning` instead of starting a broker.
+    #: :class:`~react_mem.bus.transport.BrokerNotRunning` instead of starting a broker;
+    #: with ``health``, it watches the broker while open (see ``bus/health.py``).
     connect: Connect
 
 
@@ -83,8 +85,9 @@ def describe_bus(settings: BusSettings) -> str:
 
 
 def open_bus(
-    settings: BusSettings, *, start_embedded: bool = True
+    settings: BusSettings, *, start_embedded: bool = True, health: BusHealth | None = None
 ) -> AbstractAsyncContextManager[Transport]:
     """A connected transport to the configured broker, closed on exit. Processors may start
-    the embedded broker when none is configured; clients pass ``start_embedded=False``."""
-    return backend(settings).connect(settings, start_embedded=start_embedded)
+    the embedded broker when none is configured; clients pass ``start_embedded=False``.
+    ``health`` (processes that serve): the broker is watched, and kept alive if ours."""
+    return backend(settings).connect(settings, start_embedded=start_embedded, health=health)

@@ -10,6 +10,7 @@ embedded default all consumers of a subscription live in one process (a processo
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import ctypes
 import fcntl
@@ -20,16 +21,23 @@ import socket
 import subprocess
 import sys
 import time
+from collections import deque
 from pathlib import Path
 from typing import IO, Self
 
 from pulsar_lite.binary_finder import find_pulsar_lite_binary
 
+from react_mem.bus import health as bus_health
 from react_mem.errors import BusError
 
 logger = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
+
+#: A broker that dies more than this many times within ``RESTART_WINDOW`` seconds is given
+#: up on: the process stops with an error instead of restarting it forever.
+MAX_RESTARTS = 5
+RESTART_WINDOW = 60.0
 
 _CONFIG = """\
 # Written by react-mem for its embedded broker.
@@ -94,9 +102,42 @@ class EmbeddedBroker:
     def start(self) -> str:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._take_lock()
+        self._spawn()
+        atexit.register(self.stop)
+        try:
+            self._wait_ready()
+        except BusError:
+            self.stop()
+            raise
+        (self.data_dir / "broker.url").write_text(self.url + "\n")
+        logger.info("embedded broker at %s, data in %s", self.url, self.data_dir)
+        return self.url
+
+    def exit_code(self) -> int | None:
+        """The broker's exit status once it has exited on its own; None while it runs
+        (or after :meth:`stop`)."""
+        return None if self._process is None else self._process.poll()
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    def restart(self) -> None:
+        """Start the broker again on the same address and data (after it died): clients
+        reconnect to it by themselves. The lock stays held throughout."""
+        if self._process is not None and self._process.poll() is None:
+            return
+        if self._lock is None:
+            raise BusError("embedded broker was stopped; it is not restarted")
+        self._spawn()
+        self._wait_ready()
+        logger.warning("embedded broker restarted at %s", self.url)
+
+    def _spawn(self) -> None:
         config = self.data_dir / "pulsar-lite.toml"
         config.write_text(_CONFIG.format(log_level=self.log_level))
-        self._log = open(self.data_dir / "broker.log", "ab")  # noqa: SIM115 - lives with the process
+        if self._log is None:
+            self._log = open(self.data_dir / "broker.log", "ab")  # noqa: SIM115 - lives with the process
         port = self.port or _free_port(self.host)
         self._process = subprocess.Popen(
             [
@@ -118,15 +159,7 @@ class EmbeddedBroker:
             preexec_fn=_die_with_parent,
         )
         self.port = port
-        atexit.register(self.stop)
-        try:
-            self._wait_ready()
-        except BusError:
-            self.stop()
-            raise
-        (self.data_dir / "broker.url").write_text(self.url + "\n")
-        logger.info("embedded broker at %s, data in %s", self.url, self.data_dir)
-        return self.url
+        (self.data_dir / "broker.pid").write_text(f"{self._process.pid}\n")
 
     def _take_lock(self) -> None:
         lock = open(self.data_dir / "broker.lock", "w")  # noqa: SIM115 - held until stop()
@@ -168,6 +201,7 @@ class EmbeddedBroker:
                 process.kill()
                 process.wait()
         (self.data_dir / "broker.url").unlink(missing_ok=True)
+        (self.data_dir / "broker.pid").unlink(missing_ok=True)
         for handle in (self._log, self._lock):
             if handle is not None:
                 handle.close()
@@ -180,3 +214,42 @@ class EmbeddedBroker:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+async def keep_embedded(
+    broker: EmbeddedBroker,
+    health: bus_health.BusHealth,
+    *,
+    max_restarts: int | None = None,
+    window: float | None = None,
+) -> None:
+    """Keep the embedded broker running until cancelled: restart it when it dies; after
+    ``max_restarts`` deaths within ``window`` seconds, give up (``health.lost``)."""
+    max_restarts = MAX_RESTARTS if max_restarts is None else max_restarts
+    window = RESTART_WINDOW if window is None else window
+    deaths: deque[float] = deque()
+    health.mark_up()
+    while True:
+        await asyncio.sleep(bus_health.health_interval())
+        code = broker.exit_code()
+        if code is None:
+            continue
+        health.mark_down(f"embedded broker exited with status {code}")
+        now = time.monotonic()
+        deaths.append(now)
+        while deaths and now - deaths[0] > window:
+            deaths.popleft()
+        if len(deaths) > max_restarts:
+            health.give_up(
+                BusError(
+                    f"the embedded broker died {len(deaths)} times in {window:.0f}s (last "
+                    f"status {code}); giving up, see {broker.data_dir / 'broker.log'}"
+                )
+            )
+            return
+        try:
+            await asyncio.to_thread(broker.restart)
+        except BusError as exc:
+            logger.error("restarting the embedded broker failed: %s", exc)
+            continue
+        health.mark_up()

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import AliasChoices, BaseModel, Field
 
-from react_mem.bus.embedded import EmbeddedBroker, running_broker_url
+from react_mem.bus.embedded import EmbeddedBroker, keep_embedded, running_broker_url
+from react_mem.bus.health import BusHealth, watch_address
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
 from react_mem.bus.transport import BrokerNotRunning, Transport
 
@@ -82,10 +83,21 @@ def describe(settings: BusSettings) -> str:
     return settings.pulsar_host or f"embedded broker ({settings.state_dir / 'broker'})"
 
 
+def broker_address(url: str) -> tuple[str, int]:
+    """``pulsar://host:port`` (or ``pulsar+ssl://``, or a list of hosts) -> its first host."""
+    scheme, _, rest = url.partition("://")
+    host, _, port = rest.split(",")[0].split("/")[0].rpartition(":")
+    default = 6651 if scheme.endswith("ssl") else 6650
+    return (host, int(port)) if host and port.isdigit() else (rest.split(",")[0], default)
+
+
 @contextlib.asynccontextmanager
-async def connect(settings: BusSettings, *, start_embedded: bool) -> AsyncIterator[Transport]:
+async def connect(
+    settings: BusSettings, *, start_embedded: bool, health: BusHealth | None = None
+) -> AsyncIterator[Transport]:
     """Connect to ``pulsar_host``, or to the embedded broker: the one running under the
-    state directory, else (if ``start_embedded``) a new one owned by this process."""
+    state directory, else (if ``start_embedded``) a new one owned by this process. With
+    ``health``, the broker is watched meanwhile (ours kept alive, another one probed)."""
     broker: EmbeddedBroker | None = None
     url = settings.pulsar_host
     if url is None:
@@ -112,9 +124,19 @@ async def connect(settings: BusSettings, *, start_embedded: bool) -> AsyncIterat
         )
     )
     await transport.connect()
+    watcher = None
+    if health is not None:
+        watcher = asyncio.create_task(
+            keep_embedded(broker, health)
+            if broker is not None
+            else watch_address(*broker_address(url), health)
+        )
     try:
         yield transport
     finally:
+        if watcher is not None:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
         await transport.close()
         if broker is not None:
             await asyncio.to_thread(broker.stop)

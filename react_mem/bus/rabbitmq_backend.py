@@ -5,6 +5,7 @@ broker must be running."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import AliasChoices, BaseModel, Field
 
+from react_mem.bus.health import BusHealth, watch_address
 from react_mem.bus.rabbitmq import RabbitMQOptions, RabbitMQTransport
 from react_mem.bus.transport import BrokerNotRunning, Transport
 from react_mem.errors import BusError
@@ -79,7 +81,9 @@ def describe(settings: BusSettings) -> str:
 
 
 @contextlib.asynccontextmanager
-async def connect(settings: BusSettings, *, start_embedded: bool) -> AsyncIterator[Transport]:
+async def connect(
+    settings: BusSettings, *, start_embedded: bool, health: BusHealth | None = None
+) -> AsyncIterator[Transport]:
     """Connect to the RabbitMQ broker (a processor keeps trying for ``connect_timeout``; a
     client, ``start_embedded=False``, fails at once with what to do)."""
     opts = options(settings)
@@ -94,7 +98,13 @@ async def connect(settings: BusSettings, *, start_embedded: bool) -> AsyncIterat
         raise BrokerNotRunning(
             f"no RabbitMQ broker at {opts.describe()}: start it, or give --rabbitmq-host ({exc})"
         ) from exc
+    watcher = None
+    if health is not None:  # a broker we do not own: its address is probed
+        watcher = asyncio.create_task(watch_address(opts.host, opts.port, health))
     try:
         yield transport
     finally:
+        if watcher is not None:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
         await transport.close()

@@ -28,6 +28,12 @@ class RequestResponseClient(Generic[Req, Resp]):
 
     Each client has its own Exclusive subscription to the response queue, as TrustGraph's
     clients do, so replicas of a processor never steal each other's responses.
+
+    With ``resend``, :meth:`request` sends its request again every ``resend`` seconds
+    (within its timeout, same id) until the service has answered this client once, and
+    again after a timeout: a service still starting (after a restart of the stack) drops
+    requests sent before it subscribed, which would otherwise wait the whole timeout.
+    Only for idempotent services: a slow first answer can be asked for twice.
     """
 
     def __init__(
@@ -40,6 +46,7 @@ class RequestResponseClient(Generic[Req, Resp]):
         subscriber: str = "react-mem",
         timeout: float = 60.0,
         metrics: DownstreamMetrics | None = None,
+        resend: float | None = None,
     ) -> None:
         self._transport = transport
         self._request_queue = Queue.parse(request_queue)
@@ -52,6 +59,11 @@ class RequestResponseClient(Generic[Req, Resp]):
         self._consumer: Consumer | None = None
         self._receiver: asyncio.Task[None] | None = None
         self._waiting: dict[str, _Waiter] = {}
+        self._resend = resend
+        #: Whether the service has answered this client since it started or last timed out.
+        self.heard = False
+        #: Requests sent again because no answer had come yet (see ``resend``).
+        self.resent = 0
 
     async def start(self) -> None:
         # Subscribe before the first request can be sent, so no response is missed.
@@ -61,7 +73,10 @@ class RequestResponseClient(Generic[Req, Resp]):
 
     async def request(self, message: Req, *, timeout: float | None = None) -> Resp:
         """Send one request and return its (first) response."""
-        async for response in self.stream(message, timeout=timeout, last=lambda _: True):
+        resend = self._resend
+        async for response in self.stream(
+            message, timeout=timeout, last=lambda _: True, resend=resend
+        ):
             return response
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -71,10 +86,12 @@ class RequestResponseClient(Generic[Req, Resp]):
         *,
         last: Callable[[Resp], bool],
         timeout: float | None = None,
+        resend: float | None = None,
     ) -> AsyncIterator[Resp]:
         """Yield every response to ``message`` until ``last(response)`` is true.
 
-        ``timeout`` bounds the wait for each response, not the whole stream.
+        ``timeout`` bounds the wait for each response, not the whole stream; ``resend``:
+        see the class (for the first response only).
         """
         if self._producer is None:
             raise BusError("request/response client is not started")
@@ -83,12 +100,19 @@ class RequestResponseClient(Generic[Req, Resp]):
         waiter: _Waiter = asyncio.Queue()
         self._waiting[request_id] = waiter
         started = time.monotonic()
+        data, first = message.encode(), True
         try:
-            await self._producer.send(message.encode(), {"id": request_id})
+            await self._producer.send(data, {"id": request_id})
             while True:
+                deadline = time.monotonic() + timeout
                 try:
-                    item = await asyncio.wait_for(waiter.get(), timeout)
+                    item = await self._next(waiter, deadline, resend if first else None)
+                    while item is None:  # nothing yet from a service not heard from: again
+                        self.resent += 1
+                        await self._producer.send(data, {"id": request_id})
+                        item = await self._next(waiter, deadline, resend)
                 except TimeoutError:
+                    self.heard = False
                     if self._metrics:
                         self._metrics.timeout()
                     raise RequestTimeout(
@@ -98,6 +122,7 @@ class RequestResponseClient(Generic[Req, Resp]):
                     if self._metrics:
                         self._metrics.error("malformed-response")
                     raise item
+                first = False
                 yield item  # type: ignore[misc]
                 if last(item):  # type: ignore[arg-type]
                     return
@@ -105,6 +130,19 @@ class RequestResponseClient(Generic[Req, Resp]):
             self._waiting.pop(request_id, None)
             if self._metrics:
                 self._metrics.observe(time.monotonic() - started)
+
+    async def _next(
+        self, waiter: _Waiter, deadline: float, resend: float | None
+    ) -> WireModel | BadRequest | None:
+        """The next item before ``deadline`` (else TimeoutError); None when ``resend``
+        seconds passed first while the service has not been heard from."""
+        left = deadline - time.monotonic()
+        if resend is None or self.heard or left <= resend:
+            return await asyncio.wait_for(waiter.get(), max(left, 0.0))
+        try:
+            return await asyncio.wait_for(waiter.get(), resend)
+        except TimeoutError:
+            return None
 
     async def _route(self) -> None:
         assert self._consumer is not None
@@ -119,6 +157,7 @@ class RequestResponseClient(Generic[Req, Resp]):
                 await asyncio.sleep(0.5)
                 continue
             waiter = self._waiting.get(delivery.properties.get("id", ""))
+            self.heard = True
             if waiter is not None:
                 try:
                     waiter.put_nowait(self._schema.decode(delivery.data))

@@ -57,7 +57,9 @@ class Service(Generic[Req, Resp]):
     def response(self) -> str:
         return f"{self.name}-response"
 
-    def spec(self, *, timeout: float = 60.0, optional: bool = False) -> RequestResponseSpec:
+    def spec(
+        self, *, timeout: float = 60.0, optional: bool = False, resend: float | None = None
+    ) -> RequestResponseSpec:
         """The :class:`RequestResponseSpec` a processor declares to call this service."""
         return RequestResponseSpec(
             request=self.request,
@@ -66,6 +68,7 @@ class Service(Generic[Req, Resp]):
             response_schema=self.response_schema,
             timeout=timeout,
             optional=optional,
+            resend=resend,
         )
 
 

@@ -8,6 +8,10 @@ the LLM again, and skips the steps already written.
 Beside the records it keeps, for the same retention, the trajectories learned (feedback
 on one re-runs its reflection) and the reflections made per window (seed 003's reflection
 window: the last few reflections of one scope are context for the next).
+
+With a :class:`~react_mem.learner.cipher.LedgerCipher` the texts (plans, trajectories,
+reflections) are kept encrypted; owners and keys stay plain, so forgetting and pruning
+find rows without opening them.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from react_mem.learner.cipher import LedgerCipher
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS ledger (
@@ -73,8 +79,10 @@ class Ledger:
         retention: float = 7 * 86400.0,
         clock: Callable[[], float] = time.time,
         overrides: Callable[[], Mapping[str, float | None]] = dict,
+        cipher: LedgerCipher | None = None,
     ) -> None:
         self.path = path
+        self._cipher = cipher
         self._retention = retention
         self._overrides = overrides
         self._clock = clock
@@ -101,6 +109,10 @@ class Ledger:
         for column in ("collection", "user"):  # the owner, so a user can be forgotten
             if column not in columns:
                 db.execute(f"ALTER TABLE ledger ADD COLUMN {column} TEXT")
+        kept = {row[1] for row in db.execute("PRAGMA table_info(trajectories)")}
+        for column in ("collection", "user"):  # the owner, readable when bodies are sealed
+            if column not in kept:
+                db.execute(f"ALTER TABLE trajectories ADD COLUMN {column} TEXT")
         # A deleted row's bytes are overwritten, not left in free pages (forgetting).
         db.execute("PRAGMA secure_delete=ON")
         self._db = db
@@ -119,7 +131,8 @@ class Ledger:
         )
         if row is None:
             return None
-        return Entry(json.loads(row[0]), json.loads(row[1]), bool(row[2]), row[3])
+        plan = json.loads(self._open_text(row[0], "ledger", workspace, key))
+        return Entry(plan, json.loads(row[1]), bool(row[2]), row[3])
 
     async def save_plan(
         self,
@@ -135,7 +148,14 @@ class Ledger:
             "INSERT OR REPLACE INTO ledger "
             "(workspace, key, plan, steps, done, updated_at, collection, user) "
             "VALUES (?, ?, ?, '[]', 0, ?, ?, ?)",
-            (workspace, key, json.dumps(plan), self._clock(), collection, user or None),
+            (
+                workspace,
+                key,
+                self._seal(json.dumps(plan), "ledger", workspace, key),
+                self._clock(),
+                collection,
+                user or None,
+            ),
         )
 
     async def mark_steps(self, workspace: str, key: str, steps: list[str]) -> None:
@@ -152,11 +172,27 @@ class Ledger:
         )
 
     # -- trajectories, for feedback ----------------------------------------------------------
-    async def save_trajectory(self, workspace: str, session: str, body: str) -> None:
+    async def save_trajectory(
+        self,
+        workspace: str,
+        session: str,
+        body: str,
+        *,
+        collection: str | None = None,
+        user: str | None = None,
+    ) -> None:
+        """``collection`` and ``user``: the trajectory's owner (see :meth:`forget`)."""
         await self._run(
-            "INSERT OR REPLACE INTO trajectories (workspace, session, body, updated_at) "
-            "VALUES (?, ?, ?, ?)",
-            (workspace, session, body, self._clock()),
+            "INSERT OR REPLACE INTO trajectories "
+            "(workspace, session, body, updated_at, collection, user) VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                workspace,
+                session,
+                self._seal(body, "trajectories", workspace, session),
+                self._clock(),
+                collection,
+                user or None,
+            ),
         )
 
     async def trajectory(self, workspace: str, session: str) -> str | None:
@@ -165,7 +201,7 @@ class Ledger:
             (workspace, session),
             fetch=True,
         )
-        return None if row is None else str(row[0])
+        return None if row is None else self._open_text(row[0], "trajectories", workspace, session)
 
     # -- the reflection window ---------------------------------------------------------------
     async def add_reflection(self, workspace: str, window: str, key: str, entry: str) -> None:
@@ -173,7 +209,13 @@ class Ledger:
         await self._run(
             "INSERT OR IGNORE INTO reflections (workspace, key, scope, entry, updated_at) "
             "VALUES (?, ?, ?, ?, ?)",
-            (workspace, key, window, entry, self._clock()),
+            (
+                workspace,
+                key,
+                window,
+                self._seal(entry, "reflections", workspace, key),
+                self._clock(),
+            ),
         )
 
     async def reflections(
@@ -184,14 +226,20 @@ class Ledger:
         if limit <= 0:
             return []
         rows = await self._run(
-            "SELECT entry FROM reflections WHERE workspace = ? AND scope = ? AND rowid < "
+            "SELECT entry, key FROM reflections WHERE workspace = ? AND scope = ? AND rowid < "
             "COALESCE((SELECT rowid FROM reflections WHERE workspace = ? AND key = ?), "
             "9223372036854775807) ORDER BY rowid DESC LIMIT ?",
             (workspace, window, workspace, before or "", limit),
             fetch=True,
             many=True,
         )
-        return [str(row[0]) for row in reversed(rows)]
+        return [self._open_text(row[0], "reflections", workspace, row[1]) for row in reversed(rows)]
+
+    def _seal(self, text: str, *row: str) -> str:
+        return text if self._cipher is None else self._cipher.seal(text, *row)
+
+    def _open_text(self, stored: str, *row: str) -> str:
+        return str(stored) if self._cipher is None else self._cipher.open(str(stored), *row)
 
     # -- forgetting ------------------------------------------------------------------------
     async def forget(self, workspace: str, collection: str, user: str) -> dict[str, int]:
@@ -205,8 +253,10 @@ class Ledger:
         any_collection = "" if collection else "1"
         wheres = {
             "ledger": "user = ? AND (collection = ? OR ? = '1')",
-            "trajectories": "json_extract(body, '$.user') = ? "
-            "AND (json_extract(body, '$.collection') = ? OR ? = '1')",
+            # Owner columns; rows saved before them have only their (plain) body's.
+            "trajectories": "COALESCE(user, CASE WHEN json_valid(body) "
+            "THEN json_extract(body, '$.user') END) = ? AND (COALESCE(collection, CASE WHEN "
+            "json_valid(body) THEN json_extract(body, '$.collection') END) = ? OR ? = '1')",
             "reflections": "json_extract(scope, '$[2]') = ? "
             "AND (json_extract(scope, '$[0]') = ? OR ? = '1')",
         }

@@ -37,6 +37,7 @@ from react_mem.errors import (
 )
 from react_mem.learner.ace import AceConfig, feedback_key, window_key
 from react_mem.learner.checks import MAX_ID_CHARS, check_feedback, checked_trajectory
+from react_mem.learner.cipher import LedgerCipher, load_key
 from react_mem.learner.ledger import Ledger
 from react_mem.learner.llm import JsonLLM
 from react_mem.learner.locks import KeyedLocks
@@ -125,8 +126,12 @@ class MemoryLearnerProcessor(Processor):
         s = self.learner_settings
         self.register_specification(TEXT_COMPLETION.spec(timeout=s.llm_timeout))
         for memory in (FACT_MEMORY, EPISODE_MEMORY, CONVERSATION_MEMORY):
-            self.register_specification(memory.spec(timeout=s.memory_timeout))
-        self.register_specification(PLAYBOOK_MEMORY.spec(timeout=s.memory_timeout, optional=True))
+            self.register_specification(
+                memory.spec(timeout=s.memory_timeout, resend=s.memory_resend)
+            )
+        self.register_specification(
+            PLAYBOOK_MEMORY.spec(timeout=s.memory_timeout, optional=True, resend=s.memory_resend)
+        )
         self.register_config_handler([AGENT_MEM], self.on_agent_mem)
 
     @property
@@ -138,10 +143,13 @@ class MemoryLearnerProcessor(Processor):
     async def start(self) -> None:
         s = self.learner_settings
         path = s.ledger_path or s.state_dir / "learner" / f"{self.id}.sqlite3"
+        key = s.ledger_key.get_secret_value() if s.ledger_key is not None else None
+        key_file = s.ledger_key_file or path.with_name(f"{path.name}.key")
         ledger = Ledger(
             path,
             retention=s.ledger_retention_days * 86400,
             overrides=self.ledger_retention.overrides,
+            cipher=LedgerCipher(await asyncio.to_thread(load_key, key, key_file)),
         )
         await ledger.open()
         self._ledger = ledger
@@ -193,7 +201,11 @@ class MemoryLearnerProcessor(Processor):
                 return await planner.for_trajectory(t, summary)
             # Kept for feedback on this invocation, for the ledger's retention.
             await self.ledger.save_trajectory(
-                workspace, t.session_id or record_id, t.model_dump_json()
+                workspace,
+                t.session_id or record_id,
+                t.model_dump_json(),
+                collection=t.collection,
+                user=t.user,
             )
             window = await self._window(workspace, t, key)
             made = await planner.for_trajectory(t, summary, ace=ace, key=key, window=window)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 
 from react_mem.learner.ace import AceConfig
 from react_mem.learner.planner import Limits
@@ -26,6 +26,10 @@ class LearnerSettings(ProcessorSettings):
     llm_outage_redeliveries: int = Field(default=2, ge=0)
     #: Seconds to wait for one memory-service call.
     memory_timeout: float = Field(default=30.0, gt=0)
+    #: Until a memory service has answered, a call to it is sent again this often (its
+    #: writes are idempotent): after a restart of the stack the learner's first calls
+    #: would otherwise wait ``memory_timeout`` for a service that was not listening yet.
+    memory_resend: float = Field(default=1.0, gt=0)
     #: Facts asked of the LLM per record (explicit "remember ..." requests come on top).
     max_facts: int = Field(default=5, ge=0, le=50)
     max_fact_chars: int = Field(default=400, ge=20)
@@ -46,6 +50,11 @@ class LearnerSettings(ProcessorSettings):
     explicit_importance: float = Field(default=0.8, ge=0.0, le=1.0)
     #: The ledger file; default ``state_dir/learner/<id>.sqlite3``.
     ledger_path: Path | None = None
+    #: The ledger's texts are encrypted with this key (32+ characters; shared by replicas
+    #: through config or a secret), else with one generated once in ``ledger_key_file``
+    #: (default: the ledger's path + ``.key``). See ``learner/cipher.py``.
+    ledger_key: SecretStr | None = None
+    ledger_key_file: Path | None = None
     #: Days the ledger keeps records, trajectories (for feedback) and reflections; a
     #: workspace's agent-mem ``ledger-retention-days`` overrides it (at least as long as
     #: redeliveries and feedback may come late: exactly-once holds within it).

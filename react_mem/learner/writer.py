@@ -88,6 +88,15 @@ class Writer:
             self._metrics.learned("episode")
         else:
             self._metrics.duplicate("episode")
+        if stored.evicted:
+            self._metrics.evicted("episode", stored.evicted)
+            logger.warning(
+                "episode-memory evicted %d older episode(s) of user %r in collection %r at "
+                "its per-user cap",
+                stored.evicted,
+                to.user,
+                to.collection,
+            )
         return True
 
     async def playbook(self, to: Scope, plan: Plan) -> bool:

@@ -11,13 +11,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from react_mem.bus.queues import Queue
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Delivery, Producer
-from react_mem.errors import ConfigurationError
+from react_mem.errors import BadRequest, ConfigurationError
 from react_mem.metrics import ProducerMetrics
 from react_mem.processor.background import Background
 from react_mem.processor.consumer import ConsumerRunner
 from react_mem.processor.context import MessageContext
 from react_mem.processor.specs import ConsumerSpec, ProducerSpec, RequestResponseSpec
-from react_mem.schema.base import WireModel
+from react_mem.schema.base import MAX_MESSAGE_BYTES, WireModel
 
 if TYPE_CHECKING:
     from react_mem.processor.base import Processor
@@ -104,6 +104,7 @@ class Flow:
             subscriber=self.processor.id,
             timeout=spec.timeout,
             metrics=self.processor.downstream_metrics(spec.request),
+            resend=spec.resend,
         )
         await client.start()
         self._clients[spec.request] = client
@@ -143,7 +144,17 @@ class Flow:
             raise ConfigurationError(
                 f"{self.processor.id} declares no producer {producer!r}"
             ) from None
-        await handle.send(message.encode(), {"id": id} if id is not None else {})
+        data = message.encode()
+        if len(data) > MAX_MESSAGE_BYTES:
+            # Refused here, at once: the broker would refuse it only after its send timeout,
+            # holding the handler's slot meanwhile. A reply's caller gets this as its error.
+            raise BadRequest(
+                f"{type(message).__name__} of {len(data)} bytes is over the bus's message "
+                f"limit of {MAX_MESSAGE_BYTES} bytes ({MAX_MESSAGE_BYTES // 2**20} MiB): "
+                "ask for less at a time (a smaller limit, or pages with offset)",
+                type="too-large",
+            )
+        await handle.send(data, {"id": id} if id is not None else {})
         metrics.sent()
 
     def has_producer(self, name: str) -> bool:

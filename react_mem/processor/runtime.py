@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
-from prometheus_client import start_http_server
-
+from react_mem.bus import health as bus_health
 from react_mem.bus.backends import open_bus
 from react_mem.bus.transport import Transport
 from react_mem.errors import ConfigurationError
 from react_mem.ownership import DirectoryInUse
 from react_mem.processor.base import Processor
+from react_mem.processor.endpoint import serve_http
 from react_mem.processor.kinds import kinds, load
 from react_mem.processor.settings import BusSettings, ProcessorSettings
 
@@ -121,7 +121,8 @@ async def serve(
     """Run ``entries`` in this process on one bus connection until SIGINT/SIGTERM.
 
     ``ready(transport)`` is awaited once the bus is open (processors start meanwhile);
-    ``started(id, seconds)`` is called as each processor finishes starting."""
+    ``started(id, seconds)`` is called as each processor finishes starting. A broker lost
+    for good (the embedded one dying over and over) stops everything with a BusError."""
     ids = [e.settings.id for e in entries]
     duplicates = {i for i in ids if ids.count(i) > 1}
     if duplicates:
@@ -133,11 +134,15 @@ async def serve(
             loop.add_signal_handler(sig, stopping.set)
     if bus.metrics:
         start_metrics(bus.metrics_port)
-    async with open_bus(bus) as transport:
+    health = bus_health.BusHealth()
+    bus_health.publish(health)
+    async with open_bus(bus, health=health) as transport:
         tasks = [asyncio.create_task(supervise(e, transport, stopping, started)) for e in entries]
         waiter = asyncio.create_task(_until_ready(ready, transport, stopping))
         try:
-            await stopping.wait()
+            await _first(stopping, health.lost)
+            if health.error is not None:
+                tasks.append(asyncio.create_task(_raise(health.error)))
         finally:
             stopping.set()
             results = await asyncio.gather(*tasks, return_exceptions=True)
@@ -147,6 +152,19 @@ async def serve(
         for result in results:  # a processor's fatal error first, then ready's
             if isinstance(result, Exception):
                 raise result
+
+
+async def _first(*events: asyncio.Event) -> None:
+    waits = [asyncio.create_task(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+
+
+async def _raise(error: Exception) -> None:
+    raise error
 
 
 async def _until_ready(
@@ -164,9 +182,10 @@ async def _until_ready(
 
 
 def start_metrics(port: int) -> None:
-    """Serve Prometheus metrics on ``port``; a port in use is refused with the setting named."""
+    """Serve Prometheus metrics (and ``/healthz``) on ``port``; a port in use is refused
+    with the setting named."""
     try:
-        start_http_server(port)
+        serve_http(port, bus_health.current_reason)
     except OSError as exc:
         raise ConfigurationError(
             f"cannot serve metrics on port {port}: {exc.strerror or exc}; choose another port "

@@ -49,7 +49,10 @@ class ProducerSpec:
 class RequestResponseSpec:
     """A client of another service: requests on ``request``, responses on ``response``.
 
-    ``optional`` clients are skipped when the flow does not define their queues.
+    ``optional`` clients are skipped when the flow does not define their queues. With
+    ``resend``, a request is sent again every ``resend`` seconds (within ``timeout``) until
+    the service has answered this client once: a service still starting drops what was
+    sent before it subscribed. Only for services whose requests are idempotent.
     """
 
     request: str
@@ -58,6 +61,7 @@ class RequestResponseSpec:
     response_schema: type[WireModel]
     timeout: float = 60.0
     optional: bool = False
+    resend: float | None = None
 
 
 Spec = ConsumerSpec | ProducerSpec | RequestResponseSpec

@@ -18,11 +18,28 @@ from pydantic_core import ErrorDetails
 
 from react_mem.errors import BadRequest
 from react_mem.schema.payload import PayloadError, check_payload, needs_check
+from react_mem.schema.scope import owner_id
 
 #: The request field naming what a service is asked to do.
 OPERATION = "operation"
 #: Largest message body accepted from the bus (pulsar-lite's and Pulsar's default limit).
 MAX_MESSAGE_BYTES = 5 * 1024 * 1024
+
+
+#: Fields holding user ids, in any message: normalised where they enter (see
+#: :func:`react_mem.schema.scope.owner_id`), so look-alike ids are one owner everywhere.
+OWNER_FIELDS = frozenset({"user", "playbook_owner", "grantees"})
+
+
+def _owner_ids(key: str, value: Any) -> Any:
+    if isinstance(value, list):
+        return [_owner_ids(key, v) for v in value]
+    if not isinstance(value, str) or not value:
+        return value
+    normal = owner_id(value)
+    if not normal:
+        raise ValueError(f"{key}: an id of invisible characters only ({value!r}) names no one")
+    return normal
 
 
 def _accepts_none(annotation: Any) -> bool:
@@ -43,7 +60,7 @@ class WireModel(BaseModel):
         if not isinstance(data, dict):
             return data
         return {
-            key: value
+            key: _owner_ids(key, value) if key in OWNER_FIELDS else value
             for key, value in data.items()
             if value is not None
             or key not in cls.model_fields

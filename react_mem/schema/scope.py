@@ -7,7 +7,12 @@ a user, and (where it applies) a conversation. The ownership rule:
 - a request without a user sees only records written without one (the collection's
   shared memory), never another user's records;
 - ``None`` and ``""`` both mean "no user" (TrustGraph clients send neither); every other
-  value is an opaque id compared exactly (``"Alice"`` is not ``"alice"``, ``" "`` is a user).
+  value is an opaque id compared exactly (``"Alice"`` is not ``"alice"``, ``" "`` is a user)
+  after the one normalisation every owner id gets where it enters (:func:`owner_id`, applied
+  by every wire message and by ``Scope``): invisible format characters removed, then NFKC,
+  so ``"alice\u200b"``, a decomposed ``"zoe\u0308"`` and ``"alice"`` in full-width letters
+  are the owners ``"alice"``, ``"zoë"`` and ``"alice"``. An id that is nothing but invisible
+  characters is refused.
 
 The conversation narrows within an owner: a scope with a conversation sees that
 conversation's records of its owner; one without sees all of its owner's. A conversation id
@@ -19,6 +24,7 @@ uses the store's ``AllOwners``, a separate type that no request path builds.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,9 +40,20 @@ class ScopeRequired(BadRequest):
         super().__init__(message, type="missing-scope")
 
 
+def owner_id(value: str) -> str:
+    """A user id as it is stored and compared: format characters (zero-width spaces and
+    joiners, bidi controls, soft hyphens) removed, then NFKC-folded (composed and decomposed
+    accents, compatibility forms such as full-width letters, are one id). Case and visible
+    spaces are kept. Idempotent."""
+    if value.isascii() and value.isprintable():
+        return value
+    visible = "".join(c for c in value if unicodedata.category(c) != "Cf")
+    return unicodedata.normalize("NFKC", visible)
+
+
 def _id(value: str | None) -> str | None:
-    """The one normalisation: an empty id is no id."""
-    return value if value else None
+    """An empty id is no id; any other is normalised (see :func:`owner_id`)."""
+    return owner_id(value) or None if value else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -186,6 +186,7 @@ async def agent_stack(
     next_queue: str | None = None,
     agent_topics: dict[str, str] | None = None,
     config: dict[str, dict[str, Any]] | None = None,
+    service_settings: dict[str, dict[str, Any]] | None = None,
 ) -> AsyncIterator[Stack]:
     """The agent, its flow naming ``services``; of those, ``running`` (default all) run.
     With ``playbook`` (the real playbook-memory processor class or a test double) the
@@ -195,7 +196,8 @@ async def agent_stack(
     learner's; ``registry`` collects every processor's metrics (default: a fresh one);
     ``next_queue`` sends the agent's ``next`` requests elsewhere (to another replica);
     ``agent_topics`` adds queues to the agent's flow, ``config`` more config types
-    (``{type: {key: value}}``, values JSON-encoded unless strings)."""
+    (``{type: {key: value}}``, values JSON-encoded unless strings); ``service_settings``
+    more settings of a memory service, by name."""
     registry = registry or CollectorRegistry()
     topics = queues(unique)
     started: list[Processor] = []
@@ -240,6 +242,7 @@ async def agent_stack(
             cls = SERVICES[name]
             pid = f"{name}-{unique}"
             extra = {} if name == "working-memory" else {"data_dir": tmp_path / pid}
+            extra |= (service_settings or {}).get(name, {})
             up[name] = await start(
                 cls(settings_for(cls, pid, flow, **extra), transport, registry=registry)
             )

@@ -143,7 +143,7 @@ def ordinary(rng: random.Random) -> str:
         "Chapter {n}, page {p}: the {y} edition.",
         "Python {a}.{b} dropped support in {y}.",
         "We measured {n}.{m} ms at the 95th percentile over {p} runs.",
-        "Born on {d}/{mo}/{y}, she moved {n} times.",
+        "Founded on {d}/{mo}/{y}, the club moved {n} times.",  # a birth date is personal
         "Order {n} of {p} arrived; {m}% were damaged.",
     ]
     return rng.choice(templates).format(
