@@ -356,7 +356,7 @@ def test_reinforcement_gain_ties_strength_to_counters_when_enabled() -> None:
     fresh = bullet("b", "y", index=40)
     pb = playbook((proven, [1.0, 0.0]), (fresh, [0.0, 1.0]), clock=40)
 
-    plain = work_on(pb, max_bullets=1)  # the seeds: 0.99^40 < 1.0, recency decides
+    plain = work_on(pb, max_bullets=1, reinforcement_gain=0.0)  # the seeds: recency decides
     refine.refine(plain, RATES)
     assert [(c.change, c.bullet_id) for c in plain.changes] == [("pruned", "a")]
 

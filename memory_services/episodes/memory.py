@@ -20,7 +20,13 @@ import math
 import uuid
 from collections.abc import Callable, Sequence
 
-from memory_services.consolidation.engine import Engine, Options, check_id
+from memory_services.consolidation.engine import (
+    IMPORTANCE_THRESHOLD,
+    MIN_IMPORTANCE,
+    Engine,
+    Options,
+    check_id,
+)
 from memory_services.consolidation.ledger import Ledger
 from memory_services.episodes.consolidate import EpisodeKind, keep_lineage
 from memory_services.episodes.records import (
@@ -53,7 +59,12 @@ from react_mem.schema.forget import Forgotten
 
 STORE, EMBEDDER = "vector store", "embedder"
 #: Consolidation defaults (the service passes its settings).
-CONSOLIDATION = Options(similarity_threshold=0.85, importance_threshold=0.7, max_candidates=10_000)
+CONSOLIDATION = Options(
+    similarity_threshold=0.85,
+    importance_threshold=IMPORTANCE_THRESHOLD,
+    min_importance=MIN_IMPORTANCE,
+    max_candidates=10_000,
+)
 #: Retrieve and list skip episodes merged into another.
 _UNMERGED = Condition("consolidated_into", missing=True)
 
@@ -219,6 +230,7 @@ class EpisodeMemory:
             defaults,
             similarity_threshold=request.similarity_threshold or defaults.similarity_threshold,
             importance_threshold=request.importance_threshold or defaults.importance_threshold,
+            min_importance=request.min_importance or defaults.min_importance,
             dry_run=request.dry_run,
         )
         pass_id = check_id(consolidation_id, "consolidate")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_services import when
+from memory_services.consolidation.engine import IMPORTANCE_THRESHOLD, MIN_IMPORTANCE
 from memory_services.store.base import Condition, FieldType, Scope
 from react_mem.schema.facts import Fact
 
@@ -56,7 +57,8 @@ class FactPolicy:
     max_top_k: int = 100
     max_list_limit: int = 1000
     consolidation_similarity: float = 0.85
-    consolidation_importance: float = 0.7
+    consolidation_importance: float = IMPORTANCE_THRESHOLD
+    consolidation_min_importance: float = MIN_IMPORTANCE
     consolidation_max_candidates: int = 10_000
     consolidation_history_ttl: float | None = None
 

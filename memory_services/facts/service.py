@@ -191,6 +191,7 @@ class FactMemoryProcessor(MemoryProcessor[FactMemorySettings]):
                     r.consolidation_id or request_id or str(uuid.uuid4()),
                     similarity_threshold=r.similarity_threshold,
                     importance_threshold=r.importance_threshold,
+                    min_importance=r.min_importance,
                     dry_run=r.dry_run,
                 )
                 return self._reported(report, changed, undone=False)

@@ -92,6 +92,25 @@ def decay_scores(
     return np.asarray((strength * rates.retention() ** elapsed).sum(axis=1), dtype=np.float64)
 
 
+#: Seed 002's confidence: its boost per piece of evidence, and the boost's cap.
+EVIDENCE_BOOST, MAX_BOOST = 0.01, 0.2
+
+
+def evidence_confidence(helpful: int, harmful: int) -> float:
+    """Seed 002's ``min(1, success rate + min(0.2, 0.01 * evidence))``, the marks as the
+    evidence (0.5 when there is none, seed 000's untouched score)."""
+    marks = helpful + harmful
+    base = helpful / marks if marks else 0.5
+    return round(min(1.0, base + min(MAX_BOOST, EVIDENCE_BOOST * marks)), 6)
+
+
+def recency(bullet: Bullet, clock: int, rates: DecayRates) -> float:
+    """Seed 002's recency factor: the active memory type's retention since last used."""
+    keep = float(rates.retention()[TYPES.index(bullet.memory_type)])
+    index: int = getattr(bullet, f"{bullet.memory_type}_access_index")
+    return float(keep ** max(clock - index, 0))
+
+
 def normalised_strength(decay: float) -> float:
     return min(decay / BASELINE_STRENGTH, 1.0)
 
