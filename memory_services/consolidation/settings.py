@@ -20,7 +20,7 @@ class ConsolidationSettings(MemorySettings):
     consolidation_importance: float = Field(default=IMPORTANCE_THRESHOLD, gt=0.0, le=1.0)
     #: Only memories below this are merged into another (seed 002's ``min_importance``,
     #: 0.5); one between the two may absorb lesser duplicates of itself and is kept.
-    consolidation_min_importance: float = Field(default=MIN_IMPORTANCE, gt=0.0, le=1.0)
+    consolidation_min_importance: float | None = Field(default=MIN_IMPORTANCE, gt=0.0, le=1.0)
     #: Memories one pass compares at most (the rest wait for the next pass).
     consolidation_max_candidates: int = Field(default=10_000, ge=2, le=100_000)
 

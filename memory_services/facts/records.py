@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_services import when
-from memory_services.consolidation.engine import IMPORTANCE_THRESHOLD, MIN_IMPORTANCE
+from memory_services.consolidation.engine import IMPORTANCE_THRESHOLD
 from memory_services.store.base import Condition, FieldType, Scope
 from react_mem.schema.facts import Fact
 
@@ -58,7 +58,9 @@ class FactPolicy:
     max_list_limit: int = 1000
     consolidation_similarity: float = 0.85
     consolidation_importance: float = IMPORTANCE_THRESHOLD
-    consolidation_min_importance: float = MIN_IMPORTANCE
+    #: One threshold for facts: they are stored at importance 0.5 by default, which seed
+    #: 002's ``min_importance`` (0.5, "below") would leave out of every pass.
+    consolidation_min_importance: float | None = None
     consolidation_max_candidates: int = 10_000
     consolidation_history_ttl: float | None = None
 

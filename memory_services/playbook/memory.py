@@ -47,8 +47,7 @@ class PlaybookMemory(Erasing):
         each playbook in ``advance`` (default: all) advances by one and its returned
         bullets' active access index moves to the new clock (unless ``advance_clock`` is
         false). Returns the bullets and the first playbook of ``keys`` (its version, clock).
-        ``min_relevance`` (none: the policy's floor for ``relevance``) leaves out bullets
-        less relevant than that."""
+        ``min_relevance`` (none: the policy's floor) leaves out bullets less relevant."""
         keys = listed(keys)
         advance = keys if advance is None else advance
         chosen = resolve_weights(weights)
@@ -62,9 +61,7 @@ class PlaybookMemory(Erasing):
             user=user,
             topic=topic,
             hybrid=relevance == "hybrid",
-            min_relevance=(
-                self.policy.relevance_floor(relevance) if min_relevance is None else min_relevance
-            ),
+            min_relevance=min_relevance,
         )
         ranked: list[tuple[Bullet, ScopeKey]] = []
         first: Playbook | None = None

@@ -42,8 +42,8 @@ class Query:
     weights: Weights
     user: str | None = None
     topic: str | None = None
-    #: Bullets less relevant than this are left out (0: none are).
-    min_relevance: float = 0.0
+    #: Bullets less relevant than this are left out (None: the policy's floor).
+    min_relevance: float | None = None
 
 
 def relevance(pb: Playbook, query: Query) -> Floats:
@@ -106,7 +106,10 @@ def rank(
     strength = np.minimum(decay / BASELINE_STRENGTH, 1.0)  # > 1 only with reinforcement
     score = w.relevance * rel + w.strength * strength + w.type * columns.priority
     score = score + bonus(pb, query, policy)
-    related = rel >= query.min_relevance
+    floor = query.min_relevance
+    if floor is None:
+        floor = policy.relevance_floor("embedding" if query.vector is not None else "jaccard")
+    related = rel >= floor
     general = columns.always & ~related
     live = np.flatnonzero((columns.expires > now) & (related | columns.always))
     if live.size == 0:
