@@ -11,8 +11,10 @@
    every bullet's evidence-based confidence (seed 002) follows its counters.
 3. Seed 003's auto-pruning: bullets marked harmful ``harmful_margin`` times more than
    helpful are removed (:func:`drop_harmful`).
-4. Pruning: past ``max_bullets``, the lowest by decay score, then confidence, then helpful
-   count (seed 000's "default ordering"; then older, then lower id) are removed.
+4. Pruning: past ``max_bullets``, the lowest by decay score with evidence stretching it
+   (:func:`.scoring.keep_value`; at ``reinforcement_gain`` 0, the seeds' model, by decay
+   alone), then confidence, then helpful count (seed 000's
+   "default ordering"; then older, then lower id) are removed.
 
 Expired bullets (TTL) are removed first, as ``pruned``.
 """
@@ -25,7 +27,12 @@ from memory_services.dedup_guard import may_merge
 from memory_services.playbook import bullets as ops_on
 from memory_services.playbook.deltas import Work
 from memory_services.playbook.records import expires_at
-from memory_services.playbook.scoring import DecayRates, decay_score, evidence_confidence
+from memory_services.playbook.scoring import (
+    DecayRates,
+    decay_score,
+    evidence_confidence,
+    keep_value,
+)
 from react_mem.schema.playbook import Bullet
 
 
@@ -98,10 +105,14 @@ def prune(work: Work, rates: DecayRates) -> None:
     pb, limit = work.pb, work.policy.max_bullets
     if len(pb.bullets) <= limit:
         return
+    if work.policy.reinforcement_gain <= 0:  # the seeds' model: pruning by decay alone
+        value = decay_score
+    else:
+        value = keep_value
     ranked = sorted(
         pb.bullets.values(),
         key=lambda b: (
-            decay_score(b, pb.clock, rates),
+            value(b, pb.clock, rates),
             b.confidence or 0.0,
             b.helpful,
             b.created_at,

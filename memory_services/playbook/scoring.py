@@ -111,6 +111,22 @@ def recency(bullet: Bullet, clock: int, rates: DecayRates) -> float:
     return float(keep ** max(clock - index, 0))
 
 
+def keep_value(bullet: Bullet, clock: int, rates: DecayRates) -> float:
+    """What pruning ranks by: the decay score with each net helpful mark stretching the
+    bullet's memory, ``S·(1-r)^(t / (1 + n))``, n = max(helpful - harmful, 0) (a spacing
+    effect: a strategy that helped ten times is forgotten ten times slower than a fresh
+    one). The seeds' decay alone makes pruning pruning by recency, which loses proven
+    strategies between two uses (docs/ace.md)."""
+    stretch = 1 + max(bullet.helpful - bullet.harmful, 0)
+    total = 0.0
+    for strength, index, keep in zip(
+        strengths(bullet), access_indexes(bullet), rates.retention(), strict=True
+    ):
+        if strength > 0:
+            total += strength * float(keep) ** (max(clock - index, 0) / stretch)
+    return total
+
+
 def normalised_strength(decay: float) -> float:
     return min(decay / BASELINE_STRENGTH, 1.0)
 
