@@ -257,7 +257,9 @@ async def simulation(
     strategies = HELPFUL[:count]
     shipped = PlaybookMemoryProcessor.Settings.load({"id": "bench"})
     effective = {k: overrides.get(k, getattr(shipped, k)) for k in SIMULATED}
-    shown = ", ".join(f"{k} {v}{'' if k in overrides else ' (default)'}" for k, v in effective.items())
+    shown = ", ".join(
+        f"{k} {v}{'' if k in overrides else ' (default)'}" for k, v in effective.items()
+    )
     print(
         f"\n3. {steps} synthetic deltas, weights {preset!r}, {shown}, "
         f"{count} known-helpful strategies (each needed every ~{count / ON_TOPIC:.0f} tasks)"

@@ -30,9 +30,9 @@ from react_mem.agent.config import AgentMemConfig
 ROOT = Path(__file__).resolve().parents[1]
 
 #: The keys no deployment file may set: the playbook's and consolidation's own settings.
-TUNING = (
-    set(PlaybookMemorySettings.model_fields) | set(ConsolidationSettings.model_fields)
-) - set(MemorySettings.model_fields)
+TUNING = (set(PlaybookMemorySettings.model_fields) | set(ConsolidationSettings.model_fields)) - set(
+    MemorySettings.model_fields
+)
 
 
 def _env(key: str) -> str:

@@ -67,7 +67,9 @@ def test_unrelated_bullets_stay_out_and_general_ones_take_few_places() -> None:
     assert len(rank(pb, no_floor, RATES, policy, 0.0)) == 7
 
 
-def test_a_bullet_gets_its_topic_from_the_delta_or_its_section_and_a_query_naming_it_boosts() -> None:
+def test_a_bullet_gets_its_topic_from_the_delta_or_its_section_and_a_query_naming_it_boosts() -> (
+    None
+):
     pb = playbook()
     pb.dim = 2
     work = work_on(pb)
@@ -141,8 +143,10 @@ def test_seed_003_delta_json_with_counters_in_metadata_applies() -> None:
     assert sorted(b.helpful for b in work.pb.bullets.values()) == [1, 3]
 
     for bad in ('"lots"', "-1", "1.5", "true"):
-        with pytest.raises(ValidationError, match="metadata.helpful must be a whole number"):
-            DeltaOperation.model_validate_json(f'{{"type": "TAG", "metadata": {{"helpful": {bad}}}}}')
+        with pytest.raises(ValidationError, match=r"metadata\.helpful must be a whole number"):
+            DeltaOperation.model_validate_json(
+                f'{{"type": "TAG", "metadata": {{"helpful": {bad}}}}}'
+            )
     with pytest.raises(ValidationError, match="give it once"):
         DeltaOperation.model_validate({"helpful": 2, "metadata": {"helpful": "3"}})
 

@@ -32,7 +32,11 @@ RATES = DecayRates()
 KEY = ScopeKey("ws", "c", "ctx")
 #: The seeds' own model, which these tests work out by hand: no relevance floor, fixed
 #: strength, no auto-pruning (the shipped defaults: tests/test_ace_playbook_units.py).
-SEEDS_MODEL: dict[str, object] = {"min_relevance": 0.0, "reinforcement_gain": 0.0, "harmful_margin": 0}
+SEEDS_MODEL: dict[str, object] = {
+    "min_relevance": 0.0,
+    "reinforcement_gain": 0.0,
+    "harmful_margin": 0,
+}
 SEEDS_POLICY = PlaybookPolicy(**SEEDS_MODEL)  # type: ignore[arg-type]
 
 

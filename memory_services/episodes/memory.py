@@ -6,8 +6,8 @@ user is in the collection's user-less bucket): after a store that takes a bucket
 batch of 5% of it (at most 50). An episode's value is its score (its importance: 1 for a
 clean success) plus its recency, 0.5^(age / ``half_life``): a fresh failure outranks a
 month-old failure, and a proven success outlasts newer failures (seeds 002/004: pruning by
-value, not by age alone); equal values go oldest first. Finding the oldest means reading the bucket (≈80 ms for 1000
-episodes here, against ≈1 ms for a store), so a full bucket pays that once per batch, not
+value, not by age alone); equal values go oldest first. Finding them means reading the
+bucket (≈80 ms for 1000 episodes here, against ≈1 ms for a store), so a full bucket pays that once per batch, not
 on every store. Episodes older than ``max_age`` are never returned and are deleted by
 :meth:`EpisodeMemory.sweep`, which a background task runs; a workspace's
 ``episode-retention-days`` (:mod:`react_mem.retention`) overrides ``max_age``.
@@ -313,8 +313,9 @@ class EpisodeMemory:
         """What keeping an episode is worth: its score plus its recency (module doc)."""
         score = payload.get("score")
         age = max(now - created, 0.0)
-        recency = 0.5 ** (age / self._half_life)
-        return round((float(score) if isinstance(score, int | float) else 0.0) + recency, 9)
+        recency: float = 0.5 ** (age / self._half_life)
+        worth = float(score) if isinstance(score, int | float) else 0.0
+        return round(worth + recency, 9)
 
     # -- helpers -------------------------------------------------------------------
     def _oldest_kept(self, workspace: str | None = None) -> float:

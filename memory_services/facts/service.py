@@ -59,9 +59,10 @@ class FactMemorySettings(ConsolidationSettings):
     #: Absorbed facts expire this many seconds after a merge (then it can no longer be
     #: undone for them); none: kept until deleted or purged.
     consolidation_history_ttl: float | None = Field(default=None, gt=0)
-    #: Facts: one threshold (none: ``consolidation_importance``, 0.8). Facts are stored at importance 0.5 unless told otherwise
-    #: (``default_importance``, the extractor's default), so seed 002's "only below 0.5"
-    #: would never merge an ordinary fact (docs/ace.md).
+    #: Facts: one threshold (none: ``consolidation_importance``, 0.8). Facts are stored at
+    #: importance 0.5 unless told otherwise (``default_importance``, the extractor's
+    #: default), so seed 002's "only below 0.5" would never merge an ordinary fact
+    #: (docs/ace.md).
     consolidation_min_importance: float | None = Field(default=None, gt=0.0, le=1.0)
 
     def policy(self) -> FactPolicy:

@@ -2,9 +2,9 @@
 
 1. Deduplication: bullets at or above ``dedup_threshold`` cosine similarity (0.85, seed
    001's threshold, applied to embeddings) that :mod:`memory_services.dedup_guard` calls
-   the same lesson, and that are of one memory type, merge into a canonical survivor (higher helpful - harmful, then newest;
-   :func:`.bullets.merged`, which keeps the other's wording in ``aliases``), most similar
-   pairs first.
+   the same lesson, and that are of one memory type, merge into a canonical survivor
+   (higher helpful - harmful, then newest; :func:`.bullets.merged`, which keeps the
+   other's wording in ``aliases``), most similar pairs first.
    Only pairs with a bullet this delta added or reworded are compared: the playbook held no
    such pair before the delta, so this finds what seed 001's full pairwise pass would.
 2. With ``reinforcement_gain`` set, strengths follow the counters (:func:`strengthen`);
@@ -105,10 +105,8 @@ def prune(work: Work, rates: DecayRates) -> None:
     pb, limit = work.pb, work.policy.max_bullets
     if len(pb.bullets) <= limit:
         return
-    if work.policy.reinforcement_gain <= 0:  # the seeds' model: pruning by decay alone
-        value = decay_score
-    else:
-        value = keep_value
+    # At gain 0, the seeds' model: pruning by decay alone.
+    value = decay_score if work.policy.reinforcement_gain <= 0 else keep_value
     ranked = sorted(
         pb.bullets.values(),
         key=lambda b: (
