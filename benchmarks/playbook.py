@@ -12,16 +12,16 @@ that talks to it over the bus, so every figure includes the bus round trip.
    one-ADD delta at that size (a version snapshot is O(bullets)).
 2. Deltas per second at the default ``max_bullets`` (100): one ADD + two TAGs per delta,
    sequential in one playbook, then spread over four playbooks concurrently.
-3. Learning simulation, default settings (max 100 bullets, dedup 0.85, reinforce 0.9):
+3. Learning simulation, shipped settings (max 100 bullets, dedup 0.85, reinforce 0.9):
    20 known-helpful strategies, one per task topic. Each step retrieves the top 8 for a
    task (half the tasks are on a known topic, half are noise), tags what was retrieved
    (the topic's strategy helpful; other known strategies neutral; noise helpful 20%,
    harmful 30%, neutral 50%), adds 1-2 new noise lessons (helpful 1, as seed 000's
    curator does) and, one step in ten, re-adds the topic's strategy (a relearned lesson).
-   Run with each weights preset, with the seeds' fixed strength (``reinforcement_gain``
-   0: pruning by decay is pruning by recency of use) and with strength following the
-   helpful - harmful counters (gain 0.25). ``--sweep 10,5`` repeats it with fewer known
-   strategies, each needed more often.
+   Run with each weights preset and the shipped defaults (docs/ace.md); ``--gains`` and
+   ``--floors`` override ``reinforcement_gain`` and ``min_relevance`` (``--gains 0
+   --floors 0``: the seeds' own model, where pruning by decay is pruning by recency of
+   use). ``--sweep 10,5`` repeats it with fewer known strategies, each needed more often.
 
     python benchmarks/playbook.py            # sizes 1000,10000; 2,000 simulated deltas
     python benchmarks/playbook.py --quick    # 1000 bullets; 300 simulated deltas
