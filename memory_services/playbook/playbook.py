@@ -8,6 +8,7 @@ operations rather than a scan of the store.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -103,11 +104,14 @@ class Columns:
     def topic_terms(self, bullets: dict[str, Bullet]) -> list[frozenset[int]]:
         """Each bullet's topic as lexical terms (empty: no topic)."""
         if self._topic_terms is None:
-            found: dict[str, frozenset[int]] = {}
-            for topic in {bullets[i].topic for i in self.ids}:
-                found[topic] = frozenset(lexical.query(topic)[0]) if topic else frozenset()
-            self._topic_terms = [found[bullets[i].topic] for i in self.ids]
+            self._topic_terms = [topic_terms(bullets[i].topic) for i in self.ids]
         return self._topic_terms
+
+
+@functools.lru_cache(maxsize=4096)
+def topic_terms(topic: str) -> frozenset[int]:
+    """A topic's lexical terms (a playbook holds few topics, asked after every change)."""
+    return frozenset(lexical.query(topic)[0]) if topic else frozenset()
 
 
 @dataclass

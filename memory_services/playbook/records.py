@@ -59,7 +59,7 @@ class PlaybookPolicy:
     user_boost: float = 0.1
     topic_boost: float = 0.1
     #: The relevance floor (cosine; ``hybrid``'s mean) and its ``jaccard`` counterpart.
-    min_relevance: float = 0.25
+    min_relevance: float = 0.2
     min_jaccard: float = 0.0
     #: Places the ``always`` bullets below the floor may take in one retrieval.
     general_slots: int = 2
