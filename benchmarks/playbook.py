@@ -12,16 +12,16 @@ that talks to it over the bus, so every figure includes the bus round trip.
    one-ADD delta at that size (a version snapshot is O(bullets)).
 2. Deltas per second at the default ``max_bullets`` (100): one ADD + two TAGs per delta,
    sequential in one playbook, then spread over four playbooks concurrently.
-3. Learning simulation, default settings (max 100 bullets, dedup 0.85, reinforce 0.9):
+3. Learning simulation, shipped settings (max 100 bullets, dedup 0.85, reinforce 0.9):
    20 known-helpful strategies, one per task topic. Each step retrieves the top 8 for a
    task (half the tasks are on a known topic, half are noise), tags what was retrieved
    (the topic's strategy helpful; other known strategies neutral; noise helpful 20%,
    harmful 30%, neutral 50%), adds 1-2 new noise lessons (helpful 1, as seed 000's
    curator does) and, one step in ten, re-adds the topic's strategy (a relearned lesson).
-   Run with each weights preset, with the seeds' fixed strength (``reinforcement_gain``
-   0: pruning by decay is pruning by recency of use) and with strength following the
-   helpful - harmful counters (gain 0.25). ``--sweep 10,5`` repeats it with fewer known
-   strategies, each needed more often.
+   Run with each weights preset and the shipped defaults (docs/ace.md); ``--gains`` and
+   ``--floors`` override ``reinforcement_gain`` and ``min_relevance`` (``--gains 0
+   --floors 0``: the seeds' own model, where pruning by decay is pruning by recency of
+   use). ``--sweep 10,5`` repeats it with fewer known strategies, each needed more often.
 
     python benchmarks/playbook.py            # sizes 1000,10000; 2,000 simulated deltas
     python benchmarks/playbook.py --quick    # 1000 bullets; 300 simulated deltas
@@ -55,6 +55,8 @@ from react_mem.embedding.shared import shared_embedder
 from react_mem.schema.playbook import Delta, DeltaOperation, PlaybookResponse
 
 WS, FLOW = "default", "bench"
+#: The settings the simulation reports and ``--gains``/``--floors`` may override.
+SIMULATED = ("reinforcement_gain", "min_relevance")
 #: The share of simulated tasks on a known strategy's topic (the rest are noise tasks).
 ON_TOPIC = 0.5
 Client = PlaybookClient
@@ -245,16 +247,26 @@ async def throughput(transport: PulsarTransport, root: Path, count: int) -> None
 
 
 async def simulation(
-    transport: PulsarTransport, root: Path, steps: int, preset: str, count: int, gain: float
+    transport: PulsarTransport,
+    root: Path,
+    steps: int,
+    preset: str,
+    count: int,
+    overrides: dict[str, float],
 ) -> None:
     strategies = HELPFUL[:count]
+    shipped = PlaybookMemoryProcessor.Settings.load({"id": "bench"})
+    effective = {k: overrides.get(k, getattr(shipped, k)) for k in SIMULATED}
+    shown = ", ".join(
+        f"{k} {v}{'' if k in overrides else ' (default)'}" for k, v in effective.items()
+    )
     print(
-        f"\n3. {steps} synthetic deltas, weights {preset!r}, reinforcement_gain {gain}, "
+        f"\n3. {steps} synthetic deltas, weights {preset!r}, {shown}, "
         f"{count} known-helpful strategies (each needed every ~{count / ON_TOPIC:.0f} tasks)"
     )
     rng = random.Random(11)
-    tag = f"sim-{preset}-{count}-{gain}"
-    async with service(transport, root, tag, reinforcement_gain=gain) as client:
+    tag = f"sim-{preset}-{count}-" + "-".join(f"{v}" for v in overrides.values())
+    async with service(transport, root, tag, **overrides) as client:
         seeded = await apply(client, "known", [
             DeltaOperation(type="ADD", content=text, topic=topic, helpful=1)
             for topic, _, text in strategies
@@ -324,11 +336,17 @@ async def run(args: argparse.Namespace, url: str, root: Path) -> None:
             await latency(transport, root, [int(s) for s in args.sizes.split(",")], args.queries)
         if args.deltas:
             await throughput(transport, root, args.deltas)
-        for gain in [float(g) for g in args.gains.split(",") if g]:
-            for preset in [p for p in args.presets.split(",") if p]:
-                await simulation(transport, root, args.steps, preset, len(HELPFUL), gain)
+        for gain in args.gains.split(","):
+            for floor in args.floors.split(","):
+                overrides = {
+                    k: float(v)
+                    for k, v in (("reinforcement_gain", gain), ("min_relevance", floor))
+                    if v not in ("", "default")
+                }
+                for preset in [p for p in args.presets.split(",") if p]:
+                    await simulation(transport, root, args.steps, preset, len(HELPFUL), overrides)
         for count in [int(k) for k in args.sweep.split(",") if k]:
-            await simulation(transport, root, args.steps, "relevance-dominant", count, 0.0)
+            await simulation(transport, root, args.steps, "default", count, {})
     finally:
         await transport.close()
 
@@ -340,9 +358,14 @@ def main() -> None:
     parser.add_argument("--deltas", type=int, default=200, help="deltas for the rate")
     parser.add_argument("--steps", type=int, default=2000, help="simulated deltas")
     parser.add_argument("--presets", default="default,relevance-dominant")
-    parser.add_argument("--gains", default="0,0.25", help="reinforcement_gain values")
     parser.add_argument(
-        "--sweep", default="", help="known-strategy counts run again (relevance-dominant, gain 0)"
+        "--gains", default="default", help="reinforcement_gain values ('default': the shipped one)"
+    )
+    parser.add_argument(
+        "--floors", default="default", help="min_relevance values ('default': the shipped one)"
+    )
+    parser.add_argument(
+        "--sweep", default="", help="known-strategy counts run again (shipped defaults)"
     )
     parser.add_argument("--quick", action="store_true", help="a smoke run")
     args = parser.parse_args()

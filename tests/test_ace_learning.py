@@ -173,6 +173,8 @@ async def ace(transport: PulsarTransport, tmp_path: Path, unique: str) -> AsyncI
                 registry=CollectorRegistry(),
                 clock=MovableClock(),
                 retry_delay=0.01,
+                seed_bullets=None,  # these tests count the bullets the learner writes
+                harmful_margin=0,  # and read its tags (auto-pruning: test_ace_playbook_units)
             )
         )
         running = Ace(transport, tmp_path, unique, llm, llm_topics, playbook)

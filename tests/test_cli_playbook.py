@@ -203,6 +203,7 @@ async def playbook_service(
         clock=MovableClock(),
         retry_delay=0.01,
         metrics=False,
+        seed_bullets=None,  # the seed bullets are tested in test_playbook.py
     ) as running:
         yield running
 
@@ -278,19 +279,25 @@ async def test_playbook_show_search_export_history_and_rollback(
         assert code == 0, err
         assert out == (
             "## Format\n"
-            f"- [{form}] Answer in the exact output format asked for (helpful=3, harmful=1)\n"
+            f"- [{form}] Answer in the exact output format asked for"
+            " (helpful=3, harmful=1, confidence=0.79)\n"  # seed 002: 3/4 + 4 * 0.01
             "\n"
             "## Rules\n"
-            f"- [{rules}] Re-read every rule of the game before moving (helpful=5, harmful=0)\n"
+            f"- [{rules}] Re-read every rule of the game before moving"
+            " (helpful=5, harmful=0, confidence=1.00)\n"
         )
         code, out, _ = await run_playbook(transport, "show", "--section", "Rules", *where)
         assert out == (
             "## Rules\n"
-            f"- [{rules}] Re-read every rule of the game before moving (helpful=5, harmful=0)\n"
+            f"- [{rules}] Re-read every rule of the game before moving"
+            " (helpful=5, harmful=0, confidence=1.00)\n"
         )
         code, out, _ = await run_playbook(transport, "show", "--version", "1", *where)
         assert code == 0
-        assert f"- [{count}] Count the pieces on the board twice (helpful=0, harmful=0)" in out
+        assert (
+            f"- [{count}] Count the pieces on the board twice"
+            " (helpful=0, harmful=0, confidence=0.50)" in out  # no evidence yet
+        )
         assert f"[{rules}] Re-read every rule of the game before moving (helpful=0," in out
         code, out, _ = await run_playbook(transport, "show", "--context-scope", "chess", *where)
         assert out.startswith("## Openings\n- [") and "Castle early in chess" in out

@@ -121,7 +121,7 @@ async def test_facts_merge_into_the_best_member_and_unconsolidate_restores_them_
     merged_at = facts.clock.now
     report = await facts.report("consolidate", consolidation_id="pass-1")
     assert (report.consolidation_id, report.state, report.dry_run) == ("pass-1", "applied", False)
-    assert (report.similarity_threshold, report.importance_threshold) == (0.85, 0.7)
+    assert (report.similarity_threshold, report.importance_threshold) == (0.85, 0.8)
     assert (report.candidates, report.preserved, report.merged) == (6, 1, 3)
     # The best cat fact: importance 0.5 beats 0.3, then confidence 0.7 beats 0.6.
     assert [(c.into, c.absorbed) for c in report.clusters] == [
@@ -187,8 +187,8 @@ async def test_alike_facts_that_differ_in_a_negation_or_a_code_are_never_merged(
 
 
 async def test_a_high_importance_fact_is_never_merged(facts: Facts) -> None:
-    important = await facts.add(CAT_IMPORTANT, 0.7)  # at the threshold: preserved
-    low = await facts.add(CAT[0], 0.69)
+    important = await facts.add(CAT_IMPORTANT, 0.8)  # at the threshold (seed 002): preserved
+    low = await facts.add(CAT[0], 0.79)
     await facts.add(MEETING[0], 0.95)
     meeting = await facts.add(MEETING[1], 0.96)
     before = await facts.get([important, low])

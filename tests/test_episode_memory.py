@@ -69,13 +69,12 @@ def store(goal: str, outcome: str = "success", **fields: Any) -> EpisodeRequest:
     return EpisodeRequest(
         operation="store",
         goal=goal,
-        outcome=outcome,
+        outcome=outcome,  # type: ignore[arg-type]
         steps=STEPS,
-        score=0.8,  # type: ignore[arg-type]
         lessons=["check the rate first"],
         tokens=321,
         duration_seconds=2.5,
-        **fields,
+        **({"score": 0.8} | fields),
     )
 
 
@@ -211,6 +210,36 @@ async def test_a_full_bucket_is_evicted_in_batches(
         # 41 > 40: the oldest go, down to 40 less a batch of 5% (2); then room for one more.
         assert evicted == [0] * 40 + [3, 0]
         assert await listed(service) == [f"job {n:02d}" for n in range(3, 42)]
+
+
+async def test_count_retention_evicts_by_value_not_by_age_alone(
+    transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
+) -> None:
+    """Score (importance) plus recency: an old clean success outlasts newer failures; a
+    month later (one half-life) a failure stored today outranks last month's failures."""
+    clock = MovableClock()
+    async with episode_service(
+        transport, registry, tmp_path, unique, clock=clock, max_episodes_per_scope=3
+    ) as service:
+        await ok(service, store("the proven way to file a claim", score=1.0))
+        for n in range(2):
+            clock.advance(10)
+            await ok(service, store(f"failed attempt {n}", outcome="failure", score=0.0))
+        clock.advance(10)
+        assert (await ok(service, store("failed attempt 2", outcome="failure", score=0.0))).evicted
+        assert await listed(service) == [
+            "failed attempt 1",
+            "failed attempt 2",
+            "the proven way to file a claim",
+        ]
+        clock.advance(30 * DAY)
+        await ok(service, store("a partial answer today", outcome="partial", score=0.5))
+        # Values now: 1 + 0.5, 0 + 0.5, 0 + 0.5, 0.5 + 1: the older failure goes.
+        assert await listed(service) == [
+            "a partial answer today",
+            "failed attempt 2",
+            "the proven way to file a claim",
+        ]
 
 
 async def test_age_retention_hides_old_episodes_at_once_and_sweeps_them(

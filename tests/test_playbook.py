@@ -42,7 +42,16 @@ from tests.support.recording import eventually
 
 pytestmark = pytest.mark.broker
 
-SEED_FILE = Path(__file__).resolve().parents[1] / "config" / "playbook" / "seed.yaml"
+SEED_FILE = Path(__file__).resolve().parents[1] / "memory_services" / "playbook" / "seed.yaml"
+#: The seeds' own model, which these tests compute by hand: fixed strength, no relevance
+#: floor, no auto-pruning, no seed bullets. The shipped defaults, which differ, are
+#: tested in tests/test_ace_defaults.py.
+SEEDS_MODEL: dict[str, Any] = {
+    "seed_bullets": None,
+    "reinforcement_gain": 0.0,
+    "min_relevance": 0.0,
+    "harmful_margin": 0,
+}
 
 
 @pytest.fixture(scope="session")
@@ -141,7 +150,7 @@ async def playbook_service(
         registry=registry,
         clock=clock,
         embedder=embedder or HashingEmbedder(),
-        **({"retry_delay": 0.01, "metrics": False} | settings),
+        **({"retry_delay": 0.01, "metrics": False} | SEEDS_MODEL | settings),
     ) as running:
         yield Service(running, clock, registry, queues)
 
@@ -204,6 +213,8 @@ async def test_retrieval_scores_equal_hand_computed_values(
     rel = dict(zip(ids, await cosines(embedder, query, [PROCEDURE, EPISODE, FACT]), strict=True))
     decay = {p: 1.0, e: 0.95**5, s: 0.99**5}  # clock 5: p refreshed at 5, e and s at 0
     priority = {p: 1.0, e: 0.7, s: 0.4}
+    # The query names p's topic ("file" is "files" stemmed): the topic boost, unasked.
+    mention = {p: 0.1, e: 0.0, s: 0.0}
 
     async def scored(**fields: Any) -> dict[str, Bullet]:
         found = (await model_pb.ok("retrieve", top_k=3, advance_clock=False, **fields)).bullets
@@ -221,7 +232,7 @@ async def test_retrieval_scores_equal_hand_computed_values(
             assert got[i].strength == pytest.approx(decay[i])
             assert got[i].relevance == pytest.approx(rel[i], abs=1e-5)
             assert got[i].score == pytest.approx(
-                wr * rel[i] + ws * decay[i] + wt * priority[i], abs=1e-5
+                wr * rel[i] + ws * decay[i] + wt * priority[i] + mention[i], abs=1e-5
             )
 
     # The request's user and topic each add 0.1 to matching bullets; explicit weights.
@@ -238,7 +249,7 @@ async def test_retrieval_scores_equal_hand_computed_values(
     overlap = jaccard(words("delete the file"), words(PROCEDURE))
     assert overlap == pytest.approx(3 / 7)  # {delete, the, file} of 7 distinct words
     assert got[p].relevance == pytest.approx(overlap)
-    assert got[p].score == pytest.approx(0.25 * overlap + 0.55 + 0.2)
+    assert got[p].score == pytest.approx(0.25 * overlap + 0.55 + 0.2 + mention[p])
     assert await model_pb.stats() == (3, 1, 5)  # advance_clock=false touched nothing
 
 

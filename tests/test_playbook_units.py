@@ -30,6 +30,14 @@ from react_mem.schema.playbook import Bullet, Delta, DeltaOperation, MemoryType,
 
 RATES = DecayRates()
 KEY = ScopeKey("ws", "c", "ctx")
+#: The seeds' own model, which these tests work out by hand: no relevance floor, fixed
+#: strength, no auto-pruning (the shipped defaults: tests/test_ace_playbook_units.py).
+SEEDS_MODEL: dict[str, object] = {
+    "min_relevance": 0.0,
+    "reinforcement_gain": 0.0,
+    "harmful_margin": 0,
+}
+SEEDS_POLICY = PlaybookPolicy(**SEEDS_MODEL)  # type: ignore[arg-type]
 
 
 def bullet(
@@ -129,7 +137,7 @@ def test_rank_combines_cosine_strength_type_and_boosts_exactly() -> None:
     c = bullet("c", "last time it rained", "episodic", index=2)
     pb = playbook((a, unit(1, 0, 0)), (b, unit(1, 1, 0)), (c, unit(0, 0, 1)), clock=4)
     q = as_vector(unit(1, 0, 0))
-    policy = PlaybookPolicy()
+    policy = SEEDS_POLICY
     found = rank(pb, Query(vector=q, weights=PRESETS["default"], top_k=3), RATES, policy, 0.0)
     expected = {
         "a": 0.25 * 1.0 + 0.55 * 0.998**4 + 0.20 * 1.0,
@@ -174,12 +182,12 @@ def test_rank_skips_expired_bullets_and_breaks_ties_by_id() -> None:
     twin_b, twin_c = bullet("c", "y"), bullet("b", "z")
     pb = playbook((old, unit(1, 0)), (twin_b, unit(0, 1)), (twin_c, unit(0, 1)))
     q = Query(vector=as_vector(unit(1, 0)), weights=PRESETS["default"], top_k=5)
-    assert [x.id for x in rank(pb, q, RATES, PlaybookPolicy(), 86399.0)] == ["a", "b", "c"]
-    assert [x.id for x in rank(pb, q, RATES, PlaybookPolicy(), 86400.0)] == ["b", "c"]
+    assert [x.id for x in rank(pb, q, RATES, SEEDS_POLICY, 86399.0)] == ["a", "b", "c"]
+    assert [x.id for x in rank(pb, q, RATES, SEEDS_POLICY, 86400.0)] == ["b", "c"]
 
 
 def work_on(pb: Playbook, **policy: object) -> deltas.Work:
-    return deltas.Work(pb.copy(), 100.0, PlaybookPolicy(**policy))  # type: ignore[arg-type]
+    return deltas.Work(pb.copy(), 100.0, PlaybookPolicy(**(SEEDS_MODEL | policy)))  # type: ignore[arg-type]
 
 
 def add(content: str, **fields: object) -> DeltaOperation:
@@ -356,7 +364,7 @@ def test_reinforcement_gain_ties_strength_to_counters_when_enabled() -> None:
     fresh = bullet("b", "y", index=40)
     pb = playbook((proven, [1.0, 0.0]), (fresh, [0.0, 1.0]), clock=40)
 
-    plain = work_on(pb, max_bullets=1)  # the seeds: 0.99^40 < 1.0, recency decides
+    plain = work_on(pb, max_bullets=1, reinforcement_gain=0.0)  # the seeds: recency decides
     refine.refine(plain, RATES)
     assert [(c.change, c.bullet_id) for c in plain.changes] == [("pruned", "a")]
 
@@ -365,7 +373,7 @@ def test_reinforcement_gain_ties_strength_to_counters_when_enabled() -> None:
     assert work.pb.bullets["a"].semantic_strength == 2.0
     assert [(c.change, c.bullet_id) for c in work.changes] == [("pruned", "b")]
     q = Query(vector=as_vector([1.0, 0.0]), weights=Weights(relevance=0, strength=1, type=0))
-    [found] = rank(work.pb, q, RATES, PlaybookPolicy(), 0.0)
+    [found] = rank(work.pb, q, RATES, SEEDS_POLICY, 0.0)
     assert found.decay_score == pytest.approx(2 * 0.99**40)
     assert found.strength == found.score == 1.0  # normalised strength is capped at 1
 
@@ -381,10 +389,10 @@ def test_hybrid_relevance_adds_the_query_terms_a_bullet_holds() -> None:
     pb = playbook((a, unit(0, 1, 0)), (b, unit(1, 1, 0)))
     q, weights = as_vector(unit(1, 0, 0)), PRESETS["relevance-dominant"]
     dense = rank(pb, Query(vector=q, text="the VX-9 deploy", weights=weights, top_k=2), RATES,
-                 PlaybookPolicy(), 0.0)  # fmt: skip
+                 SEEDS_POLICY, 0.0)  # fmt: skip
     assert [x.id for x in dense] == ["b", "a"]
     query = Query(vector=q, text="the VX-9 deploy", weights=weights, top_k=2, hybrid=True)
-    found = rank(pb, query, RATES, PlaybookPolicy(), 0.0)
+    found = rank(pb, query, RATES, SEEDS_POLICY, 0.0)
     assert [x.id for x in found] == ["a", "b"]  # the rare id outweighs the cosine
     by_id = {x.id: x.relevance for x in found}
     assert by_id["a"] == pytest.approx(0.5)  # (cosine 0 + all the terms) / 2

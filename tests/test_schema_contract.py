@@ -3,7 +3,7 @@
 The pinned payloads are exactly what TrustGraph's writers put on the bus: ``json.dumps``
 (default separators, ASCII escapes) of ``dataclass_to_dict``, i.e. every field in
 declaration order with ``null`` for None. react-mem's own trailing extension fields on
-``AgentRequest`` (``enable_memory``, ``user``, ``memory``) appear as ``null`` when unset.
+``AgentRequest`` (``enable_memory``, ``user``, ``context_scope_id``, ``memory``) appear as ``null`` when unset.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ AGENT_REQUEST = (
     '"plan": [], "subagent_results": {}}], "collection": "default", "streaming": true, '
     '"session_id": "s-1", "conversation_id": "", "pattern": "react", "task_type": "", '
     '"framing": "", "correlation_id": "", "parent_session_id": "", "subagent_goal": "", '
-    '"expected_siblings": 0, "enable_memory": null, "user": null, "memory": null}'
+    '"expected_siblings": 0, "enable_memory": null, "user": null, "context_scope_id": null, "memory": null}'
 )
 AGENT_REQUEST_MODEL = AgentRequest(
     question="Where is the café?",
@@ -67,7 +67,7 @@ AGENT_REQUEST_MODEL = AgentRequest(
 )
 # The same request as a TrustGraph peer sends it: without react-mem's extension fields.
 AGENT_REQUEST_FROM_TRUSTGRAPH = AGENT_REQUEST.replace(
-    ', "enable_memory": null, "user": null, "memory": null', ""
+    ', "enable_memory": null, "user": null, "context_scope_id": null, "memory": null', ""
 )
 
 AGENT_REQUEST_WITH_MEMORY = (
@@ -75,7 +75,7 @@ AGENT_REQUEST_WITH_MEMORY = (
     '"streaming": false, "session_id": "", "conversation_id": "", "pattern": "", '
     '"task_type": "", "framing": "", "correlation_id": "", "parent_session_id": "", '
     '"subagent_goal": "", "expected_siblings": 0, "enable_memory": true, "user": "alice", '
-    '"memory": null}'
+    '"context_scope_id": null, "memory": null}'
 )
 AGENT_REQUEST_WITH_MEMORY_MODEL = AgentRequest(question="hi", enable_memory=True, user="alice")
 
@@ -251,7 +251,7 @@ def test_decode_pinned_bytes_round_trips(wire: str, model: WireModel) -> None:
 def test_pinned_key_order_is_declaration_order() -> None:
     keys = list(json.loads(AGENT_REQUEST))
     assert keys == list(AgentRequest.model_fields)
-    assert keys[-3:] == ["enable_memory", "user", "memory"]
+    assert keys[-4:] == ["enable_memory", "user", "context_scope_id", "memory"]
 
 
 # --- decoding what a TrustGraph peer sends ------------------------------------------------

@@ -26,6 +26,9 @@ from react_mem.errors import BadRequest
 from react_mem.schema.consolidation import ConsolidationCluster, ConsolidationReport
 
 STORE = "vector store"
+#: Seed 002's consolidation defaults: never change memories at or above 0.8 importance,
+#: merge only those below 0.5 (docs/ace.md).
+IMPORTANCE_THRESHOLD, MIN_IMPORTANCE = 0.8, 0.5
 MAX_ID_CHARS = 256
 _PAGE = 512
 #: Lineage keys: on a survivor, the absorbed ids and the passes (oldest first); on an
@@ -41,7 +44,12 @@ FROM, PASSES, INTO, PASS = (
 @dataclass(frozen=True, kw_only=True)
 class Options:
     similarity_threshold: float
+    #: Memories at or above it are never changed (seed 002's ``importance_threshold``).
     importance_threshold: float
+    #: Only memories below it are merged into another (seed 002's ``min_importance``);
+    #: those between it and ``importance_threshold`` may take others in, never be taken.
+    #: None: ``importance_threshold``.
+    min_importance: float | None = None
     #: Candidates read per pass at most (seed 002 §7.2: consolidate in batches).
     max_candidates: int
     dry_run: bool = False
@@ -177,12 +185,21 @@ class Engine:
         best_first = sorted(
             range(len(records)), key=lambda i: (kind.rank(records[i]), records[i].id), reverse=True
         )
+        lowest = options.importance_threshold
+        if options.min_importance is not None:
+            lowest = min(options.min_importance, lowest)
+
+        def absorbable(i: int, j: int) -> bool:
+            member = records[j].payload
+            low = float(member.get(kind.importance_key) or 0.0) < lowest
+            return low and kind.may_merge(records[i].payload, member)
+
         found = star_clusters(
             [r.vector or () for r in records],
             best_first,
             [kind.group(r.payload) for r in records],
             options.similarity_threshold,
-            lambda i, j: kind.may_merge(records[i].payload, records[j].payload),
+            absorbable,
         )
         plan, clusters, saved = [], [], 0
         for cluster in found:
@@ -205,6 +222,7 @@ class Engine:
             dry_run=options.dry_run,
             similarity_threshold=options.similarity_threshold,
             importance_threshold=t,
+            min_importance=lowest,
             candidates=len(records),
             preserved=preserved,
             merged=sum(len(c.absorbed) for c in clusters),

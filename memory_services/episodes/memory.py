@@ -2,9 +2,12 @@
 
 Retention works per scope bucket, i.e. workspace + collection + user (a record without a
 user is in the collection's user-less bucket): after a store that takes a bucket past
-``max_per_scope``, its oldest episodes are evicted, down to ``max_per_scope`` less a batch
-of 5% of it (at most 50). Finding the oldest means reading the bucket (≈80 ms for 1000
-episodes here, against ≈1 ms for a store), so a full bucket pays that once per batch, not
+``max_per_scope``, its least valuable episodes are evicted, down to ``max_per_scope`` less a
+batch of 5% of it (at most 50). An episode's value is its score (its importance: 1 for a
+clean success) plus its recency, 0.5^(age / ``half_life``): a fresh failure outranks a
+month-old failure, and a proven success outlasts newer failures (seeds 002/004: pruning by
+value, not by age alone); equal values go oldest first. Finding them means reading the
+bucket (≈80 ms for 1000 episodes here, against ≈1 ms for a store), so a full bucket pays that once per batch, not
 on every store. Episodes older than ``max_age`` are never returned and are deleted by
 :meth:`EpisodeMemory.sweep`, which a background task runs; a workspace's
 ``episode-retention-days`` (:mod:`react_mem.retention`) overrides ``max_age``.
@@ -18,9 +21,15 @@ import asyncio
 import dataclasses
 import math
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from memory_services.consolidation.engine import Engine, Options, check_id
+from memory_services.consolidation.engine import (
+    IMPORTANCE_THRESHOLD,
+    MIN_IMPORTANCE,
+    Engine,
+    Options,
+    check_id,
+)
 from memory_services.consolidation.ledger import Ledger
 from memory_services.episodes.consolidate import EpisodeKind, keep_lineage
 from memory_services.episodes.records import (
@@ -53,7 +62,12 @@ from react_mem.schema.forget import Forgotten
 
 STORE, EMBEDDER = "vector store", "embedder"
 #: Consolidation defaults (the service passes its settings).
-CONSOLIDATION = Options(similarity_threshold=0.85, importance_threshold=0.7, max_candidates=10_000)
+CONSOLIDATION = Options(
+    similarity_threshold=0.85,
+    importance_threshold=IMPORTANCE_THRESHOLD,
+    min_importance=MIN_IMPORTANCE,
+    max_candidates=10_000,
+)
 #: Retrieve and list skip episodes merged into another.
 _UNMERGED = Condition("consolidated_into", missing=True)
 
@@ -73,6 +87,7 @@ class EpisodeMemory:
         clock: Callable[[], float],
         consolidation: Options = CONSOLIDATION,
         retention: WorkspaceRetention | None = None,
+        half_life: float = 30 * 86400.0,
     ) -> None:
         self._store, self._embedder = store, embedder
         self.collection = collection
@@ -82,6 +97,7 @@ class EpisodeMemory:
         self._retention = retention
         self._default_top_k = default_top_k
         self._clock = clock
+        self._half_life = half_life
         self._evicting = asyncio.Lock()
         # Store writes and consolidation passes never interleave.
         self._writing = asyncio.Lock()
@@ -219,6 +235,7 @@ class EpisodeMemory:
             defaults,
             similarity_threshold=request.similarity_threshold or defaults.similarity_threshold,
             importance_threshold=request.importance_threshold or defaults.importance_threshold,
+            min_importance=request.min_importance or defaults.min_importance,
             dry_run=request.dry_run,
         )
         pass_id = check_id(consolidation_id, "consolidate")
@@ -267,7 +284,8 @@ class EpisodeMemory:
             held = await retrying(STORE, self._store.count, self.collection, scope=bucket)
             if held <= self._max_per_scope:
                 return 0
-            ages: list[tuple[float, str]] = []
+            now = self._clock()
+            values: list[tuple[float, float, str]] = []
             offset: str | None = None
             while True:
                 page, offset = await retrying(
@@ -278,16 +296,26 @@ class EpisodeMemory:
                     limit=512,
                     offset=offset,
                 )
-                ages.extend((float(r.payload.get("created_at", 0)), r.id) for r in page)
+                for r in page:
+                    created = float(r.payload.get("created_at", 0))
+                    values.append((self._value(r.payload, created, now), created, r.id))
                 if offset is None:
                     break
             keep = self._max_per_scope - min(self._max_per_scope // 20, 50)
-            victims = [i for _, i in sorted(ages)[: max(len(ages) - keep, 0)]]
+            victims = [i for _, _, i in sorted(values)[: max(len(values) - keep, 0)]]
             if not victims:
                 return 0
             return await retrying(
                 STORE, self._store.delete, self.collection, scope=bucket, ids=victims
             )
+
+    def _value(self, payload: Mapping[str, object], created: float, now: float) -> float:
+        """What keeping an episode is worth: its score plus its recency (module doc)."""
+        score = payload.get("score")
+        age = max(now - created, 0.0)
+        recency: float = 0.5 ** (age / self._half_life)
+        worth = float(score) if isinstance(score, int | float) else 0.0
+        return round(worth + recency, 9)
 
     # -- helpers -------------------------------------------------------------------
     def _oldest_kept(self, workspace: str | None = None) -> float:

@@ -32,8 +32,10 @@ SECONDS_PER_DAY = 86400.0
 
 
 class EpisodeMemorySettings(ConsolidationSettings):
-    #: Episodes kept per workspace + collection + user; the oldest are evicted past it.
+    #: Episodes kept per workspace + collection + user; past it the least valuable are
+    #: evicted: score plus recency, 0.5^(age / ``eviction_half_life_days``).
     max_episodes_per_scope: int = Field(default=1000, ge=1)
+    eviction_half_life_days: float = Field(default=30.0, gt=0)
     #: Episodes older than this are never returned and are swept; None keeps them. A
     #: workspace's agent-mem ``episode-retention-days`` overrides it.
     max_age_days: float | None = Field(default=180.0, gt=0)
@@ -94,6 +96,7 @@ class EpisodeMemoryProcessor(MemoryProcessor[EpisodeMemorySettings]):
                 max_episode_bytes=s.max_episode_bytes,
             ),
             max_per_scope=s.max_episodes_per_scope,
+            half_life=s.eviction_half_life_days * SECONDS_PER_DAY,
             max_age=None if s.max_age_days is None else s.max_age_days * SECONDS_PER_DAY,
             default_top_k=s.default_top_k,
             clock=self.clock,

@@ -195,6 +195,7 @@ class FactMemory:
         *,
         similarity_threshold: float | None = None,
         importance_threshold: float | None = None,
+        min_importance: float | None = None,
         dry_run: bool = False,
     ) -> tuple[ConsolidationReport, bool]:
         """Merge near-duplicate low-importance facts (see :mod:`.consolidate`); return the
@@ -210,6 +211,9 @@ class FactMemory:
                 policy.consolidation_importance
                 if importance_threshold is None
                 else importance_threshold
+            ),
+            min_importance=(
+                policy.consolidation_min_importance if min_importance is None else min_importance
             ),
             max_candidates=policy.consolidation_max_candidates,
             dry_run=dry_run,
@@ -232,6 +236,7 @@ class FactMemory:
         options = Options(
             similarity_threshold=policy.consolidation_similarity,
             importance_threshold=policy.consolidation_importance,
+            min_importance=policy.consolidation_min_importance,
             max_candidates=policy.consolidation_max_candidates,
             record_empty=False,
         )

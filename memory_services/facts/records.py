@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_services import when
+from memory_services.consolidation.engine import IMPORTANCE_THRESHOLD
 from memory_services.store.base import Condition, FieldType, Scope
 from react_mem.schema.facts import Fact
 
@@ -56,7 +57,10 @@ class FactPolicy:
     max_top_k: int = 100
     max_list_limit: int = 1000
     consolidation_similarity: float = 0.85
-    consolidation_importance: float = 0.7
+    consolidation_importance: float = IMPORTANCE_THRESHOLD
+    #: One threshold for facts: they are stored at importance 0.5 by default, which seed
+    #: 002's ``min_importance`` (0.5, "below") would leave out of every pass.
+    consolidation_min_importance: float | None = None
     consolidation_max_candidates: int = 10_000
     consolidation_history_ttl: float | None = None
 

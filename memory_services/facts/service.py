@@ -59,6 +59,11 @@ class FactMemorySettings(ConsolidationSettings):
     #: Absorbed facts expire this many seconds after a merge (then it can no longer be
     #: undone for them); none: kept until deleted or purged.
     consolidation_history_ttl: float | None = Field(default=None, gt=0)
+    #: Facts: one threshold (none: ``consolidation_importance``, 0.8). Facts are stored at
+    #: importance 0.5 unless told otherwise (``default_importance``, the extractor's
+    #: default), so seed 002's "only below 0.5" would never merge an ordinary fact
+    #: (docs/ace.md).
+    consolidation_min_importance: float | None = Field(default=None, gt=0.0, le=1.0)
 
     def policy(self) -> FactPolicy:
         return FactPolicy(**{k: getattr(self, k) for k in FactPolicy.__dataclass_fields__})
@@ -191,6 +196,7 @@ class FactMemoryProcessor(MemoryProcessor[FactMemorySettings]):
                     r.consolidation_id or request_id or str(uuid.uuid4()),
                     similarity_threshold=r.similarity_threshold,
                     importance_threshold=r.importance_threshold,
+                    min_importance=r.min_importance,
                     dry_run=r.dry_run,
                 )
                 return self._reported(report, changed, undone=False)

@@ -44,18 +44,22 @@ def created(
     user: str | None,
     clock: int,
     now: float,
+    topic: str | None = None,
 ) -> Bullet:
+    """A new bullet; its topic is the operation's, else ``topic`` (the delta's), else its
+    section unless that is the default one (seed 000 sets a topic on every bullet)."""
     content = (op.content or "").strip()
     memory_type = op.memory_type or infer_memory_type(content)
+    named = section(op.section)
     return Bullet(
         id=id,
         content=content,
-        section=section(op.section) or DEFAULT_SECTION,
+        section=named or DEFAULT_SECTION,
         tags=united([], op.tags),
         helpful=op.helpful,
         harmful=op.harmful,
         neutral=op.neutral,
-        topic=op.topic or "",
+        topic=(op.topic or topic or ("" if named == DEFAULT_SECTION else named)).strip(),
         concept=op.concept or "",
         user=user or op.user,  # who asked: a caller cannot name another author
         collection=collection,

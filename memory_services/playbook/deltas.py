@@ -4,8 +4,9 @@
 delta changes nothing. :func:`apply` then changes a working copy of the playbook:
 
 - ADD: content whose normalised form equals a bullet's, or whose embedding is at least
-  ``reinforce_threshold`` similar to one (seed 000's reinforce-over-clone, 0.9) that
-  :mod:`memory_services.dedup_guard` calls the same lesson, reinforces that bullet (change
+  ``reinforce_threshold`` similar to one of the same memory type (seed 000's
+  reinforce-over-clone, 0.9) that :mod:`memory_services.dedup_guard` calls the same
+  lesson, reinforces that bullet (change
   ``reinforced``, ``into`` it; its wording joins the bullet's ``aliases``); otherwise a new
   bullet (``added``).
 - UPDATE / TAG / REMOVE name a ``bullet_id``; one that is not (or no longer) in the
@@ -25,6 +26,7 @@ from memory_services.dedup_guard import may_merge
 from memory_services.playbook import bullets as ops_on
 from memory_services.playbook.playbook import Playbook, Vector
 from memory_services.playbook.records import PlaybookPolicy, bullet_id, content_hash, normalise
+from memory_services.playbook.scoring import infer_memory_type
 from react_mem.errors import BadRequest
 from react_mem.schema.errors import ErrorType
 from react_mem.schema.playbook import Bullet, BulletChange, ChangeKind, Delta, DeltaOperation
@@ -50,6 +52,8 @@ def check(delta: Delta | None, policy: PlaybookPolicy) -> Delta:
         raise _bad("delta.delta_id is empty: it makes the delta apply exactly once")
     if len(delta.delta_id) > MAX_ID_CHARS:
         raise _bad(f"delta.delta_id is longer than {MAX_ID_CHARS} characters")
+    if len(delta.topic or "") > MAX_LABEL_CHARS:
+        raise _bad(f"delta.topic is limited to {MAX_LABEL_CHARS} characters")
     if len(delta.source) > MAX_NOTE_CHARS or len(delta.reason) > MAX_NOTE_CHARS:
         raise _bad(f"delta.source and delta.reason are limited to {MAX_NOTE_CHARS} characters")
     if not delta.operations:
@@ -176,8 +180,14 @@ def apply(work: Work, delta: Delta, vectors: dict[str, Vector], user: str | None
             digest = content_hash(normalise(content))
             match = by_hash.get(digest)
             if match is None:
+                kind = op.memory_type or infer_memory_type(content)
                 near = nearest.ranked(vector, work.policy.reinforce_threshold)
-                same = (i for i, _ in near if may_merge(content, pb.bullets[i].content))
+                same = (
+                    i
+                    for i, _ in near
+                    if pb.bullets[i].memory_type == kind
+                    and may_merge(content, pb.bullets[i].content)
+                )
                 match = next(same, None)
             new_id = bullet_id(pb.key, normalise(content), pb.bullets)
             if match is not None:
@@ -192,6 +202,7 @@ def apply(work: Work, delta: Delta, vectors: dict[str, Vector], user: str | None
                 user=user,
                 clock=clock,
                 now=now,
+                topic=delta.topic,
             )
             pb.bullets[new_id], pb.vectors[new_id] = bullet, vector
             by_hash[digest] = new_id

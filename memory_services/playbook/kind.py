@@ -6,13 +6,8 @@ KIND = MemoryKind(
     name="playbook-memory",
     processor="memory_services.playbook.service:PlaybookMemoryProcessor",
     position=40,
-    deploy=Deploy(
-        params="seed_bullets: ../playbook/seed.yaml, reinforcement_gain: 0.25",
-        note=(
-            "reinforcement_gain: helpful marks raise a bullet's strength (react-mem's addition; with",  # noqa: E501
-            "the seeds' fixed strength, pruning by decay is pruning by recency: benchmarks/playbook.py).",  # noqa: E501
-        ),
-    ),
+    # No tuning here: the playbook's defaults live in its settings alone (docs/ace.md).
+    deploy=Deploy(),
     source="react_mem.agent.sources:PLAYBOOK",
     client="react_mem.clients.playbook:PlaybookClient",
 )

@@ -41,11 +41,13 @@ class PlaybookMemory(Erasing):
         topic: str | None = None,
         advance_clock: bool = True,
         advance: Sequence[ScopeKey] | None = None,
+        min_relevance: float | None = None,
     ) -> tuple[list[Bullet], Playbook]:
         """The best ``top_k`` bullets of the playbooks ``keys`` together; then the clock of
         each playbook in ``advance`` (default: all) advances by one and its returned
         bullets' active access index moves to the new clock (unless ``advance_clock`` is
-        false). Returns the bullets and the first playbook of ``keys`` (its version, clock)."""
+        false). Returns the bullets and the first playbook of ``keys`` (its version, clock).
+        ``min_relevance`` (none: the policy's floor) leaves out bullets less relevant."""
         keys = listed(keys)
         advance = keys if advance is None else advance
         chosen = resolve_weights(weights)
@@ -59,6 +61,7 @@ class PlaybookMemory(Erasing):
             user=user,
             topic=topic,
             hybrid=relevance == "hybrid",
+            min_relevance=min_relevance,
         )
         ranked: list[tuple[Bullet, ScopeKey]] = []
         first: Playbook | None = None
@@ -78,7 +81,7 @@ class PlaybookMemory(Erasing):
                 pb = await self._advance(key, mine)
                 touched |= {b.id: pb.bullets.get(b.id, b) for b in mine}
                 first = pb if key == first.key else first
-        scores = ("score", "relevance", "strength", "decay_score")
+        scores = ("score", "relevance", "strength", "decay_score", "confidence")
         return [
             touched.get(b.id, b).model_copy(update={f: getattr(b, f) for f in scores})
             for b, _ in best

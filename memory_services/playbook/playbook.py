@@ -8,6 +8,7 @@ operations rather than a scan of the store.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -21,6 +22,9 @@ from memory_services.store import lexical
 from react_mem.schema.playbook import Bullet, MemoryType
 
 Vector = npt.NDArray[np.float32]
+#: The tag of bullets that apply to any task (the meta-strategy seeds): retrieval's
+#: relevance floor does not apply to them.
+ALWAYS = "always"
 
 
 def as_vector(values: Iterable[float]) -> Vector:
@@ -60,8 +64,11 @@ class Columns:
     expires: npt.NDArray[np.float64]
     users: npt.NDArray[np.object_]
     topics: npt.NDArray[np.object_]
+    #: Tagged :data:`ALWAYS`: exempt from the relevance floor.
+    always: npt.NDArray[np.bool_]
     _words: list[frozenset[str]] | None = None
     _terms: list[frozenset[int]] | None = None
+    _topic_terms: list[frozenset[int]] | None = None
 
     @classmethod
     def build(cls, bullets: dict[str, Bullet], vectors: dict[str, Vector], dim: int) -> Columns:
@@ -80,6 +87,7 @@ class Columns:
             expires=np.array([expires_at(b) for b in rows], dtype=np.float64),
             users=np.array([b.user or "" for b in rows], dtype=object),
             topics=np.array([b.topic.casefold() for b in rows], dtype=object),
+            always=np.array([ALWAYS in b.tags for b in rows], dtype=np.bool_),
         )
 
     def words(self, bullets: dict[str, Bullet]) -> list[frozenset[str]]:
@@ -92,6 +100,18 @@ class Columns:
         if self._terms is None:
             self._terms = [frozenset(lexical.document(bullets[i].content)[0]) for i in self.ids]
         return self._terms
+
+    def topic_terms(self, bullets: dict[str, Bullet]) -> list[frozenset[int]]:
+        """Each bullet's topic as lexical terms (empty: no topic)."""
+        if self._topic_terms is None:
+            self._topic_terms = [topic_terms(bullets[i].topic) for i in self.ids]
+        return self._topic_terms
+
+
+@functools.lru_cache(maxsize=4096)
+def topic_terms(topic: str) -> frozenset[int]:
+    """A topic's lexical terms (a playbook holds few topics, asked after every change)."""
+    return frozenset(lexical.query(topic)[0]) if topic else frozenset()
 
 
 @dataclass

@@ -46,7 +46,9 @@ _TRAILING = ".!;,"
 
 @dataclass(frozen=True, kw_only=True)
 class PlaybookPolicy:
-    """The service's tuning and limits (built from its settings)."""
+    """The service's tuning and limits (built from its settings). These defaults are the
+    shipped ones, everywhere: the settings take theirs from here, and no deployment file
+    overrides them (docs/ace.md gives the measured reasons)."""
 
     semantic_decay: float = 0.01
     episodic_decay: float = 0.05
@@ -56,14 +58,27 @@ class PlaybookPolicy:
     max_bullets: int = 100
     user_boost: float = 0.1
     topic_boost: float = 0.1
-    reinforcement_gain: float = 0.0
-    max_strength: float = 5.0
+    #: The relevance floor (cosine; ``hybrid``'s mean) and its ``jaccard`` counterpart.
+    min_relevance: float = 0.2
+    min_jaccard: float = 0.0
+    #: Places the ``always`` bullets below the floor may take in one retrieval.
+    general_slots: int = 2
+    #: Strength 1 + gain * (helpful - harmful), within [MIN_STRENGTH, max_strength].
+    reinforcement_gain: float = 1.0
+    max_strength: float = 1000.0
+    #: Seed 003's auto-pruning of bullets marked harmful this much more than helpful.
+    harmful_margin: int = 1
     version_retention: int = 50
     history_retention: int = 10_000
     max_content_chars: int = 2000
     max_operations: int = 256
     max_list_limit: int = 1000
     cache_scopes: int = 256
+
+    def relevance_floor(self, relevance: str) -> float:
+        """The least relevance a retrieved bullet has: word overlap (``jaccard``) runs on
+        another scale than cosine similarity (``embedding``, ``hybrid``)."""
+        return self.min_jaccard if relevance == "jaccard" else self.min_relevance
 
 
 @dataclass(frozen=True, slots=True)

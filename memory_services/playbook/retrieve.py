@@ -1,5 +1,12 @@
 """Ranking a playbook for a query: every live bullet of the scope is scored (see
-:mod:`.scoring`), the best ``top_k`` are returned with their score and its parts."""
+:mod:`.scoring`), the best ``top_k`` are returned with their score and its parts.
+
+A floor keeps unrelated bullets out: only bullets whose relevance reaches
+``min_relevance`` are ranked (seed 000's retrieval threshold), except those tagged
+:data:`ALWAYS` (the meta-strategy seed bullets, which apply to any task). Without it the
+strength and type terms alone fill every slot of every prompt with whatever was used
+last. Those general bullets take at most ``general_slots`` places when below the floor, so
+that they do not crowd out the lessons that are about the task."""
 
 from __future__ import annotations
 
@@ -11,7 +18,15 @@ import numpy as np
 
 from memory_services.playbook.playbook import Playbook, Vector
 from memory_services.playbook.records import BASELINE_STRENGTH, PlaybookPolicy
-from memory_services.playbook.scoring import DecayRates, Floats, decay_scores, jaccard, words
+from memory_services.playbook.scoring import (
+    DecayRates,
+    Floats,
+    decay_scores,
+    evidence_confidence,
+    jaccard,
+    recency,
+    words,
+)
 from memory_services.store import lexical
 from react_mem.schema.playbook import Bullet, Weights
 
@@ -27,6 +42,8 @@ class Query:
     weights: Weights
     user: str | None = None
     topic: str | None = None
+    #: Bullets less relevant than this are left out (None: the policy's floor).
+    min_relevance: float | None = None
 
 
 def relevance(pb: Playbook, query: Query) -> Floats:
@@ -58,7 +75,20 @@ def bonus(pb: Playbook, query: Query, policy: PlaybookPolicy) -> Floats:
         extra += policy.user_boost * (columns.users == query.user)
     if query.topic:
         extra += policy.topic_boost * (columns.topics == query.topic.casefold())
+    elif query.text and policy.topic_boost:
+        extra += policy.topic_boost * mentioned(pb, query.text)
     return extra
+
+
+def mentioned(pb: Playbook, text: str) -> Floats:
+    """1 for each bullet whose topic the query names (every term of the topic, stemmed,
+    is among the query's), else 0: a request that names no topic still gets the topic
+    boost for the bullets of the topic it is about."""
+    asked = set(lexical.query(text)[0])
+    return np.array(
+        [bool(terms) and terms <= asked for terms in pb.columns.topic_terms(pb.bullets)],
+        dtype=np.float64,
+    )
 
 
 def rank(
@@ -76,14 +106,29 @@ def rank(
     strength = np.minimum(decay / BASELINE_STRENGTH, 1.0)  # > 1 only with reinforcement
     score = w.relevance * rel + w.strength * strength + w.type * columns.priority
     score = score + bonus(pb, query, policy)
-    live = np.flatnonzero(columns.expires > now)
+    floor = query.min_relevance
+    if floor is None:
+        floor = policy.relevance_floor("embedding" if query.vector is not None else "jaccard")
+    related = rel >= floor
+    general = columns.always & ~related
+    live = np.flatnonzero((columns.expires > now) & (related | columns.always))
     if live.size == 0:
         return []
-    k = min(query.top_k, live.size)
+    # The general bullets below the floor may take at most ``general_slots`` places, so
+    # room for k others is found among the best k + (general bullets) candidates.
+    k = min(query.top_k + int(general[live].sum()), live.size)
     # Everything scoring at least the k-th best, so that ties are broken by id exactly.
     kth = np.partition(-score[live], k - 1)[k - 1]
     best = live[-score[live] <= kth]
-    order = sorted(best.tolist(), key=lambda n: (-score[n], columns.ids[n]))[:k]
+    order, room = [], policy.general_slots
+    for n in sorted(best.tolist(), key=lambda n: (-score[n], columns.ids[n])):
+        if general[n]:
+            if room <= 0:
+                continue
+            room -= 1
+        order.append(n)
+        if len(order) == query.top_k:
+            break
     found = []
     for n in order:
         bullet = pb.bullets[columns.ids[n]]
@@ -94,6 +139,11 @@ def rank(
                     "relevance": float(rel[n]),
                     "strength": float(strength[n]),
                     "decay_score": float(decay[n]),
+                    "confidence": round(
+                        (bullet.confidence or evidence_confidence(bullet.helpful, bullet.harmful))
+                        * recency(bullet, pb.clock, rates),
+                        6,
+                    ),
                 }
             )
         )

@@ -92,6 +92,41 @@ def decay_scores(
     return np.asarray((strength * rates.retention() ** elapsed).sum(axis=1), dtype=np.float64)
 
 
+#: Seed 002's confidence: its boost per piece of evidence, and the boost's cap.
+EVIDENCE_BOOST, MAX_BOOST = 0.01, 0.2
+
+
+def evidence_confidence(helpful: int, harmful: int) -> float:
+    """Seed 002's ``min(1, success rate + min(0.2, 0.01 * evidence))``, the marks as the
+    evidence (0.5 when there is none, seed 000's untouched score)."""
+    marks = helpful + harmful
+    base = helpful / marks if marks else 0.5
+    return round(min(1.0, base + min(MAX_BOOST, EVIDENCE_BOOST * marks)), 6)
+
+
+def recency(bullet: Bullet, clock: int, rates: DecayRates) -> float:
+    """Seed 002's recency factor: the active memory type's retention since last used."""
+    keep = float(rates.retention()[TYPES.index(bullet.memory_type)])
+    index: int = getattr(bullet, f"{bullet.memory_type}_access_index")
+    return float(keep ** max(clock - index, 0))
+
+
+def keep_value(bullet: Bullet, clock: int, rates: DecayRates) -> float:
+    """What pruning ranks by: the decay score with each net helpful mark stretching the
+    bullet's memory, ``S·(1-r)^(t / (1 + n))``, n = max(helpful - harmful, 0) (a spacing
+    effect: a strategy that helped ten times is forgotten ten times slower than a fresh
+    one). The seeds' decay alone makes pruning pruning by recency, which loses proven
+    strategies between two uses (docs/ace.md)."""
+    stretch = 1 + max(bullet.helpful - bullet.harmful, 0)
+    total = 0.0
+    for strength, index, keep in zip(
+        strengths(bullet), access_indexes(bullet), rates.retention(), strict=True
+    ):
+        if strength > 0:
+            total += strength * float(keep) ** (max(clock - index, 0) / stretch)
+    return total
+
+
 def normalised_strength(decay: float) -> float:
     return min(decay / BASELINE_STRENGTH, 1.0)
 

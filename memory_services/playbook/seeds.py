@@ -15,6 +15,8 @@ from react_mem.errors import ConfigurationError
 from react_mem.schema.playbook import Delta, DeltaOperation
 
 FIELDS = ("content", "section", "tags", "memory_type", "topic", "concept")
+#: Seed 001's meta-strategies, shipped inside the package: every playbook starts with them.
+DEFAULT = Path(__file__).with_name("seed.yaml")
 
 
 def load(path: Path) -> list[DeltaOperation]:

@@ -35,39 +35,62 @@ from react_mem.schema.playbook import (
 
 logger = logging.getLogger(__name__)
 
+#: The defaults' one source: :class:`PlaybookPolicy` (the deployment files set none of the
+#: playbook's tuning; ``tests/test_ace_defaults.py`` keeps it so).
+_P = PlaybookPolicy
+
 
 class PlaybookMemorySettings(MemorySettings):
     #: Decay per access of each memory type (seed 000); values outside [0, 1] are clamped.
-    semantic_decay: float = 0.01
-    episodic_decay: float = 0.05
-    procedural_decay: float = 0.002
+    semantic_decay: float = _P.semantic_decay
+    episodic_decay: float = _P.episodic_decay
+    procedural_decay: float = _P.procedural_decay
     #: An ADD at least this similar (cosine) to a bullet reinforces it (seed 000: 0.9).
-    reinforce_threshold: float = Field(default=0.9, gt=0.0, le=1.0)
+    reinforce_threshold: float = Field(default=_P.reinforce_threshold, gt=0.0, le=1.0)
     #: Grow-and-refine merges bullets at least this similar (seed 001: 0.85).
-    dedup_threshold: float = Field(default=0.85, gt=0.0, le=1.0)
+    dedup_threshold: float = Field(default=_P.dedup_threshold, gt=0.0, le=1.0)
     #: Bullets per playbook; past it the lowest by decay score are pruned (seed 001: 100).
-    max_bullets: int = Field(default=100, ge=1)
-    #: Off (0) in the seeds: strength stays 1.0 and pruning is by recency of use. Above 0,
-    #: a bullet's active strength is 1 + gain * (helpful - harmful) within
-    #: [0.1, ``max_strength``], so proven bullets outlast fresh noise between uses.
-    reinforcement_gain: float = Field(default=0.0, ge=0.0)
-    max_strength: float = Field(default=5.0, ge=1.0)
+    max_bullets: int = Field(default=_P.max_bullets, ge=1)
+    #: A bullet's active strength is 1 + gain * (helpful - harmful) within
+    #: [0.1, ``max_strength``], so proven bullets outlast fresh noise between uses and
+    #: harmful marks demote (0: the seeds' fixed strength, pruning by recency of use).
+    #: Chosen by ``benchmarks/playbook.py`` (docs/ace.md).
+    reinforcement_gain: float = Field(default=_P.reinforcement_gain, ge=0.0)
+    max_strength: float = Field(default=_P.max_strength, ge=1.0)
+    #: Seed 003's auto-pruning: a bullet marked harmful this many times more than helpful
+    #: is removed (0: never).
+    harmful_margin: int = Field(default=_P.harmful_margin, ge=0)
     #: Retrieval bonus for the requesting user's own bullets, and for the requested topic.
-    user_boost: float = Field(default=0.1, ge=0.0)
-    topic_boost: float = Field(default=0.1, ge=0.0)
+    user_boost: float = Field(default=_P.user_boost, ge=0.0)
+    topic_boost: float = Field(default=_P.topic_boost, ge=0.0)
+    #: Retrieval leaves out bullets less relevant (cosine; ``hybrid``: the mean of cosine
+    #: and term coverage) than this, except those tagged ``always`` (docs/ace.md).
+    min_relevance: float = Field(default=_P.min_relevance, ge=0.0, le=1.0)
+    #: The same floor for ``jaccard`` relevance (word overlap runs lower than cosine).
+    min_jaccard: float = Field(default=_P.min_jaccard, ge=0.0, le=1.0)
+    #: Places in one retrieval that bullets tagged ``always`` take when below the floor.
+    general_slots: int = Field(default=_P.general_slots, ge=0)
     #: Versions whose bullets ``show`` and ``rollback`` can reach.
-    version_retention: int = Field(default=50, ge=1)
+    version_retention: int = Field(default=_P.version_retention, ge=1)
     #: Versions whose delta record (and delta id, for exactly-once) is kept.
-    history_retention: int = Field(default=10_000, ge=1)
-    max_content_chars: int = Field(default=2000, ge=1)
-    max_operations: int = Field(default=256, ge=1)
-    max_list_limit: int = Field(default=1000, ge=1, le=10_000)
+    history_retention: int = Field(default=_P.history_retention, ge=1)
+    max_content_chars: int = Field(default=_P.max_content_chars, ge=1)
+    max_operations: int = Field(default=_P.max_operations, ge=1)
+    max_list_limit: int = Field(default=_P.max_list_limit, ge=1, le=10_000)
     #: Playbooks kept in memory (the store stays the truth; a miss reloads).
-    cache_scopes: int = Field(default=256, ge=1)
+    cache_scopes: int = Field(default=_P.cache_scopes, ge=1)
     #: A YAML/JSON list of ``{content, section, tags, memory_type}`` written into every
-    #: playbook the first time it is used (e.g. ``config/playbook/seed.yaml``); none: no seeds.
-    seed_bullets: Path | None = None
+    #: playbook the first time it is used: seed 001's meta-strategies by default
+    #: (``memory_services/playbook/seed.yaml``); ``none`` (or empty): no seeds.
+    seed_bullets: Path | None = seeds.DEFAULT
     group_relative: ClassVar[tuple[str, ...]] = ("flows", "seed_bullets")
+
+    @field_validator("seed_bullets", mode="before")
+    @classmethod
+    def _no_seeds(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() in ("", "none", "null"):
+            return None
+        return value
 
     @field_validator("semantic_decay", "episodic_decay", "procedural_decay")
     @classmethod
@@ -198,6 +221,7 @@ class PlaybookMemoryProcessor(MemoryProcessor[PlaybookMemorySettings]):
                     topic=r.topic,
                     advance_clock=r.advance_clock,
                     advance=advance,
+                    min_relevance=r.min_relevance,
                 )
                 return PlaybookResponse(bullets=found, version=pb.version, clock=pb.clock)
             case "get":

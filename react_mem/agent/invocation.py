@@ -32,4 +32,6 @@ class Invocation:
         scope = Scope(
             flow.workspace, request.collection or "default", request.user, request.conversation_id
         )
+        if request.context_scope_id is not None:  # the request's context over the workspace's
+            cfg = cfg.model_copy(update={"playbook_context_scope": request.context_scope_id})
         return cls(request, flow, cfg, scope, cfg.memory_for(request.enable_memory))

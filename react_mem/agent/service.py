@@ -46,7 +46,7 @@ from react_mem.agent.respond import (
 )
 from react_mem.agent.seal import SeenSeals, StateSealer, invocation, load_key, with_history
 from react_mem.agent.settings import AgentSettings, client_specs
-from react_mem.agent.sources import CONVERSATIONS
+from react_mem.agent.sources import CONVERSATIONS, recent_state
 from react_mem.agent.tools import TOOL_CONFIG_TYPE, Tool, ToolCall, tools_from_config
 from react_mem.bus.transport import Transport
 from react_mem.clients.working import WorkingMemoryClient
@@ -299,7 +299,7 @@ class AgentProcessor(Processor):
             return state
         started = time.perf_counter()
         recall = await MemoryRecall(inv.flow, self.embedder, cfg).recall(
-            request.question, inv.scope
+            request.question, inv.scope, recent_state(request.history)
         )
         self.metrics.memory_recall.labels(processor=self.id).observe(time.perf_counter() - started)
         for source in recall.missed:

@@ -13,7 +13,7 @@ accepts and validates them from then on. A new kind's source lives in its own pa
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,7 @@ from react_mem.clients.playbook import PLAYBOOK_MEMORY, Playbook, PlaybookClient
 from react_mem.errors import ConfigurationError
 from react_mem.processor.flow import Flow
 from react_mem.processor.kinds import kinds, load
+from react_mem.schema import AgentStep
 from react_mem.schema.scope import Scope
 
 
@@ -49,6 +50,23 @@ class Ask:
     #: The source's ``top_k`` and ``min_score`` settings (``0`` / ``None`` without a key).
     top_k: int = 0
     min_score: float | None = None
+    #: The invocation's state so far (its recent steps; "" at a fresh start): episodes
+    #: are recalled by question and state (seed 004).
+    state: str = ""
+
+
+#: Steps of the request's history that describe its state, and their length at most.
+STATE_STEPS, STATE_CHARS = 3, 1000
+#: Episode-memory's default goal limit: a question recalled by with a state is cut to it.
+STATE_GOAL_CHARS = 4000
+
+
+def recent_state(steps: Sequence[AgentStep]) -> str:
+    """The last few steps as text (thought, action, observation), for episode recall."""
+    parts = [
+        " ".join(p for p in (s.thought, s.action, s.observation) if p) for s in steps[-STATE_STEPS:]
+    ]
+    return "\n".join(p for p in parts if p)[-STATE_CHARS:]
 
 
 @dataclass(frozen=True)
@@ -122,8 +140,10 @@ async def _facts(ask: Ask) -> list[Item]:
 async def _episodes(ask: Ask) -> list[Item]:
     episodes = await EpisodeClient.of(ask.flow).retrieve(
         _owner(ask),
-        goal=ask.question,  # also beside the vector: hybrid ranking reads its words
-        vector=ask.vector,
+        # Also beside the vector: hybrid ranking reads its words (the service's goal limit).
+        goal=ask.question[:STATE_GOAL_CHARS] if ask.state else ask.question,
+        context=ask.state,
+        vector=None if ask.state else ask.vector,  # with a state, the service embeds both
         top_k=ask.top_k,
         min_score=ask.min_score,
         retrieval=ask.cfg.retrieval(),

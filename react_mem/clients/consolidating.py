@@ -20,6 +20,7 @@ class ConsolidatingClient(ServiceClient[Req, Resp]):
         consolidation_id: str | None = None,
         similarity_threshold: float | None = None,
         importance_threshold: float | None = None,
+        min_importance: float | None = None,
         dry_run: bool = False,
     ) -> ConsolidationReport:
         """Merge ``scope``'s near-duplicate, unimportant memories (``dry_run``: only report)."""
@@ -28,6 +29,7 @@ class ConsolidatingClient(ServiceClient[Req, Resp]):
             consolidation_id=consolidation_id,
             similarity_threshold=similarity_threshold,
             importance_threshold=importance_threshold,
+            min_importance=min_importance,
             dry_run=dry_run,
             **owner(scope),
         )

@@ -63,7 +63,9 @@ class PlaybookClient(ServiceClient[PlaybookRequest, PlaybookResponse]):
         relevance: Relevance = "embedding",
         weights: str | Weights = "default",
         advance_clock: bool = True,
+        min_relevance: float | None = None,
     ) -> list[Bullet]:
+        """``min_relevance``: leave out bullets less relevant (none: the service's floor)."""
         response = await self._op(
             which,
             "retrieve",
@@ -74,6 +76,7 @@ class PlaybookClient(ServiceClient[PlaybookRequest, PlaybookResponse]):
             relevance=relevance,
             weights=weights,
             advance_clock=advance_clock,
+            min_relevance=min_relevance,
         )
         return response.bullets
 

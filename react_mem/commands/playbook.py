@@ -16,7 +16,7 @@ from typing import Any, TextIO
 import yaml
 from pydantic import ValidationError
 
-from react_mem.agent.prompt import as_prompt
+from react_mem.agent.items import bullet_line, section_heading
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
 from react_mem.clients.playbook import PLAYBOOK_MEMORY, Playbook, PlaybookClient
@@ -97,12 +97,25 @@ async def _show(cli: Cli, args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         _json(out, PlaybookResponse(bullets=bullets))
     elif bullets:
-        print(as_prompt(bullets), file=out)
+        print(listing(bullets), file=out)
     else:
         at = f" at version {args.version}" if args.version is not None else ""
         section = f" in section {args.section}" if args.section else ""
         print(f"no bullets{section} in {_scope(args)}{at}", file=out)
     return 0
+
+
+def listing(bullets: list[Bullet]) -> str:
+    """The prompt's playbook format (seed 003's), each line with the bullet's evidence-based
+    confidence (seed 002) when it has one: ``- [id] content (helpful=5, harmful=0,
+    confidence=1.00)``."""
+    groups: dict[str, list[str]] = {}
+    for b in bullets:
+        line = bullet_line(b)
+        if b.confidence is not None:
+            line = f"{line[:-1]}, confidence={b.confidence:.2f})"
+        groups.setdefault(section_heading(b.section), []).append(line)
+    return "\n\n".join("\n".join([heading, *lines]) for heading, lines in groups.items())
 
 
 def _weights(value: str) -> str | Weights:
@@ -152,7 +165,7 @@ async def _search(cli: Cli, args: argparse.Namespace, out: TextIO) -> int:
 async def _export(cli: Cli, args: argparse.Namespace, out: TextIO) -> int:
     bullets = await _current(cli, args)
     if args.format == "markdown":
-        print(as_prompt(bullets), file=out)
+        print(listing(bullets), file=out)
         return 0
     stats = await cli.client.stats(cli.which)
     document = {

@@ -94,6 +94,9 @@ class AgentRequest(WireModel):
     # react-mem extensions (optional; TrustGraph peers ignore them).
     enable_memory: bool | None = None
     user: str | None = None
+    #: The playbook context this request learns in and recalls from (seed 001's context
+    #: scopes); absent: the workspace's ``playbook-context-scope``.
+    context_scope_id: str | None = Field(default=None, max_length=256)
     #: Set by the agent on its ``next`` requests, sealed (see :class:`MemoryState`);
     #: clients leave it unset.
     memory: MemoryState | None = None

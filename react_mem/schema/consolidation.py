@@ -28,6 +28,9 @@ class ConsolidationReport(WireModel):
     dry_run: bool = False
     similarity_threshold: float = 0.0
     importance_threshold: float = 0.0
+    #: Only memories below this were merged into another (seed 002's ``min_importance``);
+    #: those from it up to ``importance_threshold`` could only take others in.
+    min_importance: float | None = None
     #: Memories below the importance threshold that the pass compared.
     candidates: int = 0
     #: Memories at or above the importance threshold: never merged, never changed.

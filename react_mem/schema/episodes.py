@@ -119,6 +119,8 @@ class EpisodeRequest(WireModel):
     consolidation_id: str | None = None
     similarity_threshold: float | None = Field(default=None, gt=0.0, le=1.0)
     importance_threshold: float | None = Field(default=None, gt=0.0, le=1.0)
+    #: Only memories below this merge into another (default: the service's, 0.5).
+    min_importance: float | None = Field(default=None, gt=0.0, le=1.0)
     dry_run: bool = False
 
 

@@ -171,6 +171,8 @@ class FactRequest(WireModel):
     #: consolidate: defaults from the service's settings (0.85 and 0.7).
     similarity_threshold: float | None = Field(default=None, gt=0.0, le=1.0)
     importance_threshold: float | None = Field(default=None, gt=0.0, le=1.0)
+    #: Only memories below this merge into another (default: the service's, 0.5).
+    min_importance: float | None = Field(default=None, gt=0.0, le=1.0)
     #: consolidate: report what would merge, change nothing.
     dry_run: bool = False
     #: store: at the user's quota, evict what the retention rule gives up first rather than

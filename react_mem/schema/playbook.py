@@ -43,9 +43,9 @@ Operations (``operation``):
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from react_mem.schema import Error, WireModel
 from react_mem.schema.forget import Forgotten
@@ -107,6 +107,10 @@ class Bullet(WireModel):
     updated_at: float = 0.0
     last_used: float | None = None
     metadata: dict[str, str] = Field(default_factory=dict)
+    #: Seed 002's evidence-based confidence: helpful / (helpful + harmful) (0.5 without
+    #: evidence) plus 0.01 per mark up to 0.2, at most 1; a retrieve multiplies it by the
+    #: bullet's recency (its decay since last used). None: written before it was kept.
+    confidence: float | None = None
     #: Other wordings merged into this bullet (a reinforcing ADD or grow-and-refine's merge
     #: of near-duplicates that differ only in case, punctuation, inflection or filler).
     aliases: list[str] = Field(default_factory=list)
@@ -137,6 +141,43 @@ class DeltaOperation(WireModel):
     neutral: int = Field(default=0, ge=0)
     metadata: dict[str, str] = Field(default_factory=dict)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _counters_in_metadata(cls, data: Any) -> Any:
+        """Seed 003 writes the counters under ``metadata`` (``{"helpful": 1}``, also as
+        strings, ``"3"``): they become the operation's counters; a counter given both ways
+        or not a whole number >= 0 is refused, naming the key."""
+        if not isinstance(data, dict) or not isinstance(data.get("metadata"), dict):
+            return data
+        metadata = dict(data["metadata"])
+        data = dict(data)
+        for name in COUNTERS:
+            if name not in metadata:
+                continue
+            value = _count(name, metadata.pop(name))
+            if data.get(name) not in (None, 0, value):
+                raise ValueError(
+                    f"'{name}' is given both as a field ({data[name]!r}) and in metadata "
+                    f"({value!r}); give it once"
+                )
+            data[name] = value
+        data["metadata"] = metadata
+        return data
+
+
+#: The effectiveness counters (seed 003), which seed 003's JSON carries in ``metadata``.
+COUNTERS = ("helpful", "harmful", "neutral")
+
+
+def _count(name: str, value: Any) -> int:
+    if isinstance(value, str) and value.strip().isdecimal():
+        return int(value.strip())
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    raise ValueError(f"metadata.{name} must be a whole number >= 0, not {value!r}")
+
 
 class Delta(WireModel):
     #: Exactly once: a delta id seen before in the scope is not applied again.
@@ -145,6 +186,9 @@ class Delta(WireModel):
     #: Where it came from (a trajectory id, "feedback:<session>", "cli", "seed").
     source: str = ""
     reason: str = ""
+    #: The topic of the ADDs that name none (e.g. the trajectory's task type); without
+    #: it an ADD's topic is its section unless that is the default one.
+    topic: str | None = None
 
 
 class BulletChange(WireModel):
@@ -190,6 +234,8 @@ class PlaybookRequest(WireModel):
     relevance: Relevance = "embedding"
     #: A preset ("default", "relevance-dominant") or explicit weights.
     weights: str | Weights = "default"
+    #: Bullets less relevant than this are left out (none: the service's floor).
+    min_relevance: float | None = Field(default=None, ge=0.0, le=1.0)
     advance_clock: bool = True
     # apply-delta
     delta: Delta | None = None

@@ -250,6 +250,11 @@ async def agent_stack(
         if playbook is not None and (running is None or PLAYBOOK in running):
             pid = f"{PLAYBOOK}-{unique}"
             extra = {"data_dir": tmp_path / pid} if issubclass(playbook, MemoryProcessor) else {}
+            if issubclass(playbook, MemoryProcessor):
+                # The stacks count the bullets they write and ask questions their bullets are
+                # not worded like: no seed bullets, no relevance floor (both are tested in
+                # test_playbook, test_ace_defaults and test_ace_playbook_units).
+                extra |= {"seed_bullets": None, "min_relevance": 0.0}
             flow = {"topics": dict(topics[PLAYBOOK])}
             book = await start(
                 playbook(settings_for(playbook, pid, flow, **extra), transport, registry=registry)
