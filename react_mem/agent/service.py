@@ -220,11 +220,15 @@ class AgentProcessor(Processor):
         if len(history) < len(request.history):
             inv.state = inv.state.model_copy(update={"compressions": inv.state.compressions + 1})
         tools = self.tools_for(ws, inv)
-        form = ReplyFormat(json=cfg.reply_format == "json", tool_names=sorted(tools))
+        shown = shown_bullets(inv.state)
+        form = ReplyFormat(
+            json=cfg.reply_format == "json", tool_names=sorted(tools), bullet_ids=shown
+        )
         system = prompt.system_prompt(
             list(tools.values()),
             cfg.additional_context,
             json_reply.FORMAT if form.json else prompt.FORMAT,
+            cite=(json_reply.CITE if form.json else prompt.CITE) if shown else "",
         )
         user = prompt.user_prompt(
             inv.state.context, history, request.question, inv.state.post_context
@@ -253,6 +257,7 @@ class AgentProcessor(Processor):
                 "in_tokens": state.in_tokens + usage.in_tokens,
                 "out_tokens": state.out_tokens + usage.out_tokens,
                 "parse_retries": state.parse_retries + retries,
+                "cited": cited_bullets(state, decision, shown),
             }
         )
 
@@ -426,6 +431,21 @@ class AgentProcessor(Processor):
             outcome,
             self.settings.memory_write_timeout,
         )
+
+
+def shown_bullets(state: MemoryState) -> list[str]:
+    """The ids of the playbook bullets in the invocation's prompt."""
+    return list(dict.fromkeys(r.id for r in state.used if r.kind == "bullet" and r.id))
+
+
+def cited_bullets(
+    state: MemoryState, decision: Action | Final | ParseError, shown: list[str]
+) -> list[str]:
+    """The bullets cited so far, with the ones ``decision`` cites among those ``shown``;
+    an id the prompt did not hold is ignored (a model's slip credits nothing)."""
+    said = () if isinstance(decision, ParseError) else decision.bullets
+    known = set(shown)
+    return list(dict.fromkeys([*state.cited, *(b for b in said if b in known)]))
 
 
 def _last_observation(history: list[AgentStep]) -> str:

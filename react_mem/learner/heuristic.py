@@ -41,6 +41,17 @@ def bullets_used(t: Trajectory) -> list[MemoryRef]:
     return list(seen.values())
 
 
+def bullets_credited(t: Trajectory) -> list[MemoryRef]:
+    """The bullets in the prompt that the agent said it relied on: the only ones a
+    reflection credits or blames (seed 003); the others shown only age. A record without
+    citations (``bullets_used`` None, an older agent) credits every bullet shown."""
+    shown = bullets_used(t)
+    if t.bullets_used is None:
+        return shown
+    cited = set(t.bullets_used)
+    return [b for b in shown if b.id in cited]
+
+
 def matches(answer: str, truth: str) -> bool:
     """The expected answer is the answer, or stands in it as whole words."""
     a, want = _normal(answer), _normal(truth)
@@ -103,7 +114,7 @@ def heuristic_reflection(
         key_insight=lessons[0].content if lessons else "",
         lessons=lessons,
         bullet_tags=[
-            BulletTag(id=b.id, tag=bullet_tag(t, feedback, found)) for b in bullets_used(t)
+            BulletTag(id=b.id, tag=bullet_tag(t, feedback, found)) for b in bullets_credited(t)
         ],
     )
     return generalised(reflection, t, feedback)
