@@ -18,6 +18,7 @@ from react_mem.agent.streaming import StreamingReplyParser
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.learner.ace import AceConfig, plan_ace
 from react_mem.learner.heuristic import heuristic_reflection
+from react_mem.learner.planner import Limits, Planner
 from react_mem.schema import AgentStep, TextCompletionRequest
 from react_mem.schema.agent import MemoryRef
 from react_mem.schema.trajectory import Trajectory
@@ -74,7 +75,9 @@ def test_a_streamed_reply_skips_the_bullets_line_and_streams_the_answer() -> Non
     text = "Thought: units first\nBullets: [b1]\nFinal Answer: 3 km"
     chunks = [c for part in (text[:20], text[20:40], text[40:]) for c in parser.feed(part)]
     chunks += parser.finish()
-    said = {kind: "".join(c.text for c in chunks if c.kind == kind) for kind in ("thought", "answer")}
+    said = {
+        kind: "".join(c.text for c in chunks if c.kind == kind) for kind in ("thought", "answer")
+    }
     assert said == {"thought": "units first", "answer": "3 km"}
 
 
@@ -192,11 +195,20 @@ async def test_a_success_credits_only_the_bullets_used() -> None:
 
 
 async def test_no_citation_marks_nothing_and_a_record_without_the_field_marks_all_shown() -> None:
-    none = await plan_ace(
-        None, trajectory(bullets_used=[]), AceConfig(), delta_id="d", source="t"
-    )
+    none = await plan_ace(None, trajectory(bullets_used=[]), AceConfig(), delta_id="d", source="t")
     assert marks(none.delta.operations) == {}
     legacy = await plan_ace(
         None, trajectory(bullets_used=None), AceConfig(), delta_id="d", source="t"
     )
     assert marks(legacy.delta.operations) == {b.id: (0, 1, 0) for b in SHOWN}
+
+
+async def test_an_episode_whose_answer_missed_the_ground_truth_is_stored_as_a_failure() -> None:
+    """What a later prompt recalls as "-> success" must have been one."""
+    planner = Planner(None, Limits())
+    wrong = (await planner.for_trajectory(trajectory(), None)).episode
+    assert wrong is not None and (wrong.outcome, wrong.score) == ("failure", 0.0)
+    assert not any("Answered with" in lesson for lesson in wrong.lessons)
+    right = (await planner.for_trajectory(trajectory(answer="8.05 km"), None)).episode
+    assert right is not None and (right.outcome, right.score) == ("success", 1.0)
+    assert right.lessons == ["Answered with convert in 1 step."]

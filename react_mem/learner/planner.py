@@ -22,6 +22,7 @@ from react_mem.learner.extract import (
     merge_summary,
 )
 from react_mem.learner.grounding import tool_results
+from react_mem.learner.heuristic import matches
 from react_mem.learner.llm import JsonLLM
 from react_mem.schema.conversations import ConversationEnded
 from react_mem.schema.episodes import EpisodeRequest
@@ -178,13 +179,14 @@ class Planner:
             lessons = await extract_lessons(
                 self._llm, record, limit=lim.max_lessons, max_chars=lim.max_fact_chars
             )
+        judged = judged_by_truth(t)
         return EpisodeRequest(
             operation="store",
             goal=clip(t.question.strip(), 4000),
             steps=records.episode_steps(t.steps, limit=lim.max_episode_steps, chars=lim.step_chars),
-            outcome=t.outcome,
-            score=records.score(t),
-            lessons=lessons or records.heuristic_lessons(t),
+            outcome=judged.outcome,
+            score=records.score(judged),
+            lessons=lessons or records.heuristic_lessons(judged),
             tokens=max(0, t.in_tokens + t.out_tokens),
             duration_seconds=max(0.0, t.duration_seconds),
             session_id=t.session_id or t.trajectory_id,
@@ -241,6 +243,17 @@ class Planner:
             )
             for f in found
         ]
+
+
+def judged_by_truth(t: Trajectory) -> Trajectory:
+    """``t`` as its ground truth judges it: an answer that misses a known right answer is a
+    failure, whatever the agent thought (so its episode does not teach it as a success)."""
+    truth = (t.ground_truth or "").strip()
+    if not truth or matches(t.answer, truth) or t.outcome == "failure":
+        return t
+    return t.model_copy(
+        update={"outcome": "failure", "error": "the answer differed from the expected one"}
+    )
 
 
 async def _together(*calls: Coroutine[Any, Any, None] | None) -> None:
