@@ -98,6 +98,7 @@ class EpisodeMemory:
                 "outcome": FieldType.KEYWORD,
                 "created_at": FieldType.FLOAT,
                 "session_id": FieldType.KEYWORD,
+                "task_type": FieldType.KEYWORD,
                 "consolidated_into": FieldType.KEYWORD,
             },
             text_fields=("goal", "lessons"),
@@ -149,7 +150,7 @@ class EpisodeMemory:
             scope=scope,
             limit=top_k,
             min_score=request.min_score,
-            where=[*self._fresh(scope.workspace), *_outcome(request), _UNMERGED],
+            where=[*self._fresh(scope.workspace), *_narrowed(request), _UNMERGED],
             text=text,
             retrieval=resolve(request.retrieval),
         )
@@ -172,7 +173,7 @@ class EpisodeMemory:
             self._store.scroll,
             self.collection,
             scope=scope,
-            where=[*self._fresh(scope.workspace), *_outcome(request), _UNMERGED],
+            where=[*self._fresh(scope.workspace), *_narrowed(request), _UNMERGED],
             limit=request.limit,
             offset=request.offset,
         )
@@ -327,5 +328,15 @@ def _same(found: list[Record], payload: dict[str, object]) -> bool:
     return bool(found) and found[0].payload.get("content_hash") == payload["content_hash"]
 
 
-def _outcome(request: EpisodeRequest) -> list[Condition]:
-    return [] if request.outcome is None else [Condition("outcome", equals=request.outcome)]
+def _narrowed(request: EpisodeRequest) -> list[Condition]:
+    """The retrieve/list filters: outcome, task type, stored since / until."""
+    found = []
+    if request.outcome is not None:
+        found.append(Condition("outcome", equals=request.outcome))
+    if request.task_type:
+        found.append(Condition("task_type", equals=request.task_type))
+    if request.since is not None:
+        found.append(Condition("created_at", gte=request.since))
+    if request.until is not None:
+        found.append(Condition("created_at", lt=request.until))
+    return found

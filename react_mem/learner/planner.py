@@ -22,10 +22,10 @@ from react_mem.learner.extract import (
     merge_summary,
 )
 from react_mem.learner.grounding import tool_results
-from react_mem.learner.heuristic import matches
+from react_mem.learner.heuristic import bullets_credited, matches
 from react_mem.learner.llm import JsonLLM
 from react_mem.schema.conversations import ConversationEnded
-from react_mem.schema.episodes import EpisodeRequest
+from react_mem.schema.episodes import MAX_BULLETS, MAX_LABEL_CHARS, EpisodeRequest
 from react_mem.schema.facts import FactInput
 from react_mem.schema.playbook import Feedback
 from react_mem.schema.trajectory import Trajectory
@@ -190,6 +190,10 @@ class Planner:
             tokens=max(0, t.in_tokens + t.out_tokens),
             duration_seconds=max(0.0, t.duration_seconds),
             session_id=t.session_id or t.trajectory_id,
+            task_type=clip(t.task_type, MAX_LABEL_CHARS) or None,
+            parent_session_id=clip(t.parent_session_id, MAX_LABEL_CHARS) or None,
+            bullets_shown=t.bullets_shown()[:MAX_BULLETS],
+            bullets_used=[b.id for b in bullets_credited(t)][:MAX_BULLETS],
         )
 
     async def _facts(
