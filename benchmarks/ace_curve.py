@@ -87,6 +87,7 @@ from react_mem.clients.episodes import EpisodeClient
 from react_mem.clients.playbook import Playbook, PlaybookClient
 from react_mem.embedding.base import Embedder
 from react_mem.learner.ace import AceConfig
+from react_mem.learner.heuristic import matches
 from react_mem.learner.planner import Limits, Planner
 from react_mem.schema import AgentStep
 from react_mem.schema.episodes import EpisodeResponse
@@ -241,12 +242,13 @@ async def attempt(
     )
     user = prompt.user_prompt(context.memory, [], task.question, context.post)
     decision, tokens = await policy(task, system, user, shown, rng)
-    answer = task.run(decision.tool)
+    result = task.run(decision.tool)
+    answer = result if decision.answer is None else decision.answer
     step = AgentStep(
         thought="Compute it.",
         action=decision.tool,
         arguments={"question": task.question},
-        observation=answer,
+        observation=result,
     )
     t = Trajectory(
         trajectory_id=session,
@@ -254,7 +256,7 @@ async def attempt(
         collection=arm,
         question=task.question,
         answer=answer,
-        steps=[step],
+        steps=[step] if decision.called else [],
         outcome="success",
         iterations=2,
         in_tokens=tokens,
@@ -307,7 +309,7 @@ async def run_arm(
             tokens.append(used)
             harmful_shown |= decision.harmful_shown
             if task.family is not None:
-                wins.append(t.answer == task.truth)
+                wins.append(matches(t.answer, task.truth))
             if ace or episodes:
                 await learn(s, t, ace, episodes)
         listed = (await s.playbook.page(Playbook(collection=name), limit=1000)).items
@@ -355,12 +357,15 @@ def openai_policy(url: str, model: str, iterations: int = 4) -> Policy:
         history: list[AgentStep] = []
         cited: list[str] = []
         tokens = 0
-        tool = task.tools[0]
+        tool, called = task.tools[0], False
+        final: str | None = None
         for _ in range(iterations):
             text = prompt.user_prompt("", history, task.question) if history else user
             if history:  # the memory section stays, as the agent keeps it
                 text = user.split("Current Task:")[0] + text
-            done = await backend.complete(Prompt(system, text, json=True, schema=schema))
+            done = await backend.complete(
+                Prompt(system=system, prompt=text, json=True, schema=schema)
+            )
             tokens += done.in_token or 0
             try:
                 decision = json_reply.parse_json_reply(done.text)
@@ -368,13 +373,15 @@ def openai_policy(url: str, model: str, iterations: int = 4) -> Policy:
                 continue
             cited += [b for b in decision.bullets if b in shown and b not in cited]
             if not isinstance(decision, Action):
+                final = decision.answer
                 break
             tool = decision.name if decision.name in task.tools else tool
+            called = True
             history.append(
                 AgentStep(thought=decision.thought, action=decision.name,
                           arguments=decision.arguments, observation=task.run(tool))
             )  # fmt: skip
-        return Decision(tool, cited), tokens
+        return Decision(tool, cited, answer=final, called=called), tokens
 
     return answer
 

@@ -217,6 +217,10 @@ class Decision:
     cited: list[str] = field(default_factory=list)
     #: Shown bullets with more harmful than helpful marks (as the prompt showed them).
     harmful_shown: set[str] = field(default_factory=set)
+    #: The final answer as the model wrote it; ``None``: the tool's result is the answer.
+    answer: str | None = None
+    #: Whether ``tool`` ran (a model may answer without calling any).
+    called: bool = True
 
 
 def simulated_policy(task: Task, memory: str, rng: random.Random, noise: float) -> Decision:

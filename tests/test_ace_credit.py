@@ -16,13 +16,15 @@ from react_mem.agent import json_reply
 from react_mem.agent.parse import Final, parse_reply
 from react_mem.agent.streaming import StreamingReplyParser
 from react_mem.bus.pulsar import PulsarTransport
+from react_mem.bus.rpc import RequestResponseClient
 from react_mem.learner.ace import AceConfig, plan_ace
 from react_mem.learner.heuristic import heuristic_reflection
 from react_mem.learner.planner import Limits, Planner
 from react_mem.schema import AgentStep, TextCompletionRequest
 from react_mem.schema.agent import MemoryRef
+from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
 from react_mem.schema.trajectory import Trajectory
-from tests.support.agent_stack import agent_stack
+from tests.support.agent_stack import Stack, agent_stack
 from tests.test_agent_playbook import LOOKUP, PlaybookDouble, next_trajectory, trajectories
 
 SHOWN = [
@@ -212,3 +214,69 @@ async def test_an_episode_whose_answer_missed_the_ground_truth_is_stored_as_a_fa
     right = (await planner.for_trajectory(trajectory(answer="8.05 km"), None)).episode
     assert right is not None and (right.outcome, right.score) == ("success", 1.0)
     assert right.lessons == ["Answered with convert in 1 step."]
+
+
+# -- the generator sees recent reflections ----------------------------------------------
+async def store_episode(stack: Stack, user: str, goal: str, task_type: str, lesson: str) -> None:
+    topics = stack.topics["episode-memory"]
+    client: RequestResponseClient[EpisodeRequest, EpisodeResponse] = RequestResponseClient(
+        stack.transport, topics["request"], topics["response"], EpisodeResponse
+    )
+    await client.start()
+    try:
+        reply = await client.request(
+            EpisodeRequest(
+                operation="store",
+                user=user,
+                goal=goal,
+                outcome="success",
+                lessons=[lesson],
+                task_type=task_type,
+                session_id=goal,
+            ),
+            timeout=30,
+        )
+        assert reply.error is None, reply.error
+    finally:
+        await client.close()
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("top_k", [2, 0])
+async def test_recent_lessons_of_the_owners_task_type_reach_the_prompt_fenced(
+    transport: PulsarTransport, tmp_path: Path, unique: str, top_k: int
+) -> None:
+    async with agent_stack(
+        transport,
+        tmp_path,
+        unique,
+        script=lambda r: "Thought: easy\nFinal Answer: 25 C",
+        services=("episode-memory",),
+        agent_mem={
+            "episode-retrieval-top-k": 1,
+            "episode-min-score": -1,
+            "reflection-top-k": top_k,
+        },
+    ) as stack:
+        for user, goal, task_type, lesson in [
+            ("ada", "Convert 98 F to C", "temperature", "Subtract 32 before scaling by 5/9."),
+            ("ada", "Convert 50 F to C", "temperature", "State the unit in the final answer."),
+            ("ada", "Convert 10 miles to km", "distance", "Multiply miles by 1.609 always."),
+            ("bob", "Convert 70 F to C", "temperature", "Bob keeps his thermostat at 70."),
+        ]:
+            await store_episode(stack, user, goal, task_type, lesson)
+        await stack.ask("What is 77 F in Celsius?", user="ada", task_type="temperature")
+        [text] = stack.prompts()
+    memory = text.split("<memory>\n", 1)[1].split("</memory>", 1)[0]
+    episodes = [line for line in memory.splitlines() if line.startswith("- Episode")]
+    recent = [line for line in memory.splitlines() if line.startswith("- Recent lesson")]
+    assert len(episodes) == 1  # the one most relevant, as before
+    if top_k == 0:
+        assert recent == []
+        return
+    # The other temperature episode of ada's; not her distance one, never bob's.
+    [line] = recent
+    assert line.startswith("- Recent lesson (success): ")
+    lessons = {"Subtract 32 before scaling by 5/9.", "State the unit in the final answer."}
+    assert {line.split(": ", 1)[1], episodes[0].split("Lessons: ")[1]} == lessons
+    assert "thermostat" not in text and "1.609" not in text

@@ -6,11 +6,14 @@ loop that a regression would break."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 from benchmarks.ace_curve import Epoch, curve
 from tests.support.embedder import HashingEmbedder
+from tests.support.openai_server import OpenAIServer
 
 LAST_LINE = re.compile(r"ace-on \d\.\d\d ace-off \d\.\d\d oracle \d\.\d\d harmful-kept \d+")
 SMALL = {"per_family": 5, "distractors": 4, "noise": 0.2}
@@ -84,3 +87,46 @@ async def test_with_reinforcement_ace_reaches_the_oracle_and_sheds_what_hurts(
     assert on[-1].success >= 0.9 * oracle[-1].success, (rates(on), rates(oracle))
     assert [e.harmful_shown for e in on[3:]] == [0, 0]
     assert on[0].harmful_shown > 0  # there was something to shed
+
+
+def follows_the_first_strategy(body: dict[str, Any]) -> str:
+    """A stand-in model: calls the first tool the schema allows, citing the first bullet
+    it may, then answers with the tool's result."""
+    schema = body["response_format"]["json_schema"]["schema"]
+    prompt = body["messages"][-1]["content"]
+    ids = schema["properties"].get("bullets", {}).get("items", {}).get("enum", [])
+    if "Working Memory:" not in prompt:
+        tool = schema["properties"]["action"]["enum"][0]
+        return json.dumps(
+            {"thought": "t", "action": tool, "answer": "", "args": {}, "bullets": ids[:1]}
+        )
+    result = prompt.split("Observation: ", 1)[1].split("\n", 1)[0].strip()
+    return json.dumps({"thought": "t", "action": "final-answer", "answer": result, "bullets": []})
+
+
+async def test_the_openai_policy_runs_the_suite_through_an_endpoint(tmp_path: Path) -> None:
+    server = OpenAIServer()
+    server.reply = follows_the_first_strategy
+    server.start()
+    try:
+        found = await curve(
+            policy="openai",
+            llm_url=server.url,
+            llm_model="double-1",
+            seed_value=5,
+            epochs=2,
+            per_family=1,
+            distractors=1,
+            arms=("ace-on",),
+            embedder=HashingEmbedder(),
+            root=tmp_path,
+            out=lambda line: None,
+        )
+    finally:
+        server.stop()
+    assert [len(found["ace-on"])] == [2] and all(0 <= e.success <= 1 for e in found["ace-on"])
+    asked = [r.body for r in server.requests]
+    assert len(asked) == 2 * 2 * 5  # a tool call and an answer per task, five tasks, 2 epochs
+    enums = [b["response_format"]["json_schema"]["schema"]["properties"] for b in asked]
+    assert all(len(p["bullets"]["items"]["enum"]) >= 1 for p in enums)  # the ids shown
+    assert found["ace-on"][-1].tokens > 0

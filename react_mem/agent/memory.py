@@ -53,9 +53,13 @@ class MemoryRecall:
         self.flow, self.embedder, self.config = flow, embedder, config
         self.sources = registered() if sources is None else sources
 
-    async def recall(self, question: str, scope: Scope) -> Recall:
+    async def recall(self, question: str, scope: Scope, task_type: str = "") -> Recall:
         cfg, recall = self.config, Recall()
         asks = {s: s.ask(self.flow, cfg, question, scope) for s in self.sources}
+        asks = {
+            s: None if ask is None else dataclasses.replace(ask, task_type=task_type)
+            for s, ask in asks.items()
+        }
         jobs: dict[str, Awaitable[list[Item] | None]] = {}
         # Sources that need no vector are asked at once, while the question is embedded.
         for source, ask in asks.items():

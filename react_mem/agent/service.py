@@ -297,7 +297,7 @@ class AgentProcessor(Processor):
             return state
         started = time.perf_counter()
         recall = await MemoryRecall(inv.flow, self.embedder, cfg).recall(
-            request.question, inv.scope
+            request.question, inv.scope, request.task_type
         )
         self.metrics.memory_recall.labels(processor=self.id).observe(time.perf_counter() - started)
         for source in recall.missed:
