@@ -55,6 +55,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 try:
+    from benchmarks.ace_agent import run_through_agent
     from benchmarks.ace_tasks import (
         DISTRACTOR_BULLETS,
         Decision,
@@ -65,6 +66,7 @@ try:
         suite,
     )
 except ModuleNotFoundError:  # run as a script: benchmarks/ is on the path, not its parent
+    from ace_agent import run_through_agent  # type: ignore[no-redef]
     from ace_tasks import (  # type: ignore[no-redef]
         DISTRACTOR_BULLETS,
         Decision,
@@ -187,12 +189,15 @@ def tools_of(task: Task) -> list[Tool]:
     return [Tool(name, f"Computes the answer the {name} way.", (), never) for name in task.tools]
 
 
+def seed_operations(right_only: bool) -> list[DeltaOperation]:
+    """An arm's first playbook: the strategies (all, or the right ones) and distractors."""
+    texts = [(t, "strategies") for t in strategy_bullets(right_only)]
+    texts += [(t, "style") for t in DISTRACTOR_BULLETS]
+    return [DeltaOperation(type="ADD", content=t, section=section) for t, section in texts]
+
+
 async def seed(s: Services, arm: str, right_only: bool) -> None:
-    ops = [DeltaOperation(type="ADD", content=text, section="strategies")
-           for text in strategy_bullets(right_only)]  # fmt: skip
-    ops += [
-        DeltaOperation(type="ADD", content=text, section="style") for text in DISTRACTOR_BULLETS
-    ]
+    ops = seed_operations(right_only)
     await s.playbook.apply_delta(Playbook(collection=arm), Delta(delta_id="seed", operations=ops))
 
 
@@ -336,56 +341,6 @@ def simulated(noise: float, counter: TokenCounter) -> Policy:
     return answer
 
 
-def openai_policy(url: str, model: str, iterations: int = 4) -> Policy:
-    """The agent's JSON reply format through an OpenAI-compatible endpoint: tool calls run
-    here, their results go back as working memory, until a final answer (or the limit)."""
-    from react_mem.llm.base import Prompt
-    from react_mem.llm.openai_compat import OpenAIBackend, OpenAISettings
-
-    backend = OpenAIBackend(
-        OpenAISettings.load({"id": "curve-llm", "base_url": url, "model": model})
-    )
-
-    async def answer(
-        task: Task, system: str, user: str, shown: list[str], rng: random.Random
-    ) -> tuple[Decision, int]:
-        from react_mem.agent.parse import Action, ParseError
-
-        if backend._client is None:
-            await backend.start()
-        schema = json_reply.schema(task.tools, shown)
-        history: list[AgentStep] = []
-        cited: list[str] = []
-        tokens = 0
-        tool, called = task.tools[0], False
-        final: str | None = None
-        for _ in range(iterations):
-            text = prompt.user_prompt("", history, task.question) if history else user
-            if history:  # the memory section stays, as the agent keeps it
-                text = user.split("Current Task:")[0] + text
-            done = await backend.complete(
-                Prompt(system=system, prompt=text, json=True, schema=schema)
-            )
-            tokens += done.in_token or 0
-            try:
-                decision = json_reply.parse_json_reply(done.text)
-            except ParseError:
-                continue
-            cited += [b for b in decision.bullets if b in shown and b not in cited]
-            if not isinstance(decision, Action):
-                final = decision.answer
-                break
-            tool = decision.name if decision.name in task.tools else tool
-            called = True
-            history.append(
-                AgentStep(thought=decision.thought, action=decision.name,
-                          arguments=decision.arguments, observation=task.run(tool))
-            )  # fmt: skip
-        return Decision(tool, cited, answer=final, called=called), tokens
-
-    return answer
-
-
 # -- the run -------------------------------------------------------------------------------
 async def curve(
     *,
@@ -411,20 +366,32 @@ async def curve(
         embedder = shared_embedder(PlaybookMemoryProcessor.Settings.load({"id": "curve"}))
     await embedder.start()
     tasks = suite(per_family, distractors, seed_value)
+    chosen_arms = tuple(a for a in ARMS if a[0] in arms)
     with contextlib.ExitStack() as stack:
         if root is None:
             root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ace-curve-")))
-        async with services(root, embedder, playbook_settings or {}) as s:
-            chosen = (
-                simulated(noise, s.counter)
-                if policy == "simulated"
-                else openai_policy(llm_url, llm_model)
+        if policy == "openai":
+            results = await run_through_agent(
+                tasks,
+                tuple(a[0] for a in chosen_arms),
+                {a[0]: seed_operations(a[3]) for a in chosen_arms},
+                epochs=epochs,
+                seed_value=seed_value,
+                root=root,
+                embedder=embedder,
+                llm_url=llm_url,
+                llm_model=llm_model,
+                playbook_settings=playbook_settings or {},
+                epoch_type=Epoch,
+                recommends_wrong=recommends_wrong,
             )
-            results = {
-                a[0]: await run_arm(s, a, tasks, chosen, epochs, seed_value, credit)
-                for a in ARMS
-                if a[0] in arms
-            }
+        else:
+            async with services(root, embedder, playbook_settings or {}) as s:
+                chosen = simulated(noise, s.counter)
+                results = {
+                    a[0]: await run_arm(s, a, tasks, chosen, epochs, seed_value, credit)
+                    for a in chosen_arms
+                }
     report(results, out)
     return results
 

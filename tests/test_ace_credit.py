@@ -280,3 +280,13 @@ async def test_recent_lessons_of_the_owners_task_type_reach_the_prompt_fenced(
     lessons = {"Subtract 32 before scaling by 5/9.", "State the unit in the final answer."}
     assert {line.split(": ", 1)[1], episodes[0].split("Lessons: ")[1]} == lessons
     assert "thermostat" not in text and "1.609" not in text
+
+
+def test_lessons_name_the_task_type_so_those_of_different_types_stay_apart() -> None:
+    right = trajectory(answer="8.05 km", task_type="Unit Conversion!")
+    [lesson] = heuristic_reflection(right).lessons
+    assert (
+        lesson.content == "For unit conversion tasks, using convert gave a good answer in 1 step."
+    )
+    [untyped] = heuristic_reflection(right.model_copy(update={"task_type": ""})).lessons
+    assert untyped.content.startswith("For how questions, using convert")

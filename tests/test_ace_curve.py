@@ -90,21 +90,24 @@ async def test_with_reinforcement_ace_reaches_the_oracle_and_sheds_what_hurts(
 
 
 def follows_the_first_strategy(body: dict[str, Any]) -> str:
-    """A stand-in model: calls the first tool the schema allows, citing the first bullet
-    it may, then answers with the tool's result."""
+    """A stand-in model behind the endpoint: calls the first tool the schema allows, citing
+    the first bullet it may, then answers with the tool's result."""
     schema = body["response_format"]["json_schema"]["schema"]
+    if "action" not in schema["properties"]:
+        return "{}"  # not the agent asking
     prompt = body["messages"][-1]["content"]
     ids = schema["properties"].get("bullets", {}).get("items", {}).get("enum", [])
-    if "Working Memory:" not in prompt:
+    if "Observation:" not in prompt:
         tool = schema["properties"]["action"]["enum"][0]
-        return json.dumps(
-            {"thought": "t", "action": tool, "answer": "", "args": {}, "bullets": ids[:1]}
-        )
-    result = prompt.split("Observation: ", 1)[1].split("\n", 1)[0].strip()
+        reply = {"thought": "t", "action": tool, "answer": "", "args": {"question": "q"}}
+        return json.dumps(reply | {"bullets": ids[:1]})
+    result = prompt.rsplit("Observation: ", 1)[1].split("\n", 1)[0].strip()
     return json.dumps({"thought": "t", "action": "final-answer", "answer": result, "bullets": []})
 
 
-async def test_the_openai_policy_runs_the_suite_through_an_endpoint(tmp_path: Path) -> None:
+async def test_the_openai_policy_runs_the_suite_through_the_real_agent(tmp_path: Path) -> None:
+    """The agent, its text completion (an OpenAI-compatible double here), the memory
+    services, the learner and the tools as a tool service, all for real."""
     server = OpenAIServer()
     server.reply = follows_the_first_strategy
     server.start()
@@ -117,16 +120,28 @@ async def test_the_openai_policy_runs_the_suite_through_an_endpoint(tmp_path: Pa
             epochs=2,
             per_family=1,
             distractors=1,
-            arms=("ace-on",),
+            arms=("ace-on", "ace-off"),
             embedder=HashingEmbedder(),
             root=tmp_path,
             out=lambda line: None,
         )
     finally:
         server.stop()
-    assert [len(found["ace-on"])] == [2] and all(0 <= e.success <= 1 for e in found["ace-on"])
+    on, off = found["ace-on"], found["ace-off"]
+    assert len(on) == len(off) == 2
     asked = [r.body for r in server.requests]
-    assert len(asked) == 2 * 2 * 5  # a tool call and an answer per task, five tasks, 2 epochs
-    enums = [b["response_format"]["json_schema"]["schema"]["properties"] for b in asked]
-    assert all(len(p["bullets"]["items"]["enum"]) >= 1 for p in enums)  # the ids shown
-    assert found["ace-on"][-1].tokens > 0
+    agent = [
+        b for b in asked if "action" in b["response_format"]["json_schema"]["schema"]["properties"]
+    ]
+    assert len(agent) == 2 * 2 * 2 * 5  # two arms, two epochs, five tasks, tool then answer
+    cited = [
+        p["properties"]["bullets"]["items"]["enum"]
+        for p in (b["response_format"]["json_schema"]["schema"] for b in agent)
+    ]
+    assert all(ids for ids in cited)  # every prompt held bullets, and the schema lists them
+    # The stand-in calls the first tool listed, wrong or inapplicable for every task: it
+    # never succeeds. ace-on's learner marked the bullets it cited (helpful for a tool that
+    # ran, then harmful from the feedback's right answer); ace-off's counters never move.
+    assert [e.success for e in on + off] == [0.0] * 4
+    assert on[-1].wrong_helpful > 0 and on[-1].bullets > off[-1].bullets
+    assert (off[-1].wrong_helpful, off[-1].harmful_held) == (0, 0)
