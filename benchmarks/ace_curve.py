@@ -15,14 +15,14 @@ bullets):
 - ``oracle``: a playbook holding only the right strategies, nothing learned: the best the
   policy can do at this noise.
 
-Each task's prompt is recalled and rendered as the agent does it (its ``agent-mem`` defaults,
-its prompt code), and the policy answers it:
-
-- ``--policy simulated``: a stand-in for the LLM that follows the strategies its prompt
-  speaks best of, citing the bullet it follows, with ``--noise`` slips (``ace_tasks.py``);
-- ``--policy openai --llm-url URL --llm-model M``: an OpenAI-compatible endpoint answers
-  with the agent's JSON reply schema and parser, tools run in-process for up to four
-  iterations (none runs on the machines this was written on; it is runnable where one is).
+- ``--policy simulated``: each prompt is recalled and rendered as the agent does it (its
+  ``agent-mem`` defaults, its prompt code) and a stand-in for the LLM answers: it follows
+  the strategies its prompt speaks best of, citing the bullet it follows, with ``--noise``
+  slips (``ace_tasks.py``); the evaluator's right answer is the trajectory's ground truth;
+- ``--policy openai --llm-url URL --llm-model M``: the same tasks through the real agent
+  (``ace_agent.py``: agent, text completion through the endpoint, memory services, learner,
+  the tools as a tool service; the right answer goes back as feedback). No endpoint runs on
+  the machines this was written on; a test runs it against a local double.
 
 Per epoch it prints each arm's success rate (family tasks only: distractors always succeed),
 the ace-on playbook's size, its bullets with more harmful than helpful marks (held, and

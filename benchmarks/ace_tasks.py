@@ -46,6 +46,8 @@ class Family:
         return f"{self.tools[tool][0](*params):.2f}"
 
 
+# Tool names hold no digits: the learner refuses lessons that carry an identifier mixing
+# letters and digits (it may be a user's), so "pay-overtime-past-40" could never be learned.
 TEMPERATURE = "Convert Fahrenheit to Celsius with"
 VAT = "Extract VAT with"
 PAY = "Compute weekly pay with"
@@ -99,9 +101,10 @@ FAMILIES = (
         ),
         lambda r: (float(r.randint(42, 60)), float(r.randint(10, 40))),
         {
-            "pay-overtime-past-40": (
+            "pay-overtime-past-forty": (
                 lambda h, w: 40 * w + 1.5 * w * (h - 40),
-                f"{PAY} pay-overtime-past-40: hours past forty at one and a half times the rate.",
+                f"{PAY} pay-overtime-past-forty: hours past forty at one and a half times"
+                " the rate.",
             ),
             "pay-flat-rate": (
                 lambda h, w: h * w,
@@ -112,7 +115,7 @@ FAMILIES = (
                 f"{PAY} pay-all-overtime: every hour at one and a half times the rate.",
             ),
         },
-        "pay-overtime-past-40",
+        "pay-overtime-past-forty",
     ),
     Family(
         "growth",

@@ -86,7 +86,7 @@ async def test_with_reinforcement_ace_reaches_the_oracle_and_sheds_what_hurts(
     assert any(o.success >= 0.9 * best.success for o, best in zip(on, oracle, strict=True))
     assert on[-1].success >= 0.9 * oracle[-1].success, (rates(on), rates(oracle))
     assert [e.harmful_shown for e in on[3:]] == [0, 0]
-    assert on[0].harmful_shown > 0  # there was something to shed
+    assert on[-1].harmful_held > 0  # held, blamed more than credited, but kept out of prompts
 
 
 def follows_the_first_strategy(body: dict[str, Any]) -> str:
