@@ -17,7 +17,7 @@ from typing import Any
 from react_mem.bus.backends import add_bus_args, describe_bus, open_bus
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import BrokerNotRunning, Transport
-from react_mem.commands import ask, feedback, memory, playbook
+from react_mem.commands import ask, feedback, memory, playbook, trajectories
 from react_mem.demo import run_demo
 from react_mem.errors import ReactMemError, RequestTimeout
 from react_mem.ownership import DirectoryOwner
@@ -332,6 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
     memory.add_parser(sub, _client_args)
     playbook.add_parser(sub, _client_args)
     feedback.add_parser(sub, _client_args)
+    trajectories.add_parser(sub, _client_args)
     _no_abbreviations(parser)
     return parser
 
@@ -347,6 +348,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, int | Non
     "memory": memory.command,
     "playbook": playbook.command,
     "feedback": feedback.command,
+    "trajectories": trajectories.command,
 }
 
 

@@ -177,7 +177,7 @@ async def test_the_llm_reflection_is_checked_item_by_item_and_gaps_are_filled() 
     assert r.corrections == [Correction(id="b2", content="", reason="obsolete")]
     [request] = asked
     assert request.response_format == "json" and "lessons" in request.schema_["properties"]
-    assert "- [b1] Look up family members" in request.prompt
+    assert "- [b1] (relied on) Look up family members" in request.prompt
     assert "Recent reflections on this context (oldest first):\n1. Question: earlier" in (
         request.prompt
     )

@@ -7,9 +7,10 @@ batch of 5% of it (at most 50). An episode's value is its score (its importance:
 clean success) plus its recency, 0.5^(age / ``half_life``): a fresh failure outranks a
 month-old failure, and a proven success outlasts newer failures (seeds 002/004: pruning by
 value, not by age alone); equal values go oldest first. Finding them means reading the
-bucket (≈80 ms for 1000 episodes here, against ≈1 ms for a store), so a full bucket pays that once per batch, not
-on every store. Episodes older than ``max_age`` are never returned and are deleted by
-:meth:`EpisodeMemory.sweep`, which a background task runs; a workspace's
+bucket (≈80 ms for 1000 episodes here, against ≈1 ms for a store), so a full bucket pays
+that once per batch, not on every store. Episodes older than ``max_age`` are never
+returned and are deleted by :meth:`EpisodeMemory.sweep`, which a background task runs; a
+workspace's
 ``episode-retention-days`` (:mod:`react_mem.retention`) overrides ``max_age``.
 Episodes merged into another by consolidation (:mod:`.consolidate`) stay in their bucket
 and count towards its limit.
@@ -114,6 +115,7 @@ class EpisodeMemory:
                 "outcome": FieldType.KEYWORD,
                 "created_at": FieldType.FLOAT,
                 "session_id": FieldType.KEYWORD,
+                "task_type": FieldType.KEYWORD,
                 "consolidated_into": FieldType.KEYWORD,
             },
             text_fields=("goal", "lessons"),
@@ -165,7 +167,7 @@ class EpisodeMemory:
             scope=scope,
             limit=top_k,
             min_score=request.min_score,
-            where=[*self._fresh(scope.workspace), *_outcome(request), _UNMERGED],
+            where=[*self._fresh(scope.workspace), *_narrowed(request), _UNMERGED],
             text=text,
             retrieval=resolve(request.retrieval),
         )
@@ -188,7 +190,7 @@ class EpisodeMemory:
             self._store.scroll,
             self.collection,
             scope=scope,
-            where=[*self._fresh(scope.workspace), *_outcome(request), _UNMERGED],
+            where=[*self._fresh(scope.workspace), *_narrowed(request), _UNMERGED],
             limit=request.limit,
             offset=request.offset,
         )
@@ -355,5 +357,15 @@ def _same(found: list[Record], payload: dict[str, object]) -> bool:
     return bool(found) and found[0].payload.get("content_hash") == payload["content_hash"]
 
 
-def _outcome(request: EpisodeRequest) -> list[Condition]:
-    return [] if request.outcome is None else [Condition("outcome", equals=request.outcome)]
+def _narrowed(request: EpisodeRequest) -> list[Condition]:
+    """The retrieve/list filters: outcome, task type, stored since / until."""
+    found = []
+    if request.outcome is not None:
+        found.append(Condition("outcome", equals=request.outcome))
+    if request.task_type:
+        found.append(Condition("task_type", equals=request.task_type))
+    if request.since is not None:
+        found.append(Condition("created_at", gte=request.since))
+    if request.until is not None:
+        found.append(Condition("created_at", lt=request.until))
+    return found

@@ -98,6 +98,10 @@ def episode_payload(
         "tokens": request.tokens,
         "duration_seconds": request.duration_seconds,
         "session_id": request.session_id or None,
+        "task_type": request.task_type or "",
+        "parent_session_id": request.parent_session_id or "",
+        "bullets_shown": list(dict.fromkeys(request.bullets_shown)),
+        "bullets_used": list(dict.fromkeys(request.bullets_used)),
     }
     encoded = _canonical(content).encode()
     if len(encoded) > limits.max_episode_bytes:
@@ -119,6 +123,10 @@ CONTENT_KEYS = (
     "tokens",
     "duration_seconds",
     "session_id",
+    "task_type",
+    "parent_session_id",
+    "bullets_shown",
+    "bullets_used",
 )
 
 

@@ -106,6 +106,11 @@ class AgentMemConfig(BaseModel):
     #: Facts and episodes less similar than this (cosine) are left out of the prompt.
     fact_min_score: float = Field(default=0.15, ge=-1.0, le=1.0, alias="fact-min-score")
     episode_min_score: float = Field(default=0.3, ge=-1.0, le=1.0, alias="episode-min-score")
+    #: Recent reflections in the prompt (seed 003): the lessons of up to this many of the
+    #: owner's episodes from the last ``reflection-window-days``, of the request's task type
+    #: when it names one, most relevant first, beside the episodes recalled; 0: none.
+    reflection_top_k: int = Field(default=3, ge=0, le=20, alias="reflection-top-k")
+    reflection_window_days: float = Field(default=7.0, gt=0, alias="reflection-window-days")
     #: How facts and episodes are ranked: by meaning (``dense``), by words (``lexical``,
     #: BM25) or both fused (``hybrid``: ``rrf`` ranks or ``dbsf`` scores), and RRF's
     #: weights as ``[dense, lexical]``.

@@ -12,7 +12,7 @@ from react_mem.processor.flow import Flow
 from react_mem.schema import AgentRequest, AgentStep
 from react_mem.schema.agent import MemoryState
 from react_mem.schema.scope import Scope
-from react_mem.schema.trajectory import PARSE_ERROR_ACTION, Outcome, Trajectory
+from react_mem.schema.trajectory import PARSE_ERROR_ACTION, Outcome, Trajectory, success_score
 from react_mem.text import clip, one_line
 
 logger = logging.getLogger(__name__)
@@ -58,6 +58,10 @@ def trajectory(
         finished_at=finished,
         memory_used=state.used,
         context_scope_id=cfg.playbook_context_scope,
+        task_type=request.task_type,
+        parent_session_id=request.parent_session_id,
+        score=success_score(outcome, tool_errors(state.steps), state.parse_retries),
+        bullets_used=list(state.cited),
         extract_facts=cfg.enable_auto_fact_extraction,
         record_episode=cfg.enable_episode_recording,
     )

@@ -105,6 +105,17 @@ def episode_items(episodes: Sequence[Episode]) -> list[Item]:
     return items
 
 
+def reflection_items(episodes: Sequence[Episode]) -> list[Item]:
+    """Lessons of recent episodes (seed 003's recent reflections), each as one line."""
+    return [
+        Item(
+            f"- Recent lesson ({e.outcome}): {clean('; '.join(e.lessons))}",
+            MemoryRef(kind="episode", id=e.id, content="; ".join(e.lessons), score=e.similarity),
+        )
+        for e in episodes
+    ]
+
+
 def conversation_items(conversation: Conversation | None, turns: int) -> list[Item]:
     if conversation is None:
         return []

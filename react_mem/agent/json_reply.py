@@ -20,25 +20,45 @@ FORMAT = f"""Reply with one JSON object: "thought" (your reasoning about the Que
 or "args" (the tool's arguments).
 Memory tells you about the user: your answer must respect it."""
 
+#: Added when the prompt holds playbook bullets (seed 003: the generator cites bullet ids).
+CITE = (
+    'Also give "bullets": the ids of the playbook bullets your decision relies on '
+    "(an empty list if none)."
+)
+
 CORRECTION = f"Reply with one JSON object only, as described: {FORMAT}"
 
 
-def schema(tool_names: Sequence[str]) -> dict[str, Any]:
+def schema(tool_names: Sequence[str], bullet_ids: Sequence[str] = ()) -> dict[str, Any]:
     """The JSON Schema of a decision: ``action`` is one of the tools or the answer.
     ``answer`` is always required, right after ``action`` (a grammar writes required keys
     in order): a small model otherwise chooses the answer and ends the object without one;
-    with a tool it is ignored. (No ``maxLength``: llama.cpp expands it into a grammar too
-    large to load.)"""
-    return {
-        "type": "object",
-        "properties": {
-            "thought": {"type": "string"},
-            "action": {"type": "string", "enum": [*tool_names, ANSWER]},
-            "answer": {"type": "string"},
-            "args": {"type": "object", "additionalProperties": {"type": "string"}},
-        },
-        "required": ["thought", "action", "answer"],
+    with a tool it is ignored. With ``bullet_ids`` (the bullets in the prompt),
+    ``bullets`` is required last and each item is one of those ids, so a constrained
+    model always writes a valid list, if only ``[]``. (No ``maxLength``: llama.cpp expands
+    it into a grammar too large to load.)"""
+    properties: dict[str, Any] = {
+        "thought": {"type": "string"},
+        "action": {"type": "string", "enum": [*tool_names, ANSWER]},
+        "answer": {"type": "string"},
+        "args": {"type": "object", "additionalProperties": {"type": "string"}},
     }
+    required = ["thought", "action", "answer"]
+    if bullet_ids:
+        ids = list(dict.fromkeys(bullet_ids))
+        properties["bullets"] = {"type": "array", "items": {"type": "string", "enum": ids}}
+        required.append("bullets")
+    return {"type": "object", "properties": properties, "required": required}
+
+
+def cited(value: Any) -> tuple[str, ...]:
+    """The ids a reply's ``bullets`` holds: a list of strings (others ignored, in order,
+    once each); anything else is none. Which of them were shown is the agent's check."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        return ()
+    return tuple(dict.fromkeys(x.strip() for x in value if isinstance(x, str) and x.strip()))
 
 
 def parse_json_reply(text: str) -> Action | Final:
@@ -60,7 +80,7 @@ def parse_json_reply(text: str) -> Action | Final:
         answer = str(data.get("answer") or "").strip()
         if not answer:
             raise ParseError(f'Your reply chose "{ANSWER}" but its "answer" is empty.')
-        return Final(thought=thought, answer=answer)
+        return Final(thought=thought, answer=answer, bullets=cited(data.get("bullets")))
     args = data.get("args") or {}
     if not isinstance(args, dict):
         raise ParseError('"args" must be a JSON object.')
@@ -68,4 +88,6 @@ def parse_json_reply(text: str) -> Action | Final:
         str(k): v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
         for k, v in args.items()
     }
-    return Action(thought=thought, name=action, arguments=arguments)
+    return Action(
+        thought=thought, name=action, arguments=arguments, bullets=cited(data.get("bullets"))
+    )

@@ -45,6 +45,8 @@ class ReplyFormat:
 
     json: bool = False
     tool_names: Sequence[str] = ()
+    #: The playbook bullets in the prompt, which the reply may cite (JSON: an enum).
+    bullet_ids: Sequence[str] = ()
 
     def parse(self, text: str) -> Action | Final:
         return json_reply.parse_json_reply(text) if self.json else parse_reply(text)
@@ -56,7 +58,7 @@ class ReplyFormat:
     def request(self, system: str, prompt: str, streaming: bool) -> TextCompletionRequest:
         if not self.json:
             return TextCompletionRequest(system=system, prompt=prompt, streaming=streaming)
-        schema: dict[str, Any] = json_reply.schema(self.tool_names)
+        schema: dict[str, Any] = json_reply.schema(self.tool_names, self.bullet_ids)
         return TextCompletionRequest(
             system=system, prompt=prompt, response_format="json", schema=schema
         )

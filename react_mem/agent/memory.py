@@ -53,11 +53,17 @@ class MemoryRecall:
         self.flow, self.embedder, self.config = flow, embedder, config
         self.sources = registered() if sources is None else sources
 
-    async def recall(self, question: str, scope: Scope, state: str = "") -> Recall:
-        """``state``: the invocation's recent steps, which episode recall also reads."""
+    async def recall(
+        self, question: str, scope: Scope, state: str = "", task_type: str = ""
+    ) -> Recall:
+        """``state``: the invocation's recent steps, which episode recall also reads;
+        ``task_type``: the request's, which the playbook's topic boost reads."""
         cfg, recall = self.config, Recall()
         asks = {s: s.ask(self.flow, cfg, question, scope) for s in self.sources}
-        asks = {s: a and dataclasses.replace(a, state=state) for s, a in asks.items()}
+        asks = {
+            s: None if ask is None else dataclasses.replace(ask, state=state, task_type=task_type)
+            for s, ask in asks.items()
+        }
         jobs: dict[str, Awaitable[list[Item] | None]] = {}
         # Sources that need no vector are asked at once, while the question is embedded.
         for source, ask in asks.items():

@@ -6,6 +6,10 @@ The format, asked for by the agent's prompt (TrustGraph's react agent's)::
     Action: tool_name          or       Final Answer: the answer, any number of lines
     Args: {"arg": "value"}
 
+A ``Bullets:`` line before the Action or Final Answer (optional) names the playbook bullets
+the decision relies on, by id (seed 003: the generator cites bullet ids); ids are read
+leniently (commas, spaces, brackets, quotes) and the agent keeps only ids it showed.
+
 Markers open a line and are read leniently: any case, indented, in markdown bold or under a
 header (``**Thought:**``, ``### Final Answer:``); ``Action Input:`` is an alias of ``Args:``.
 Text before the first marker is ignored, and a closing ``` fence is dropped when the reply
@@ -31,11 +35,13 @@ __all__ = ["CORRECTION", "Action", "Final", "ParseError", "parse_reply"]
 
 @dataclass(frozen=True)
 class Action:
-    """A tool call. Argument values are strings: JSON text for non-string values."""
+    """A tool call. Argument values are strings: JSON text for non-string values.
+    ``bullets``: the playbook bullet ids the model says it relied on."""
 
     thought: str
     name: str
     arguments: dict[str, str]
+    bullets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,7 @@ class Final:
 
     thought: str
     answer: str
+    bullets: tuple[str, ...] = ()
 
 
 class ParseError(ReactMemError, ValueError):
@@ -64,7 +71,8 @@ Final Answer: your answer to the user"""
 # after the colon. The content of the marker's line starts at the match's end.
 MARKER = re.compile(
     r"[ \t]*(?:\#{1,6}[ \t]*)?(?:[*_]{1,2}[ \t]*)?"
-    r"(?P<kw>thought|action[ \t]*input|action|args|final[ \t]*answer|observation)"
+    r"(?P<kw>thought|action[ \t]*input|action|args|final[ \t]*answer|observation"
+    r"|bullets(?:[ \t]*used)?)"
     r"[ \t]*(?:[*_]{1,2})?[ \t]*:(?P<close>[*_]{0,2})",
     re.IGNORECASE,
 )
@@ -75,13 +83,17 @@ _KINDS = {
     "args": "args",
     "finalanswer": "final",
     "observation": "observation",
+    "bullets": "bullets",
+    "bulletsused": "bullets",
 }
+#: A bullet id as cited: letters, digits and ``-_.:`` (uuids, ``section-00042``).
+BULLET_ID = re.compile(r"[\w.:-]+")
 OPEN_FENCE = re.compile(r"`{3,}[\w+.#-]*")
 CLOSE_FENCE = re.compile(r"`{3,}")
 
 
 def marker_kind(match: re.Match[str]) -> str:
-    """ "thought", "action", "args", "final" or "observation"."""
+    """ "thought", "action", "args", "final", "observation" or "bullets"."""
     return _KINDS[re.sub(r"[ \t]", "", match["kw"].lower())]
 
 
@@ -91,6 +103,7 @@ def parse_reply(text: str) -> Action | Final:
     if not text:
         raise ParseError("Your reply was empty.")
     thoughts: list[str] = []
+    cited: list[str] = []
     start: int | None = None  # content start of the Thought being read
     seen = False
     for pos in _line_starts(text):
@@ -104,18 +117,28 @@ def parse_reply(text: str) -> Action | Final:
         kind = marker_kind(m)
         if kind == "thought":
             start = m.end()
+        elif kind == "bullets":
+            nl = text.find("\n", m.end())
+            cited += bullet_ids(text[m.end() : len(text) if nl < 0 else nl])
         elif kind == "final":
             answer = text[m.end() :].strip()
             if not answer:
                 raise ParseError('Your "Final Answer:" is empty.')
-            return Final(_join(thoughts), answer)
+            return Final(_join(thoughts), answer, tuple(dict.fromkeys(cited)))
         elif kind == "action":
-            return _action(_join(thoughts), text, m.end())
+            found = _action(_join(thoughts), text, m.end())
+            return Action(found.thought, found.name, found.arguments, tuple(dict.fromkeys(cited)))
         elif kind == "observation":
             break  # the model is imagining a tool's result
     if seen:
         raise ParseError('Your reply has no "Action:" line and no "Final Answer:" line.')
     raise ParseError('Your reply has none of the "Thought:", "Action:", "Final Answer:" lines.')
+
+
+def bullet_ids(text: str) -> list[str]:
+    """The ids in a ``Bullets:`` line: ``[a, b]``, ``a b``, ``"a", "b"``; "none" is none."""
+    found = BULLET_ID.findall(text)
+    return [x for x in found if x.casefold() not in ("none", "n/a", "na", "-")]
 
 
 def _action(thought: str, text: str, content: int) -> Action:

@@ -223,11 +223,15 @@ class AgentProcessor(Processor):
         if len(history) < len(request.history):
             inv.state = inv.state.model_copy(update={"compressions": inv.state.compressions + 1})
         tools = self.tools_for(ws, inv)
-        form = ReplyFormat(json=cfg.reply_format == "json", tool_names=sorted(tools))
+        shown = shown_bullets(inv.state)
+        form = ReplyFormat(
+            json=cfg.reply_format == "json", tool_names=sorted(tools), bullet_ids=shown
+        )
         system = prompt.system_prompt(
             list(tools.values()),
             cfg.additional_context,
             json_reply.FORMAT if form.json else prompt.FORMAT,
+            cite=(json_reply.CITE if form.json else prompt.CITE) if shown else "",
         )
         user = prompt.user_prompt(
             inv.state.context, history, request.question, inv.state.post_context
@@ -256,6 +260,7 @@ class AgentProcessor(Processor):
                 "in_tokens": state.in_tokens + usage.in_tokens,
                 "out_tokens": state.out_tokens + usage.out_tokens,
                 "parse_retries": state.parse_retries + retries,
+                "cited": cited_bullets(state, decision, shown),
             }
         )
 
@@ -299,7 +304,7 @@ class AgentProcessor(Processor):
             return state
         started = time.perf_counter()
         recall = await MemoryRecall(inv.flow, self.embedder, cfg).recall(
-            request.question, inv.scope, recent_state(request.history)
+            request.question, inv.scope, recent_state(request.history), request.task_type
         )
         self.metrics.memory_recall.labels(processor=self.id).observe(time.perf_counter() - started)
         for source in recall.missed:
@@ -453,6 +458,21 @@ class AgentProcessor(Processor):
             outcome,
             self.settings.memory_write_timeout,
         )
+
+
+def shown_bullets(state: MemoryState) -> list[str]:
+    """The ids of the playbook bullets in the invocation's prompt."""
+    return list(dict.fromkeys(r.id for r in state.used if r.kind == "bullet" and r.id))
+
+
+def cited_bullets(
+    state: MemoryState, decision: Action | Final | ParseError, shown: list[str]
+) -> list[str]:
+    """The bullets cited so far, with the ones ``decision`` cites among those ``shown``;
+    an id the prompt did not hold is ignored (a model's slip credits nothing)."""
+    said = () if isinstance(decision, ParseError) else decision.bullets
+    known = set(shown)
+    return list(dict.fromkeys([*state.cited, *(b for b in said if b in known)]))
 
 
 def _last_observation(history: list[AgentStep]) -> str:

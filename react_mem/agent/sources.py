@@ -13,6 +13,7 @@ accepts and validates them from then on. A new kind's source lives in its own pa
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ from react_mem.agent.items import (
     conversation_items,
     episode_items,
     fact_items,
+    reflection_items,
 )
 from react_mem.clients.base import Service
 from react_mem.clients.conversations import CONVERSATION_MEMORY, ConversationClient
@@ -35,6 +37,8 @@ from react_mem.processor.flow import Flow
 from react_mem.processor.kinds import kinds, load
 from react_mem.schema import AgentStep
 from react_mem.schema.scope import Scope
+
+SECONDS_PER_DAY = 86400.0
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,8 @@ class Ask:
     #: The invocation's state so far (its recent steps; "" at a fresh start): episodes
     #: are recalled by question and state (seed 004).
     state: str = ""
+    #: The request's task type (``AgentRequest.task_type``), empty when it names none.
+    task_type: str = ""
 
 
 #: Steps of the request's history that describe its state, and their length at most.
@@ -148,7 +154,26 @@ async def _episodes(ask: Ask) -> list[Item]:
         min_score=ask.min_score,
         retrieval=ask.cfg.retrieval(),
     )
-    return episode_items(episodes)
+    return episode_items(episodes) + await _recent_lessons(ask, {e.id for e in episodes})
+
+
+async def _recent_lessons(ask: Ask, shown: set[str]) -> list[Item]:
+    """Seed 003's recent reflections: the lessons of the owner's latest relevant episodes
+    (of the request's task type, if it names one) that the recall above did not show."""
+    cfg = ask.cfg
+    if cfg.reflection_top_k <= 0:
+        return []
+    recent = await EpisodeClient.of(ask.flow).retrieve(
+        _owner(ask),
+        goal=ask.question,
+        vector=ask.vector,
+        top_k=cfg.reflection_top_k,
+        min_score=ask.min_score,
+        retrieval=cfg.retrieval(),
+        task_type=ask.task_type or None,
+        since=time.time() - cfg.reflection_window_days * SECONDS_PER_DAY,
+    )
+    return reflection_items([e for e in recent if e.id not in shown and e.lessons])
 
 
 async def _playbook(ask: Ask) -> list[Item]:

@@ -11,10 +11,25 @@ from react_mem.agent.parse import CLOSE_FENCE, MARKER, OPEN_FENCE, marker_kind
 __all__ = ["Chunk", "StreamingReplyParser"]
 
 State = Literal["skip", "thought", "answer", "done"]
-_NEXT: dict[str, State] = {"thought": "thought", "final": "answer", "args": "skip"}
+# A Bullets line (cited ids) is not streamed; the markers after it are.
+_NEXT: dict[str, State] = {
+    "thought": "thought",
+    "final": "answer",
+    "args": "skip",
+    "bullets": "skip",
+}
 # What may open a line before a marker's keyword (see MARKER).
 _DECOR = re.compile(r"[ \t]*(?:\#{1,6}[ \t]*)?(?:[*_]{1,2}[ \t]*)?")
-_WORDS = ("thought", "actioninput", "action", "args", "finalanswer", "observation")
+_WORDS = (
+    "thought",
+    "actioninput",
+    "action",
+    "args",
+    "finalanswer",
+    "observation",
+    "bulletsused",
+    "bullets",
+)
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,9 @@ class EpisodeClient(ConsolidatingClient[EpisodeRequest, EpisodeResponse]):
         outcome: Outcome | None = None,
         min_score: float | None = None,
         retrieval: RetrievalOptions | None = None,
+        task_type: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
     ) -> list[Episode]:
         """The episodes most similar to ``goal``/``context`` (or ``vector``), best first."""
         response = await self.call(
@@ -90,6 +93,9 @@ class EpisodeClient(ConsolidatingClient[EpisodeRequest, EpisodeResponse]):
                 outcome=outcome,
                 min_score=min_score,
                 retrieval=retrieval,
+                task_type=task_type,
+                since=since,
+                until=until,
                 **owner(scope),
             )
         )
@@ -108,7 +114,12 @@ class EpisodeClient(ConsolidatingClient[EpisodeRequest, EpisodeResponse]):
         limit: int = 20,
         offset: str | None = None,
         outcome: Outcome | None = None,
+        task_type: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
     ) -> Page[Episode]:
+        """A page of the owner's episodes (trajectories), narrowed by outcome, task type
+        and the time they were stored."""
         response = await self.call(
             build(
                 EpisodeRequest,
@@ -116,6 +127,9 @@ class EpisodeClient(ConsolidatingClient[EpisodeRequest, EpisodeResponse]):
                 limit=limit,
                 offset=offset,
                 outcome=outcome,
+                task_type=task_type,
+                since=since,
+                until=until,
                 **owner(scope),
             )
         )

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from react_mem.learner import records
 from react_mem.learner.curator import Mode, curate
 from react_mem.learner.extract import clip
-from react_mem.learner.heuristic import bullets_used
+from react_mem.learner.heuristic import bullets_credited, bullets_used
 from react_mem.learner.llm import JsonLLM
 from react_mem.learner.reflection import Reflection
 from react_mem.learner.reflector import reflect
@@ -93,7 +93,7 @@ async def plan_ace(
     operations, curated_by = await curate(
         llm if config.curator == "llm" else None,
         reflection,
-        bullets_used(t),
+        bullets_credited(t),  # the bullets shown but not relied on only age
         user=t.user,
         source=source,
         threshold=config.similarity,

@@ -41,6 +41,17 @@ def bullets_used(t: Trajectory) -> list[MemoryRef]:
     return list(seen.values())
 
 
+def bullets_credited(t: Trajectory) -> list[MemoryRef]:
+    """The bullets in the prompt that the agent said it relied on: the only ones a
+    reflection credits or blames (seed 003); the others shown only age. A record without
+    citations (``bullets_used`` None, an older agent) credits every bullet shown."""
+    shown = bullets_used(t)
+    if t.bullets_used is None:
+        return shown
+    cited = set(t.bullets_used)
+    return [b for b in shown if b.id in cited]
+
+
 def matches(answer: str, truth: str) -> bool:
     """The expected answer is the answer, or stands in it as whole words."""
     a, want = _normal(answer), _normal(truth)
@@ -103,7 +114,7 @@ def heuristic_reflection(
         key_insight=lessons[0].content if lessons else "",
         lessons=lessons,
         bullet_tags=[
-            BulletTag(id=b.id, tag=bullet_tag(t, feedback, found)) for b in bullets_used(t)
+            BulletTag(id=b.id, tag=bullet_tag(t, feedback, found)) for b in bullets_credited(t)
         ],
     )
     return generalised(reflection, t, feedback)
@@ -140,7 +151,7 @@ def _heuristic_lessons(t: Trajectory, feedback: Feedback | None, found: Verdict)
     learns from the feedback only; the trajectory's own lessons were learned with it."""
     if feedback is not None:
         return _feedback_lessons(t, feedback, found)
-    q = kind_of(t.question)
+    q = kind_of_task(t)
     lessons: list[Lesson] = []
     if t.ground_truth and t.ground_truth.strip() and not matches(t.answer, t.ground_truth):
         lessons.append(_truth_lesson(t, t.ground_truth))
@@ -196,14 +207,14 @@ def _feedback_lessons(t: Trajectory, feedback: Feedback, found: Verdict) -> list
         how = {"positive": "valued", "negative": "objected to", "neutral": "commented on"}[found]
         kind: LessonType = "success" if found == "positive" else "failure"
         # What the user wrote is theirs: the lesson says only that they judged it.
-        said = f"A user {how} an answer to {kind_of(t.question)}; weigh this approach there."
+        said = f"A user {how} an answer to {kind_of_task(t)}; weigh this approach there."
         lessons.append(_lesson(said, kind, "feedback"))
     return lessons
 
 
 def _truth_lesson(t: Trajectory, truth: str) -> Lesson:
     return _lesson(
-        f"For {kind_of(t.question)}, the answer given differed from the expected one; check "
+        f"For {kind_of_task(t)}, the answer given differed from the expected one; check "
         "the answer against the sources before replying.",
         "failure",
         "ground-truth",
@@ -211,6 +222,14 @@ def _truth_lesson(t: Trajectory, truth: str) -> Lesson:
 
 
 _ASKS = ("how", "why", "what", "which", "when", "where", "who")
+
+
+def kind_of_task(t: Trajectory) -> str:
+    """The trajectory's task type as its kind ("temperature tasks"): lessons of different
+    task types stay apart instead of merging as near-duplicates; without one, the
+    question's kind. Lower-cased plain marks only: a label, never the user's wording."""
+    label = " ".join(re.sub(r"[^\w -]+", " ", t.task_type).split())[:40].casefold()
+    return f"{label} tasks" if label else kind_of(t.question)
 
 
 def kind_of(question: str) -> str:

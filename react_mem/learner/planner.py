@@ -22,9 +22,10 @@ from react_mem.learner.extract import (
     merge_summary,
 )
 from react_mem.learner.grounding import tool_results
+from react_mem.learner.heuristic import bullets_credited, matches
 from react_mem.learner.llm import JsonLLM
 from react_mem.schema.conversations import ConversationEnded
-from react_mem.schema.episodes import EpisodeRequest
+from react_mem.schema.episodes import MAX_BULLETS, MAX_LABEL_CHARS, EpisodeRequest
 from react_mem.schema.facts import FactInput
 from react_mem.schema.playbook import Feedback
 from react_mem.schema.trajectory import Trajectory
@@ -178,16 +179,21 @@ class Planner:
             lessons = await extract_lessons(
                 self._llm, record, limit=lim.max_lessons, max_chars=lim.max_fact_chars
             )
+        judged = judged_by_truth(t)
         return EpisodeRequest(
             operation="store",
             goal=clip(t.question.strip(), 4000),
             steps=records.episode_steps(t.steps, limit=lim.max_episode_steps, chars=lim.step_chars),
-            outcome=t.outcome,
-            score=records.score(t),
-            lessons=lessons or records.heuristic_lessons(t),
+            outcome=judged.outcome,
+            score=records.score(judged),
+            lessons=lessons or records.heuristic_lessons(judged),
             tokens=max(0, t.in_tokens + t.out_tokens),
             duration_seconds=max(0.0, t.duration_seconds),
             session_id=t.session_id or t.trajectory_id,
+            task_type=clip(t.task_type, MAX_LABEL_CHARS) or None,
+            parent_session_id=clip(t.parent_session_id, MAX_LABEL_CHARS) or None,
+            bullets_shown=t.bullets_shown()[:MAX_BULLETS],
+            bullets_used=[b.id for b in bullets_credited(t)][:MAX_BULLETS],
         )
 
     async def _facts(
@@ -241,6 +247,17 @@ class Planner:
             )
             for f in found
         ]
+
+
+def judged_by_truth(t: Trajectory) -> Trajectory:
+    """``t`` as its ground truth judges it: an answer that misses a known right answer is a
+    failure, whatever the agent thought (so its episode does not teach it as a success)."""
+    truth = (t.ground_truth or "").strip()
+    if not truth or matches(t.answer, truth) or t.outcome == "failure":
+        return t
+    return t.model_copy(
+        update={"outcome": "failure", "error": "the answer differed from the expected one"}
+    )
 
 
 async def _together(*calls: Coroutine[Any, Any, None] | None) -> None:

@@ -7,11 +7,10 @@ from collections.abc import Sequence
 
 from react_mem.schema import AgentStep
 from react_mem.schema.conversations import ConversationEnded, ConversationTurn
-from react_mem.schema.trajectory import PARSE_ERROR_ACTION, Outcome, Trajectory
+from react_mem.schema.trajectory import BASE_SCORE as BASE_SCORE
+from react_mem.schema.trajectory import PARSE_ERROR_ACTION, Outcome, Trajectory, success_score
 from react_mem.text import clip, render_step
 from react_mem.text import one_line as _one_line
-
-BASE_SCORE = {"success": 1.0, "partial": 0.5, "failure": 0.0}
 
 
 def tools_used(steps: Sequence[AgentStep]) -> list[str]:
@@ -82,8 +81,7 @@ def is_task(t: Trajectory, min_steps: int) -> bool:
 
 
 def score(t: Trajectory) -> float:
-    penalty = 0.1 * t.tool_errors + 0.05 * t.parse_retries
-    return round(max(0.0, min(1.0, BASE_SCORE[t.outcome] - penalty)), 3)
+    return success_score(t.outcome, t.tool_errors, t.parse_retries)
 
 
 def heuristic_lessons(t: Trajectory) -> list[str]:

@@ -15,7 +15,13 @@ from collections.abc import Sequence
 
 from react_mem.learner import records
 from react_mem.learner.extract import DATA_NOTE, as_object, clip, words, wrap_record
-from react_mem.learner.heuristic import bullets_used, evidence, generalised, heuristic_reflection
+from react_mem.learner.heuristic import (
+    bullets_credited,
+    bullets_used,
+    evidence,
+    generalised,
+    heuristic_reflection,
+)
 from react_mem.learner.llm import JsonLLM
 from react_mem.learner.reflection import (
     BulletTag,
@@ -44,9 +50,10 @@ REFLECTOR_SYSTEM = (
     '"tag": "helpful | harmful | neutral"}}], "corrections": []}}.\n'
     "lessons: at most {limit}, each one short sentence that will help with similar tasks "
     "later (a strategy to follow, a pitfall to avoid, a fact of the domain, how a tool "
-    "behaves); type is success, failure, domain or tool. bullet_tags: for each listed "
-    "bullet id, helpful only if the bullet clearly led to a result the user or a tool "
-    "confirmed, harmful if it misled, else neutral. corrections: only for a listed "
+    "behaves); type is success, failure, domain or tool. bullet_tags: for each bullet "
+    "marked (relied on), helpful only if the bullet clearly led to a result the user or a "
+    "tool confirmed, harmful if it misled, else neutral; leave out the bullets the agent "
+    "did not rely on. corrections: only for a relied-on "
     'bullet that is wrong ({{"id": "...", "content": "what it should say", "reason": "..."}}) '
     'or obsolete ({{"id": "...", "content": "", "reason": "..."}}); usually none. If there '
     'is nothing to learn, reply with "lessons": [].'
@@ -72,8 +79,8 @@ async def reflect(
     fallback = heuristic_reflection(t, feedback, limit=limit, max_chars=max_chars)
     if llm is None:
         return fallback  # generalised already
-    used = bullets_used(t)
-    record = reflection_record(t, feedback, used, window, max_chars=prompt_chars)
+    used = bullets_credited(t)
+    record = reflection_record(t, feedback, bullets_used(t), window, max_chars=prompt_chars)
     reply = await llm.ask(
         REFLECTOR_SYSTEM.format(limit=limit),
         wrap_record(record),
@@ -145,8 +152,12 @@ def reflection_record(
     if t.ground_truth:
         extra.append(f"Ground truth: {clip(t.ground_truth, 1000)}")
     if used:
+        relied = {b.id for b in bullets_credited(t)}
         extra.append("Playbook bullets in the agent's prompt:")
-        extra += [f"- [{b.id}] {clip(line(b.content), 400)}" for b in used]
+        extra += [
+            f"- [{b.id}]{' (relied on)' if b.id in relied else ''} {clip(line(b.content), 400)}"
+            for b in used
+        ]
     if feedback is not None:
         extra += feedback_lines(feedback)
     if window:

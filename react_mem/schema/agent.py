@@ -71,6 +71,8 @@ class MemoryState(WireModel):
     compressions: int = 0
     #: Every step taken, compressed or not, for the trajectory record.
     steps: list[AgentStep] = Field(default_factory=list)
+    #: The shown playbook bullets the LLM's replies said they relied on, first cited first.
+    cited: list[str] = Field(default_factory=list)
     #: ``v1:`` and the HMAC-SHA256 of the fields above and the invocation, by the agent.
     seal: str = ""
 

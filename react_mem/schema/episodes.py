@@ -10,10 +10,14 @@ is given: a store records them on the episode; a retrieve or list without
 - ``store``: goal, steps, outcome, score, lessons, tokens, duration_seconds, session_id
   (and the scope's ``conversation_id``) -> ``id``, ``created``, ``evicted``.
 - ``retrieve``: goal and/or context (or a precomputed ``vector``), top_k, optional
-  ``outcome`` filter, ``min_score`` -> ``episodes`` with ``similarity``, best first.
-- ``get``: ids -> episodes. ``list``: limit, offset, optional ``outcome`` -> a page of
-  episodes and ``next_offset``. ``delete``: ids -> ``count``. ``purge``: the request's scope
-  (collection, optionally narrowed by user and/or conversation_id) -> ``count``.
+  ``outcome``, ``task_type``, ``since`` / ``until`` filters, ``min_score`` -> ``episodes``
+  with ``similarity``, best first.
+- ``get``: ids -> episodes. ``list``: limit, offset, the same optional filters -> a page of
+  episodes and ``next_offset``. Episodes are the store of trajectories: each carries its
+  task type, parent session, success score, cost (tokens, duration) and the playbook
+  bullets that were shown and used (seeds 002/003). ``delete``: ids -> ``count``.
+  ``purge``: the request's scope (collection, optionally narrowed by user and/or
+  conversation_id) -> ``count``.
 - ``consolidate``: merges clusters of near-duplicate episodes (cosine similarity of their
   stored vectors at or above ``similarity_threshold``) of one user and one outcome whose
   ``score`` -- an episode's importance -- is below ``importance_threshold``; episodes at or
@@ -55,6 +59,9 @@ ScopedEpisodeOperation = Literal[
 #: ``forget`` spans a user's collections.
 EpisodeOperation = Literal[ScopedEpisodeOperation, "forget"]
 OPERATIONS: tuple[EpisodeOperation, ...] = get_args(EpisodeOperation)
+#: A task type or parent session id; the bullet ids one episode records.
+MAX_LABEL_CHARS = 200
+MAX_BULLETS = 200
 
 
 class Episode(WireModel):
@@ -72,6 +79,12 @@ class Episode(WireModel):
     conversation_id: str | None = None
     user: str | None = None
     collection: str = ""
+    #: The trajectory's task type and the session that spawned it (seed 002).
+    task_type: str = ""
+    parent_session_id: str = ""
+    #: Playbook bullet ids in the prompt, and those the agent said it relied on (seed 003).
+    bullets_shown: list[str] = Field(default_factory=list)
+    bullets_used: list[str] = Field(default_factory=list)
     #: Epoch seconds when first stored.
     created_at: float = 0.0
     #: Cosine similarity to the query (``retrieve`` only).
@@ -103,6 +116,15 @@ class EpisodeRequest(WireModel):
     #: The agent session that produced the episode: a redelivered store with the same
     #: session in the same scope is the same episode.
     session_id: str | None = None
+    #: store: the trajectory's task type; retrieve/list: only episodes of it.
+    task_type: str | None = Field(default=None, max_length=MAX_LABEL_CHARS)
+    parent_session_id: str | None = Field(default=None, max_length=MAX_LABEL_CHARS)
+    bullets_shown: list[str] = Field(default_factory=list, max_length=MAX_BULLETS)
+    bullets_used: list[str] = Field(default_factory=list, max_length=MAX_BULLETS)
+    #: retrieve/list: only episodes stored at or after ``since`` and before ``until``
+    #: (epoch seconds).
+    since: float | None = None
+    until: float | None = None
     # retrieve
     context: str = ""
     vector: list[float] | None = None
