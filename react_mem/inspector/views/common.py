@@ -75,8 +75,9 @@ class Owner:
 
 
 def _text(values: Mapping[str, Any], name: str, default: str = "") -> str:
+    """A field as given: ids are opaque (``" "`` is a user), so nothing is trimmed."""
     value = values.get(name)
-    text = value.strip() if isinstance(value, str) else default
+    text = value if isinstance(value, str) else default
     if len(text) > MAX_ID:
         raise HTTPException(400, f"{name} is longer than {MAX_ID} characters")
     return text

@@ -46,7 +46,7 @@ def _sorted(facts: list[Fact], sort: str) -> list[Fact]:
 async def facts_page(request: Request) -> Response:
     q = request.query_params
     who = owner_of(q)
-    query, offset = param(q, "q"), param(q, "offset") or None
+    query, offset = param(q, "q").strip(), param(q, "offset") or None
     sort = param(q, "sort") or ("relevance" if query else "time")
     limit = _size(param(q, "limit"))
     client = await memory(request).facts(who.where)
