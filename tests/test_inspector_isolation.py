@@ -65,7 +65,9 @@ async def test_no_users_memory_shows_on_another_users_pages(
                 tokens = {u: f"kw{uuid.uuid4().hex[:10]}" for u, _ in drawn}
                 for user, words in drawn:
                     content = f"{words} remembers {tokens[user]}"
-                    await facts.store(Scope("default", collection, user), [FactInput(content=content)])
+                    await facts.store(
+                        Scope("default", collection, user), [FactInput(content=content)]
+                    )
                 for user, words in drawn:
                     others = [t for u, t in tokens.items() if u != user]
                     base = {"user": user, "collection": collection}

@@ -69,7 +69,8 @@ class Guard(BaseHTTPMiddleware):
             request.state.session = session
             return await call_next(request)
         if request.method == "GET" and "text/html" in request.headers.get("accept", ""):
-            after = path if path != "/" else ""
+            query = request.url.query
+            after = f"{path}?{query}" if query else path
             return render(request, "login.html", 401, error="", after=after)
         return PlainTextResponse("the inspector's token is required", status_code=401)
 
