@@ -202,8 +202,16 @@ async def _up(args: argparse.Namespace) -> None:
 
 async def _inspector(transport: Transport, args: argparse.Namespace) -> None:
     """The inspector beside the stack; its failure (a port in use) never stops the stack."""
-    from react_mem.inspector.server import serve_inspector
-
+    try:
+        from react_mem.inspector.server import serve_inspector
+    except ImportError as exc:  # the `inspector` extra is not installed
+        print(
+            f"react-mem up: no inspector ({exc.name} is missing: "
+            "pip install 'react-mem[inspector]')",
+            file=sys.stderr,
+            flush=True,
+        )
+        return
     try:
         await serve_inspector(transport, inspect.settings_of(args, "inspector-"))
     except ReactMemError as exc:
