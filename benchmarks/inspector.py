@@ -218,8 +218,11 @@ async def screenshots(base: str, folder: Path) -> None:
         await page.goto(f"{base}/login")
         await page.get_by_label("Token").fill(TOKEN)
         await page.get_by_role("button", name="Log in").click()
-        for name, path in (("facts", f"/facts?{who}&limit=20"),
-                           ("context", f"/context?{who}&session=s-3&conversation=trip")):  # fmt: skip
+        shots = {
+            "facts": f"/facts?{who}&limit=20",
+            "context": f"/context?{who}&session=s-3&conversation=trip",
+        }
+        for name, path in shots.items():
             await page.goto(base + path)
             await page.screenshot(path=str(folder / f"inspector-{name}.png"))
             print(f"  screenshot: {folder / f'inspector-{name}.png'}")
@@ -246,12 +249,13 @@ async def run(args: argparse.Namespace, url: str, tmp: Path) -> None:
     await seed(memory, texts)
     first = await (await memory.facts(Where(WS, FLOW))).page(Scope(WS, COLLECTION, USER), limit=1)
     port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(build_app(memory, Gate(TOKEN)), host="127.0.0.1", port=port,
-                       log_config=None, access_log=False)  # fmt: skip
-    )
+    app = build_app(memory, Gate(TOKEN))
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
+    server = uvicorn.Server(config)
     serving = asyncio.create_task(server.serve())
-    while not server.started:
+    while not server.started:  # uvicorn offers no event for it
+        if serving.done():
+            serving.result()
         await asyncio.sleep(0.05)
     base = f"http://127.0.0.1:{port}"
     try:
