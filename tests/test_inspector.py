@@ -178,6 +178,9 @@ async def test_what_the_agent_knows_about_alice_where_from_and_in_which_prompt(
         new_page = await client.get(edited.headers["location"], headers=HTML)
         assert FACT_A2 in new_page.text and FACT_A in new_page.text  # the supersede chain
         assert "never" not in new_page.text.split("Expires")[1][:80]
+        (exported,) = [f for f in (await client.get("/export?user=alice")).json()["facts"]
+                       if f["content"] == FACT_A2]  # fmt: skip
+        assert [f["content"] for f in exported["history"]] == [FACT_A]
 
         # bob's memory through the same pages, and never alice's there.
         bob_page = (await client.get("/facts?user=bob", headers=HTML)).text

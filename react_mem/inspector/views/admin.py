@@ -42,7 +42,12 @@ async def everything(backend: Memory, who: Owner) -> dict[str, Any]:
     offset: str | None = None
     while True:
         page = await fact_client.page(who.scope(), limit=EXPORT_PAGE, offset=offset)
-        facts += [f.to_wire() for f in page.items]
+        for fact in page.items:
+            record = fact.to_wire()
+            if fact.supersedes:  # its earlier values are the user's data too
+                chain = await fact_client.history(who.scope(), fact.id)
+                record["history"] = [f.to_wire() for f in chain if f.id != fact.id]
+            facts.append(record)
         if not (offset := page.next):
             break
     episode_client = await backend.episodes(who.where)
