@@ -25,9 +25,9 @@ from starlette.staticfiles import StaticFiles
 from react_mem.errors import BadRequest, ReactMemError, ServiceError, ServiceTimeout
 from react_mem.inspector.audit_trail import AuditTrail
 from react_mem.inspector.auth import COOKIE, Gate
-from react_mem.inspector.backend import Memory
+from react_mem.inspector.backend import Memory, Where
 from react_mem.inspector.views import admin, context, facts, playbook, records
-from react_mem.inspector.views.common import render
+from react_mem.inspector.views.common import owner_of, render
 
 logger = logging.getLogger("react_mem.inspector")
 STATIC = Path(__file__).resolve().parent / "static"
@@ -63,16 +63,32 @@ class Guard(BaseHTTPMiddleware):
         if path.startswith(OPEN) or path == "/login":
             return await call_next(request)
         if gate.bearer_ok(request.headers.get("authorization")):
+            await _watch(request)
             return await call_next(request)
         session = gate.session(request.cookies.get(COOKIE))
         if session is not None:
             request.state.session = session
+            await _watch(request)
             return await call_next(request)
         if request.method == "GET" and "text/html" in request.headers.get("accept", ""):
             query = request.url.query
             after = f"{path}?{query}" if query else path
             return render(request, "login.html", 401, error="", after=after)
         return PlainTextResponse("the inspector's token is required", status_code=401)
+
+
+async def _watch(request: Request) -> None:
+    """Read the audit queue of the flow a page names from now on: on RabbitMQ a queue holds
+    only what arrives after it is first subscribed, so the inspector subscribes early."""
+    try:
+        where = owner_of(request.query_params).where
+    except HTTPException:
+        return  # the view answers the bad parameter
+    trail: AuditTrail = request.app.state.trail
+    try:
+        await trail.watch(where)
+    except ReactMemError as exc:  # the page can still be served; the log view says less
+        logger.warning("audit queue not read: %s", type(exc).__name__)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -112,6 +128,10 @@ def build_app(memory: Memory, gate: Gate) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            await trail.watch(Where())  # the default flow's log, from the start
+        except ReactMemError as exc:
+            logger.warning("audit queue not read: %s", type(exc).__name__)
         try:
             yield
         finally:
