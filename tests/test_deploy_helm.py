@@ -28,10 +28,10 @@ from prometheus_client import CollectorRegistry
 
 from memory_services.runtime import MemorySettings
 from react_mem.agent.config import AgentMemConfig
-from react_mem.cli import build_parser
 from react_mem.agent.seal import StateSealer
 from react_mem.agent.tools import tools_from_config
 from react_mem.bus.embedded import EmbeddedBroker
+from react_mem.cli import build_parser
 from react_mem.processor.config_source import read_config_file
 from react_mem.processor.flow import FlowDefinition
 from react_mem.processor.runtime import registered_processors, resolve_processor
