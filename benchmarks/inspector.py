@@ -119,12 +119,14 @@ async def preload(data_dir: Path, total: int, mine: int) -> list[str]:
             )  # fmt: skip
             records.append(Record(rec.fact_id(scope, normalised), payload, vector))
         await memory.ctx.upsert(records)
-        await store.index_due(idle=True)
         if first % 20_000 == 0:
             print(f"  setup: {first + len(records):,} facts written "
                   f"({time.perf_counter() - started:.0f} s)", flush=True)  # fmt: skip
     for user in others:
         await memory.ctx.scopes.remember(StoreScope(WS, COLLECTION, user))
+    began = time.perf_counter()
+    await store.index_due(idle=True)  # once, as a service left idle would (not as it grows)
+    print(f"  setup: indexed in {time.perf_counter() - began:.0f} s", flush=True)
     await store.close()
     return texts
 
