@@ -7,8 +7,9 @@
 # Build arguments:
 #   PYTHON_IMAGE     the base image (default python:3.11-slim-bookworm)
 #   TORCH_VERSION    torch, installed first from TORCH_INDEX_URL (CPU wheels; no CUDA)
-#   EXTRAS           package extras, e.g. `local-llm` for the in-process llama.cpp backend
-#                    (compiles llama-cpp-python from source: several minutes)
+#   EXTRAS           package extras besides `inspector` (always installed: the web inspector),
+#                    e.g. `local-llm` for the in-process llama.cpp backend (compiles
+#                    llama-cpp-python from source: several minutes)
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
@@ -36,7 +37,7 @@ WORKDIR /src
 COPY pyproject.toml ./
 RUN mkdir react_mem memory_services \
     && touch README.md react_mem/__init__.py memory_services/__init__.py \
-    && pip install ".${EXTRAS:+[$EXTRAS]}" \
+    && pip install ".[inspector${EXTRAS:+,$EXTRAS}]" \
     && pip uninstall -y react-mem \
     && rm -rf README.md react_mem memory_services
 COPY README.md ./

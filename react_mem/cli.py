@@ -17,7 +17,7 @@ from typing import Any
 from react_mem.bus.backends import add_bus_args, describe_bus, open_bus
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import BrokerNotRunning, Transport
-from react_mem.commands import ask, feedback, memory, playbook, trajectories
+from react_mem.commands import ask, feedback, inspect, memory, playbook, trajectories
 from react_mem.demo import run_demo
 from react_mem.errors import ReactMemError, RequestTimeout
 from react_mem.ownership import DirectoryOwner
@@ -178,17 +178,44 @@ async def _up(args: argparse.Namespace) -> None:
     print("starting (models load on first start) ...", flush=True)
     progress = Progress([e.settings.id for e in entries])
 
+    web: list[asyncio.Task[None]] = []
+
     async def ready(transport: Transport) -> None:
         await progress.all_started.wait()
         await wait_until_ready(transport, lambda line: print(line, flush=True))
+        if args.inspector:
+            web.append(asyncio.create_task(_inspector(transport, args), name="inspector"))
+            await asyncio.sleep(0)
         print('ready. Try: react-mem ask "Remember that I like tea" --conversation c1', flush=True)
+        if args.inspector:
+            print("then open the inspector above to see what was remembered.", flush=True)
         print("Ctrl-C stops everything.", flush=True)
 
     try:
         await serve(entries, bus, ready=ready, started=progress)
     finally:
+        for task in web:
+            task.cancel()
         owner.release()
     print("stopped cleanly")
+
+
+async def _inspector(transport: Transport, args: argparse.Namespace) -> None:
+    """The inspector beside the stack; its failure (a port in use) never stops the stack."""
+    try:
+        from react_mem.inspector.server import serve_inspector
+    except ImportError as exc:  # the `inspector` extra is not installed
+        print(
+            f"react-mem up: no inspector ({exc.name} is missing: "
+            "pip install 'react-mem[inspector]')",
+            file=sys.stderr,
+            flush=True,
+        )
+        return
+    try:
+        await serve_inspector(transport, inspect.settings_of(args, "inspector-"))
+    except ReactMemError as exc:
+        print(f"react-mem up: the inspector did not start: {exc}", file=sys.stderr, flush=True)
 
 
 def _free_metrics_port(args: argparse.Namespace, bus: BusSettings) -> BusSettings:
@@ -307,6 +334,14 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--llm-url", default=None, help="openai: base URL (env OPENAI_BASE_URL)")
         p.add_argument("--llm-model", default=None, help="openai: model name; llama-cpp: unused")
 
+    up.add_argument(
+        "--inspector",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="serve the web memory inspector too (default: on)",
+    )
+    inspect.add_web_args(up, "inspector-")
+
     run = sub.add_parser("run", help="run one processor")
     run.add_argument("processor", help="a processor name (ping) or module.Class")
     _processor_args(run)
@@ -333,6 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
     playbook.add_parser(sub, _client_args)
     feedback.add_parser(sub, _client_args)
     trajectories.add_parser(sub, _client_args)
+    inspect.add_parser(sub, _client_args)
     _no_abbreviations(parser)
     return parser
 
@@ -349,6 +385,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, int | Non
     "playbook": playbook.command,
     "feedback": feedback.command,
     "trajectories": trajectories.command,
+    "inspect": inspect.command,
 }
 
 

@@ -217,6 +217,24 @@ def test_container_settings(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
         assert settings.api_key is None  # passed through from the host only when set
 
 
+def test_the_inspector_runs_from_the_image_on_the_stacks_bus_behind_loopback() -> None:
+    """``react-mem inspect`` (issue 27): the image the processors use, the bus they use, its
+    token passed through from the host, its port published on the host's loopback only."""
+    services = compose()["services"]
+    inspector = services["inspector"]
+    assert "build" not in inspector  # a client, not a processor: no flows, no metrics
+    assert inspector["image"] == services["agent-mem"]["image"]
+    args = build_parser().parse_args(inspector["command"])
+    assert (args.command, args.host, args.port) == ("inspect", "0.0.0.0", 8700)
+    env = environment(inspector)
+    assert env["PULSAR_HOST"] == "pulsar://pulsar:6650"
+    assert "REACT_MEM_INSPECTOR_TOKEN" in inspector["environment"]
+    assert "REACT_MEM_INSPECTOR_TOKEN" not in env  # never a value in the file
+    assert inspector["ports"] == ["127.0.0.1:8700:8700"]
+    assert depends(inspector)["config-service"] == "service_healthy"
+    assert ":8700/static/style.css" in inspector["healthcheck"]["test"][-1]
+
+
 def test_every_stack_flow_has_its_processor(monkeypatch: pytest.MonkeyPatch) -> None:
     ids = {
         container_settings(service, monkeypatch)[1].id for service in react_mem_services().values()

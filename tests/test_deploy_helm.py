@@ -31,6 +31,7 @@ from react_mem.agent.config import AgentMemConfig
 from react_mem.agent.seal import StateSealer
 from react_mem.agent.tools import tools_from_config
 from react_mem.bus.embedded import EmbeddedBroker
+from react_mem.cli import build_parser
 from react_mem.processor.config_source import read_config_file
 from react_mem.processor.flow import FlowDefinition
 from react_mem.processor.runtime import registered_processors, resolve_processor
@@ -573,3 +574,38 @@ def test_pulsar_tls_comes_from_existing_secrets_mounted_as_files() -> None:
             "pulsar-ca",
             "pulsar-client-cert",
         }
+
+
+# -- the inspector ---------------------------------------------------------------------------
+
+
+def test_inspector_only_when_enabled_and_only_with_a_token_secret() -> None:
+    """Off by default; on, a Deployment and a ClusterIP Service running ``react-mem inspect``
+    on the chart's bus, its token from an existing Secret (issue 27)."""
+    assert "inspector" not in {d["metadata"]["name"].rsplit("-", 1)[-1] for d in render()}
+    with pytest.raises(Exception, match="tokenSecret"):
+        render({"inspector": {"enabled": True}})
+    values = {
+        "inspector": {"enabled": True, "tokenSecret": {"name": "inspector-token", "key": "t"}},
+        "pulsar": {"apiKeySecret": {"name": "pulsar-key", "key": "k"}},
+    }
+    docs = render(values)
+    for doc in docs:
+        validate(doc, KUBE_VERSIONS[-1])
+    named = [d for d in docs if d["metadata"]["name"].endswith("-inspector")]
+    assert sorted(d["kind"] for d in named) == ["Deployment", "Service"]
+    deployment, service = sorted(named, key=lambda d: d["kind"])
+    assert service["spec"]["type"] == "ClusterIP"
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    (container,) = pod["containers"]
+    args = build_parser().parse_args(container["args"])
+    assert (args.command, args.host, args.port) == ("inspect", "0.0.0.0", 8700)
+    env = {e["name"]: e for e in container["env"]}
+    assert env["REACT_MEM_INSPECTOR_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+        "name": "inspector-token",
+        "key": "t",
+    }
+    assert "value" not in env["PULSAR_API_KEY"]  # the bus as every processor has it
+    assert env["PULSAR_HOST"]["value"] == effective(values)["pulsar"]["url"]
+    assert container["readinessProbe"]["httpGet"]["port"] == "http"

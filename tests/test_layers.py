@@ -52,7 +52,13 @@ MEMORY_PLUMBING = {
     "memory_services.disk",  # writes refused while the store's disk is nearly full
 }
 #: The command line and the wiring that starts processors: may use any service of react_mem.
-TOP = {"react_mem.cli", "react_mem.commands", "react_mem.stack", "react_mem.demo"}
+TOP = {
+    "react_mem.cli",
+    "react_mem.commands",
+    "react_mem.stack",
+    "react_mem.demo",
+    "react_mem.inspector",  # a client like the CLI: the typed clients over the bus
+}
 #: The agent's plugin seam: what a memory kind's ``source`` module (the one module of its
 #: package the agent loads, by name, never by import) may use of the agent.
 AGENT_SEAM = ("react_mem.agent.sources", "react_mem.agent.items", "react_mem.agent.config")

@@ -9,17 +9,21 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from react_mem.processor.runtime import free_port
 from tests.support.openai_server import OpenAIServer
 
 pytestmark = pytest.mark.broker
 
 ENV = {k: v for k, v in os.environ.items() if k != "PULSAR_HOST"}  # the embedded broker
+TOKEN = "up-inspector-token-0123456789"
 
 
 def llm(body: dict[str, Any]) -> str:
@@ -54,6 +58,7 @@ def cli(*args: str, state: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_up_serves_the_stack_until_interrupted(server: OpenAIServer, tmp_path: Path) -> None:
+    port = free_port()
     up = subprocess.Popen(
         [
             sys.executable,
@@ -71,6 +76,10 @@ def test_up_serves_the_stack_until_interrupted(server: OpenAIServer, tmp_path: P
             "--no-metrics",
             "-l",
             "WARNING",
+            "--inspector-port",
+            str(port),
+            "--inspector-token",
+            TOKEN,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -101,6 +110,15 @@ def test_up_serves_the_stack_until_interrupted(server: OpenAIServer, tmp_path: P
         shown = cli("memory", "conversation", "show", "c1", state=tmp_path)
         assert shown.returncode == 0, shown.stdout + shown.stderr
         assert "hello?" in shown.stdout and "hello from up" in shown.stdout
+
+        # The inspector runs beside it (issue 27): its URL printed, its pages behind the token.
+        assert f"inspector    http://localhost:{port}/" in out
+        inspector = f"http://127.0.0.1:{port}/conversations"
+        with pytest.raises(urllib.error.HTTPError, match="401"):
+            urllib.request.urlopen(inspector, timeout=30)
+        bearer = {"Authorization": f"Bearer {TOKEN}"}
+        with urllib.request.urlopen(urllib.request.Request(inspector, headers=bearer)) as page:
+            assert "c1" in page.read().decode()
     finally:
         up.send_signal(signal.SIGINT)
         rest, _ = up.communicate(timeout=60)

@@ -18,6 +18,7 @@ from typing import Any
 from memory_services import when
 from memory_services.store.base import Condition, Scope
 from react_mem.errors import BadRequest
+from react_mem.schema.agent import MemoryRef
 from react_mem.schema.conversations import (
     Conversation,
     ConversationRequest,
@@ -115,6 +116,10 @@ def turn_payload(
         "result": request.result,
         "time": request.time if request.time is not None else now,
         "session_id": request.session_id or None,
+        # Ids, scores and token counts only: a deleted fact leaves no copy here.
+        "memory_used": [
+            r.model_dump(mode="json", exclude={"content"}) for r in request.memory_used
+        ],
         # Says when ("last week", "on Friday"): boosted for a search that asks when.
         "tells_time": when.tells_time(f"{request.query}\n{request.answer}"),
     }
@@ -156,6 +161,7 @@ def to_turn(payload: Mapping[str, Any], similarity: float | None = None) -> Conv
         time=float(payload.get("time", 0.0)),
         session_id=payload.get("session_id"),
         conversation_id=payload.get("scope_conversation", ""),
+        memory_used=[MemoryRef.model_validate(r) for r in payload.get("memory_used") or []],
         similarity=similarity,
     )
 

@@ -202,4 +202,6 @@ def memory_triples(session: str, used: Iterable[MemoryRef]) -> list[Triple]:
         ]
         if ref.score is not None:
             triples.append(_t(item, TG + "score", _literal(f"{ref.score:.4f}")))
+        if ref.tokens is not None:
+            triples.append(_t(item, RM + "tokens", _literal(ref.tokens)))
     return triples

@@ -92,6 +92,8 @@ async def append_turn(
             turn_id=request.session_id,
             session_id=request.session_id,
             result=outcome,
+            # What the prompt held, for the inspector's "context of an answer"; no contents.
+            memory_used=[r.model_copy(update={"content": ""}) for r in state.used],
         )
     except ReactMemError as exc:  # the client maps every failure to one
         logger.warning("conversation turn not stored: %s", exc)

@@ -162,7 +162,8 @@ def _choose(
                     text = fit_text(counter, text, room - heading)
                     cost = counter.count(text) + heading
                 pending[name].pop(0)
-                chosen[name].append(Item(text, item.ref, item.group))
+                ref = item.ref.model_copy(update={"tokens": cost})
+                chosen[name].append(Item(text, ref, item.group))
                 groups.add(item.group)
                 spent += cost
                 left[name] -= cost

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from react_mem.clients.base import Page, Service, ServiceClient, build, owner
 from react_mem.errors import BadReply
+from react_mem.schema.agent import MemoryRef
 from react_mem.schema.conversations import (
     Conversation,
     ConversationRequest,
@@ -38,6 +41,7 @@ class ConversationClient(ServiceClient[ConversationRequest, ConversationResponse
         session_id: str | None = None,
         result: Result | None = None,
         time: float | None = None,
+        memory_used: Sequence[MemoryRef] = (),
     ) -> tuple[ConversationTurn, bool]:
         """The turn as stored and whether it was new (a repeated ``turn_id`` is not)."""
         response = await self.call(
@@ -51,6 +55,7 @@ class ConversationClient(ServiceClient[ConversationRequest, ConversationResponse
                 session_id=session_id,
                 result=result,
                 time=time,
+                memory_used=list(memory_used),
                 **owner(scope),
             )
         )

@@ -101,7 +101,7 @@ class Planner:
         async def facts() -> None:
             said = [t.question, *tool_results(t.steps)]
             plan.facts = await self._facts(
-                record, [t.question], t.conversation_id, "invocation", said
+                record, [t.question], t.conversation_id, "invocation", said, t.session_id
             )
 
         async def reflection(ace: AceConfig) -> None:
@@ -203,6 +203,7 @@ class Planner:
         conversation: str,
         origin: str,
         said: list[str] | None = None,
+        session: str = "",
     ) -> list[FactInput]:
         """The user's explicit requests first, then the LLM's facts that say something else
         and say only what was said (``said``: the user's words and tool results; by default
@@ -228,21 +229,27 @@ class Planner:
         # The user's own words beside each fact: indexed for lexical search (a question
         # worded like what was said finds it), screened for PII, never returned.
         context = clip(" ".join(q for q in questions if q), CONTEXT_CHARS)
+        # The invocation's session is its conversation turn's id: the fact's source turn.
+        where = {"learned-from": origin} | ({"session": session} if session else {})
         return [
-            *self._inputs(asked, conversation, origin, "explicit-request", context),
-            *self._inputs(found, conversation, origin, "llm", context),
+            *self._inputs(asked, conversation, where, "explicit-request", context),
+            *self._inputs(found, conversation, where, "llm", context),
         ]
 
     @staticmethod
     def _inputs(
-        found: list[FactCandidate], conversation: str, origin: str, by: str, context: str
+        found: list[FactCandidate],
+        conversation: str,
+        where: dict[str, str],
+        by: str,
+        context: str,
     ) -> list[FactInput]:
         return [
             FactInput(
                 content=f.content,
                 importance=f.importance,
                 source_conversation=conversation or None,
-                metadata={"learned-from": origin, "extracted-by": by},
+                metadata=where | {"extracted-by": by},
                 context=context,
             )
             for f in found

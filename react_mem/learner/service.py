@@ -198,7 +198,7 @@ class MemoryLearnerProcessor(Processor):
             if summary is not None:
                 read.append(summary)
             if ace is None:
-                return await planner.for_trajectory(t, summary)
+                return _run(await planner.for_trajectory(t, summary), f"{self.id}:{key}")
             # Kept for feedback on this invocation, for the ledger's retention.
             await self.ledger.save_trajectory(
                 workspace,
@@ -210,7 +210,7 @@ class MemoryLearnerProcessor(Processor):
             window = await self._window(workspace, t, key)
             made = await planner.for_trajectory(t, summary, ace=ace, key=key, window=window)
             await self._reflected(workspace, t, key, made)
-            return made
+            return _run(made, f"{self.id}:{key}")
 
         async def summary(to: Scope, plan: Plan) -> bool:
             return await writer.summary(to, plan, fresh=read[-1] if read else None)
@@ -235,11 +235,12 @@ class MemoryLearnerProcessor(Processor):
         )
 
         async def plan(planner: Planner) -> Plan:
-            return await planner.for_conversation(
+            made = await planner.for_conversation(
                 event,
                 facts=facts and s.promote_facts,
                 episode=episodes and s.conversation_episodes,
             )
+            return _run(made, f"{self.id}:ended:{event.event_id}")
 
         writer = Writer(ctx.flow, self.metrics)
         steps: list[tuple[str, Write]] = [("facts", writer.facts), ("episode", writer.episode)]
@@ -435,3 +436,10 @@ def _flag(raw: str | None) -> bool:
     except json.JSONDecodeError:
         value = raw.strip().lower()
     return value not in (False, "false", "no", "off", 0)
+
+
+def _run(plan: Plan, run: str) -> Plan:
+    """Each planned fact names the learner run that stores it (the inspector shows it)."""
+    for fact in plan.facts:
+        fact.metadata["learner-run"] = run
+    return plan

@@ -43,6 +43,8 @@ class MemoryRef(WireModel):
     id: str = ""
     content: str = ""
     score: float | None = None
+    #: Tokens the item took in the prompt (its text as placed, cut short if it was).
+    tokens: int | None = None
 
 
 class MemoryState(WireModel):

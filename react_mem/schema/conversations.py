@@ -8,6 +8,8 @@ another user (or none) the same id names another, separate conversation.
 - ``append``: query, answer, summary (this turn's), result, time, and ``turn_id`` or
   ``session_id`` (else the message's correlation id) naming the turn, so a redelivered
   append is the same turn -> ``turn``, ``created``.
+  ``memory_used``: what the answer's prompt held (kind, id, score and tokens of each memory
+  item; contents are not kept, the inspector reads them by id from their services).
 - ``get``: the conversation, its turns in order (``limit``: only the last N) -> ``conversation``
   (None for an unknown conversation).
 - ``update-summary``: ``summary`` becomes the rolling summary -> ``conversation``.
@@ -29,6 +31,7 @@ from typing import Literal, get_args
 from pydantic import Field
 
 from react_mem.schema import Error, WireModel
+from react_mem.schema.agent import MemoryRef
 from react_mem.schema.forget import Forgotten
 from react_mem.schema.retrieval import RetrievalOptions
 
@@ -65,6 +68,8 @@ class ConversationTurn(WireModel):
     time: float = 0.0
     session_id: str | None = None
     conversation_id: str = ""
+    #: The memory items the answer's prompt held (no contents: see the module's ``append``).
+    memory_used: list[MemoryRef] = Field(default_factory=list)
     #: Cosine similarity to the query (``search`` only).
     similarity: float | None = None
 
@@ -98,6 +103,8 @@ class ConversationRequest(WireModel):
     summary: str = ""
     result: Result | None = None
     time: float | None = Field(default=None, gt=0)
+    #: append: the memory items in the answer's prompt (contents are dropped).
+    memory_used: list[MemoryRef] = Field(default_factory=list, max_length=256)
     # get (last N turns) / list (page size) / search (top_k)
     limit: int | None = Field(default=None, ge=1)
     offset: str | None = None

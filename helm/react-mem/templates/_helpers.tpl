@@ -109,3 +109,50 @@ memory-learner config-service
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/* The bus's environment (Pulsar or RabbitMQ, credentials from Secrets): every processor's
+and the inspector's. Called with the root context. */}}
+{{- define "react-mem.busEnv" -}}
+{{- $root := . -}}
+{{- $tls := .Values.pulsar.tls -}}
+{{- if eq $root.Values.bus "rabbitmq" }}
+{{- $mq := $root.Values.rabbitmq }}
+- name: PUBSUB_BACKEND
+  value: rabbitmq
+- name: RABBITMQ_HOST
+  value: {{ $mq.host | quote }}
+- name: RABBITMQ_PORT
+  value: {{ $mq.port | quote }}
+- name: RABBITMQ_VHOST
+  value: {{ $mq.vhost | quote }}
+- name: RABBITMQ_USERNAME
+  value: {{ $mq.username | quote }}
+{{- with $mq.passwordSecret.name }}
+- name: RABBITMQ_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ . | quote }}
+      key: {{ $mq.passwordSecret.key | quote }}
+{{- end }}
+{{- else }}
+- name: PULSAR_HOST
+  value: {{ $root.Values.pulsar.url | quote }}
+{{- with $root.Values.pulsar.listener }}
+- name: PULSAR_LISTENER
+  value: {{ . | quote }}
+{{- end }}
+{{- with include "react-mem.secretEnv" (dict "root" $root "env" "PULSAR_API_KEY" "ref" $root.Values.pulsar.apiKeySecret "created" "pulsarApiKey") }}{{ . | trim | nindent 0 }}{{ end }}
+{{- with $tls.trustCertsSecret.name }}
+- name: PULSAR_TLS_TRUST_CERTS_FILE
+  value: {{ printf "/etc/pulsar-tls/ca/%s" $tls.trustCertsSecret.key | quote }}
+{{- end }}
+- name: PULSAR_TLS_VALIDATE_HOSTNAME
+  value: {{ $tls.validateHostname | toString | quote }}
+{{- if $tls.clientCertSecret }}
+- name: PULSAR_TLS_CERT_FILE
+  value: /etc/pulsar-tls/client/tls.crt
+- name: PULSAR_TLS_KEY_FILE
+  value: /etc/pulsar-tls/client/tls.key
+{{- end }}
+{{- end }}
+{{- end -}}
