@@ -8,8 +8,9 @@ clean success) plus its recency, 0.5^(age / ``half_life``): a fresh failure outr
 month-old failure, and a proven success outlasts newer failures (seeds 002/004: pruning by
 value, not by age alone); equal values go oldest first. Finding them means reading the
 bucket (≈80 ms for 1000 episodes here, against ≈1 ms for a store), so a full bucket pays
-that once per batch, not on every store. Episodes older than ``max_age`` are never returned and are deleted by
-:meth:`EpisodeMemory.sweep`, which a background task runs; a workspace's
+that once per batch, not on every store. Episodes older than ``max_age`` are never
+returned and are deleted by :meth:`EpisodeMemory.sweep`, which a background task runs; a
+workspace's
 ``episode-retention-days`` (:mod:`react_mem.retention`) overrides ``max_age``.
 Episodes merged into another by consolidation (:mod:`.consolidate`) stay in their bucket
 and count towards its limit.
