@@ -815,3 +815,33 @@ async def test_two_replicas_on_one_store_see_each_others_writes(
         assert [r.delta_id for r in await two.history_of(key, 10)] == ["rollback:3:1", "d2", "d1"]
     finally:
         await store.close()
+
+
+async def test_seed_003_delta_json_is_applied_and_a_bad_counter_is_refused(pb: Service) -> None:
+    """Seed 003 writes counters under ``metadata`` (numbers, or strings such as "3")."""
+    raw = {
+        "delta_id": "s3",
+        "operations": [
+            {"type": "ADD", "section": "Error Handling", "metadata": {"helpful": 1},
+             "content": "When file not found, check parent directory first"},
+            {"type": "ADD", "content": "Use absolute paths", "metadata": {"helpful": "3"}},
+        ],
+    }  # fmt: skip
+    response = await pb.running.ask(Raw(body={"operation": "apply-delta", "delta": raw}), "ws-a")
+    assert response.error is None and response.applied
+    assert sorted(b.helpful for b in await pb.listed()) == [1, 3]
+    ids = [c.bullet_id for c in response.changes]
+    tag = {"type": "TAG", "bullet_id": ids[0], "metadata": {"helpful": "2", "harmful": 1}}
+    tagged = {"delta_id": "s3-tag", "operations": [tag]}
+    response = await pb.running.ask(Raw(body={"operation": "apply-delta", "delta": tagged}), "ws-a")
+    assert response.error is None
+    assert counts_of(await pb.one(ids[0])) == (3, 1)
+
+    bad = {"delta_id": "s3-bad", "operations": [{**tag, "metadata": {"helpful": "lots"}}]}
+    response = await pb.running.ask(Raw(body={"operation": "apply-delta", "delta": bad}), "ws-a")
+    assert response.error is not None and "metadata.helpful" in response.error.message
+    assert counts_of(await pb.one(ids[0])) == (3, 1)  # nothing written
+
+
+def counts_of(b: Bullet) -> tuple[int, int]:
+    return b.helpful, b.harmful
