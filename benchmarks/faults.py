@@ -17,6 +17,12 @@ listed after recovery (``--drain`` seconds are given to the learner's backlog); 
 counts extra copies of one fact. Last, fact-memory is killed (-9) and restarted once more
 and every row's acknowledged facts are counted again.
 
+Issue 26's faults: the embedded broker killed and restarted by its supervisor (the one
+``react-mem up`` runs), fact-memory's disk full (its store on a small tmpfs, filled below
+``min_free_disk_mib``; needs root to mount it, else the row says so), eight replies over
+the bus's message limit at once, and the biggest valid batch (256 facts of 4,000
+characters) stored beside the traffic.
+
     python benchmarks/faults.py            # 2-3 minutes
     python benchmarks/faults.py --quick    # under 2 minutes
     python benchmarks/faults.py --only llm --llm-concurrency 4
@@ -30,6 +36,7 @@ import contextlib
 import ctypes
 import json
 import os
+import random
 import signal
 import stat
 import subprocess
@@ -46,9 +53,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from fact_memory import corpus, locomo  # noqa: E402
+from prometheus_client import CollectorRegistry  # noqa: E402
 
 from memory_services.facts.records import normalise  # noqa: E402
-from react_mem.bus.embedded import EmbeddedBroker  # noqa: E402
+from react_mem.bus.embedded import EmbeddedBroker, keep_embedded  # noqa: E402
+from react_mem.bus.health import BusHealth  # noqa: E402
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport  # noqa: E402
 from react_mem.bus.rpc import RequestResponseClient  # noqa: E402
 from react_mem.clients.facts import FactClient  # noqa: E402
@@ -68,7 +77,17 @@ TRAJECTORY = "flow:tg:agent-trajectory:default:default"
 AGENT_SYSTEM = "You are a helpful agent"
 LEARNER_FACTS = "You curate the long-term memory"
 Request = Coroutine[Any, Any, "Outcome"]
-KEYS = ("broker", "facts", "learner", "llm", "read-only")
+KEYS = (
+    "broker",
+    "facts",
+    "learner",
+    "llm",
+    "read-only",
+    "supervised",
+    "disk-full",
+    "oversized",
+    "max-batch",
+)
 _PR_SET_PDEATHSIG, _PR_CAPBSET_DROP, _CAP_DAC_OVERRIDE = 1, 24, 1
 
 
@@ -126,6 +145,17 @@ class Stack:
         self.broker = EmbeddedBroker(root / "broker")
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.facts_dir = root / "facts-store"
+        self.small_disk = False  # the store on its own small tmpfs (the disk-full row)
+
+    def mount_small_disk(self, mib: int) -> None:
+        """fact-memory's store on a tmpfs of ``mib`` MiB, where this process may mount one."""
+        self.facts_dir.mkdir(parents=True, exist_ok=True)
+        mount = ["mount", "-t", "tmpfs", "-o", f"size={mib}m", "tmpfs", str(self.facts_dir)]
+        self.small_disk = subprocess.run(mount, capture_output=True, check=False).returncode == 0
+
+    def unmount_small_disk(self) -> None:
+        if self.small_disk:
+            subprocess.run(["umount", "-l", str(self.facts_dir)], check=False)
 
     def start_broker(self) -> str:
         self.broker = EmbeddedBroker(self.broker.data_dir, port=self.broker.port)
@@ -478,6 +508,10 @@ class Run:
             Fault(
                 f"store dir read-only ({a.read_only:g} s)", "read-only", self.read_only, ("write",)
             ),
+            Fault("embedded broker kill -9, supervisor restarts it", "supervised", self.supervised),
+            Fault(f"store disk full ({a.outage:g} s)", "disk-full", self.disk_full, ("write",)),
+            Fault("8 replies over the 5 MiB limit at once", "oversized", self.oversized),
+            Fault("max batch (256 x 4,000 chars) beside traffic", "max-batch", self.max_batch),
         ]
 
     # -- the faults: each returns the moment the fault ended --
@@ -519,6 +553,74 @@ class Run:
         await asyncio.sleep(self.args.read_only)
         for p in paths:
             p.chmod(modes[p])
+        return time.monotonic()
+
+    async def supervised(self) -> float:
+        """kill -9 of the broker with nothing done by hand: its owner's supervisor
+        (``keep_embedded``, as in ``react-mem up``) notices and restarts it."""
+        health = BusHealth(CollectorRegistry())
+        watch = asyncio.create_task(keep_embedded(self.stack.broker, health))
+        await asyncio.sleep(0)
+        pid = self.stack.broker.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        killed = time.monotonic()
+        for wanted in (False, True):  # noticed down, then restarted
+            while health.up is not wanted:  # noqa: ASYNC110 - the supervisor's state, polled
+                await asyncio.sleep(0.02)
+        self.notes.append(f"broker back {time.monotonic() - killed:.1f} s after the kill")
+        watch.cancel()
+        return killed
+
+    async def disk_full(self) -> float:
+        if not self.stack.small_disk:
+            self.notes.append("no small filesystem could be mounted here: no real fault")
+            await asyncio.sleep(self.args.outage)
+            return time.monotonic()
+        disk = os.statvfs(self.stack.facts_dir)
+        filler = self.stack.facts_dir / "filler"
+        with filler.open("wb") as out:  # all but 16 MiB: below fact-memory's 64 MiB reserve
+            out.write(b"\0" * max(disk.f_bavail * disk.f_frsize - 16 * 2**20, 0))
+        await asyncio.sleep(self.args.outage)
+        filler.unlink()
+        return time.monotonic()
+
+    async def oversized(self) -> float:
+        """220 facts of 4,000 mostly non-ASCII characters (two valid batches), then eight
+        ``list`` requests at once for all of them: each reply would be over 5 MiB."""
+        scope = Scope("default", "faults-oversized-data")
+        wide = "é" * 3990
+        for batch in range(2):
+            facts = [FactInput(content=f"{batch}-{n:03d} {wide}") for n in range(110)]
+            await self.clients.fact_client(600).store(scope, facts)
+        began = time.monotonic()
+        lists = [
+            self.clients.facts.request(
+                FactRequest(operation="list", collection=scope.collection, limit=220), timeout=60
+            )
+            for _ in range(8)
+        ]
+        replies = await asyncio.gather(*lists, return_exceptions=True)
+        kinds = sorted(
+            {getattr(getattr(r, "error", None), "type", None) or repr(r) for r in replies}
+        )
+        self.notes.append(f"8 lists answered in {time.monotonic() - began:.1f} s: {kinds}")
+        return time.monotonic()
+
+    async def max_batch(self) -> float:
+        words = ("river", "lantern", "copper", "meadow", "quiet", "harbour", "velvet", "orbit")
+        rng = random.Random(5)
+        facts = [
+            FactInput(content=" ".join(rng.choice(words) for _ in range(700))[:4000])
+            for _ in range(256)
+        ]
+        began = time.monotonic()
+        try:
+            await self.clients.fact_client(600).store(Scope("default", "faults-batch-data"), facts)
+            outcome = "stored"
+        except ReactMemError as exc:
+            outcome = f"failed: {exc}"
+        self.notes.append(f"the batch {outcome} in {time.monotonic() - began:.1f} s")
         return time.monotonic()
 
 
@@ -607,6 +709,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=5.0, help="patience per fact request")
     parser.add_argument("--ask-timeout", type=float, default=120.0, help="patience per ask")
     parser.add_argument("--drain", type=float, default=90.0, help="wait for the learner's backlog")
+    parser.add_argument("--disk-mib", type=int, default=512, help="fact-memory's small disk")
     args = parser.parse_args()
     os.environ["OMP_NUM_THREADS"] = "1"  # the services' processes inherit it
     if args.quick:
@@ -624,6 +727,7 @@ def main() -> None:
         stack = Stack(Path(name), llm, args.llm_concurrency)
         try:
             stack.start_broker()
+            stack.mount_small_disk(args.disk_mib)
             stack.start_facts()
             stack.start_learner()
             stack.start_agent()
@@ -638,6 +742,7 @@ def main() -> None:
         finally:
             llm.release_held()
             stack.stop()
+            stack.unmount_small_disk()
             llm.server.stop()
 
 

@@ -20,8 +20,10 @@ from react_mem.metrics import per_registry
 
 logger = logging.getLogger(__name__)
 
-#: How often the broker is looked at (its process, or its address).
+#: How often the embedded broker's process is looked at (a cheap poll).
 CHECK_INTERVAL = 0.5
+#: How often another broker's address is probed (a TCP connection each time).
+ADDRESS_INTERVAL = 5.0
 
 _gauge = per_registry(
     lambda registry: Gauge(
@@ -87,7 +89,7 @@ async def watch_address(host: str, port: int, health: BusHealth) -> None:
             health.mark_up()
         except (OSError, TimeoutError) as exc:
             health.mark_down(f"broker at {host}:{port} unreachable: {exc or type(exc).__name__}")
-        await asyncio.sleep(health_interval())
+        await asyncio.sleep(ADDRESS_INTERVAL)
 
 
 def health_interval() -> float:
