@@ -333,6 +333,17 @@ async def test_a_plan_carries_the_delta_and_the_episode_reuses_the_llms_lessons(
     assert plan.episode.lessons == [x.content for x in plan.ace.reflection.lessons]
     assert "lessons" not in asked  # no separate lessons question
     assert sum("bullet_tags" in a for a in asked) == 1
+    assert delta.topic is None  # the request named no task type
+
+    # A task type becomes the topic of the lessons added (the playbook's topic boost).
+    typed = await Planner(llm, Limits()).for_trajectory(
+        t.model_copy(update={"task_type": "unit-conversion"}),
+        None,
+        ace=AceConfig(reflector="llm"),
+        key="trajectory:s2",
+        window=[],
+    )
+    assert typed.ace is not None and typed.ace.delta.topic == "unit-conversion"
 
     # Chat without bullets, tools or a known answer: nothing to reflect on.
     chat = trajectory(steps=[AgentStep(thought="Hi!")], memory_used=[])

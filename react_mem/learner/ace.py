@@ -107,6 +107,12 @@ async def plan_ace(
         reflection=reflection,
         curated_by=curated_by,
         delta=Delta(
-            delta_id=delta_id, operations=operations, source=source, reason=clip(reason, 300)
+            delta_id=delta_id,
+            operations=operations,
+            source=source,
+            reason=clip(reason, 300),
+            # New lessons are filed under the task's type (seed 001's topic), so the
+            # playbook's topic boost finds them for the next task of that type.
+            topic=clip(t.task_type, 64) or None,
         ),
     )
