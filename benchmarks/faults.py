@@ -23,7 +23,7 @@ Issue 26's faults: the embedded broker killed and restarted by its supervisor (t
 the bus's message limit at once, and the biggest valid batch (256 facts of 4,000
 characters) stored beside the traffic.
 
-    python benchmarks/faults.py            # 2-3 minutes
+    python benchmarks/faults.py            # about 10 minutes (the max-batch row: 1-2)
     python benchmarks/faults.py --quick    # under 2 minutes
     python benchmarks/faults.py --only llm --llm-concurrency 4
 """

@@ -288,9 +288,7 @@ class AgentProcessor(Processor):
                 update={
                     "history": [*history, step],
                     "state": next_state,
-                    "memory": self.sealer.seal(
-                        inv.state, with_history(bound_to, [*history, step])
-                    ),
+                    "memory": self.sealer.seal(inv.state, with_history(bound_to, [*history, step])),
                 }
             ),
             id=ctx.id,
