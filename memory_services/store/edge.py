@@ -290,7 +290,10 @@ class EdgeStore:
             found = [self._call(lambda: shard.query(requests[0]))]
         else:
             found = self._call(lambda: shard.query_batch(qe.QueryBatchRequest(requests)))
-        return [edge_query.hits(points, probe) for points, probe in zip(found, probes, strict=True)]
+        return [
+            edge_query.hits(points, probe, limit)
+            for points, probe in zip(found, probes, strict=True)
+        ]
 
     async def get(self, collection: str, ids: Sequence[str], *, scope: StoreScope) -> list[Record]:
         shard, wanted = self._shard(collection), checks.record_ids(ids)

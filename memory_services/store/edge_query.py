@@ -12,7 +12,7 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from memory_services.store import checks, lexical
+from memory_services.store import checks, lexical, ties
 from memory_services.store.base import Hit, Retrieval
 
 logger = logging.getLogger(__name__)
@@ -74,6 +74,7 @@ def request(
         if retrieval.fusion == "rrf"
         else qe.Fusion.Dbsf()
     )
+    common["limit"] = ties.fused_limit(depth, len(prefetches))  # cut here, not by the engine
     return qe.QueryRequest(query=fusion, prefetches=prefetches, filter=selected, **common)
 
 
@@ -102,9 +103,11 @@ def add_lexical(shard: qe.EdgeShard, name: str, fields: tuple[str, ...]) -> int:
     return done
 
 
-def hits(points: list[qe.ScoredPoint], vector: list[float]) -> list[Hit]:
-    """Hits scored by cosine: the engine's scores where it ranked by the dense vector, else
-    computed from the vectors the request brought back."""
+def hits(points: list[qe.ScoredPoint], vector: list[float], limit: int) -> list[Hit]:
+    """The best ``limit`` (equal scores in id order: :mod:`.ties`), scored by cosine: the
+    engine's scores where it ranked by the dense vector, else computed from the vectors the
+    request brought back."""
+    points = ties.settle(points, limit)
     scores = [p.score for p in points]
     if points and points[0].vector is not None:
         scores = checks.cosines(vector, [dense_of(p.vector) for p in points])

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from qdrant_client import AsyncQdrantClient, models
 
-from memory_services.store import checks, lexical
+from memory_services.store import checks, lexical, ties
 from memory_services.store.base import (
     DEFAULT_RETRIEVAL,
     SCOPE_KEYS,
@@ -207,7 +207,7 @@ class QdrantServerStore:
         if not requests:
             return []
         found = await self._call(self.client.query_batch_points(collection, requests))
-        return [_hits(r.points, probe) for r, probe in zip(found, probes, strict=True)]
+        return [_hits(r.points, probe, limit) for r, probe in zip(found, probes, strict=True)]
 
     async def _add_lexical(self, name: str, fields: tuple[str, ...]) -> None:
         """Give every record without a lexical vector one (a collection from before lexical
@@ -366,13 +366,15 @@ def _request(
         else models.FusionQuery(fusion=models.Fusion.DBSF)
     )
     return models.QueryRequest(
-        prefetch=prefetch, query=fusion, filter=selected, limit=limit, with_payload=True,
-        with_vector=[""],
+        prefetch=prefetch, query=fusion, filter=selected, with_payload=True, with_vector=[""],
+        limit=ties.fused_limit(depth, len(prefetch)),  # cut in _hits, not by the engine
     )  # fmt: skip
 
 
-def _hits(points: list[models.ScoredPoint], vector: list[float]) -> list[Hit]:
-    """Hits scored by cosine (computed from the vectors a lexical or hybrid search brought)."""
+def _hits(points: list[models.ScoredPoint], vector: list[float], limit: int) -> list[Hit]:
+    """The best ``limit`` (equal scores in id order: :mod:`.ties`), scored by cosine
+    (computed from the vectors a lexical or hybrid search brought)."""
+    points = ties.settle(points, limit)
     scores = [p.score for p in points]
     if points and points[0].vector is not None:
         scores = checks.cosines(vector, [_dense(p.vector) for p in points])
