@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from memory_services.dedup_guard import may_merge
+from memory_services.facts import changes
 from memory_services.facts import records as rec
 from memory_services.facts.context import FactContext
 from memory_services.facts.quota import check_quota
@@ -124,7 +125,7 @@ async def store(
             target, similarity = match
         payload = batch.payloads[target]
         if request_id is None or payload.get("last_request") != request_id:
-            changes = rec.reinforced(
+            reinforced = rec.reinforced(
                 payload,
                 now=now,
                 rate=policy.reinforce_rate,
@@ -134,10 +135,10 @@ async def store(
                 request_id=request_id,
             )
             if target != item.id:
-                changes |= rec.aliased(payload, item.content, item.normalised)
-            payload.update(changes)
+                reinforced |= rec.aliased(payload, item.content, item.normalised)
+            payload.update(reinforced)
             if target not in batch.new:
-                batch.changed.setdefault(target, {}).update(changes)
+                batch.changed.setdefault(target, {}).update(reinforced)
         added_here = request_id is not None and payload.get("origin_request") == request_id
         if target in batch.new or added_here:  # added by this request (maybe redelivered)
             own = target == item.id
@@ -157,8 +158,18 @@ async def store(
     if batch.new:
         await ctx.upsert(list(batch.new.values()))
         ctx.on_change(len(batch.new))
-    for id, changes in batch.changed.items():
-        await ctx.set_payload(id, changes, owner)
+    for id, changed in batch.changed.items():
+        await ctx.set_payload(id, changed, owner)
+    outcome = await changes.settle(ctx, owner, [r.id for r in results], now)
+    results = [
+        r.model_copy(
+            update={
+                "superseded": outcome.superseded.get(r.id, []),
+                "conflicts_with": outcome.conflicts.get(r.id, []),
+            }
+        )
+        for r in results
+    ]
     return results, evicted
 
 
@@ -207,7 +218,7 @@ def _new(
         payload["valid_at"] = item.fact.valid_at
     if item.fact.context:
         payload["context"] = item.fact.context  # indexed for lexical search, not returned
-    return payload
+    return payload | changes.slot_of(item.content)
 
 
 def _or(value: float | None, default: float) -> float:

@@ -10,7 +10,7 @@ from memory_services import when
 from memory_services.backfill import fill_missing
 from memory_services.consolidation.engine import Engine, Options, check_id
 from memory_services.consolidation.ledger import Ledger
-from memory_services.facts import ingest, supersede
+from memory_services.facts import asof, ingest, supersede
 from memory_services.facts import records as rec
 from memory_services.facts.access import AccessLog
 from memory_services.facts.consolidate import FactKind
@@ -262,7 +262,8 @@ class FactMemory:
         alone: dense), best first; each one's ``last_accessed`` and ``access_count`` are
         updated. With ``time_boost``, a hybrid search ranks the facts whose ``valid_at``
         falls in a time the query names higher, or, when it asks when ("when did ..."),
-        the facts that tell a time (see :mod:`memory_services.when`)."""
+        the facts that tell a time (see :mod:`memory_services.when`); and when it asks
+        about the past, the earlier values that held then too (:mod:`.asof`)."""
         ctx = self.ctx
         if query is None and vector is None:
             raise BadRequest("retrieve needs 'query' or 'vector' (or both)")
@@ -295,6 +296,20 @@ class FactMemory:
         for hit in hits:
             seen = self._access.seen(scope, hit.id, hit.payload, now)
             facts.append(rec.to_fact(hit.id, {**hit.payload, **seen}, hit.score))
+        if query is not None and time_boost and (past := asof.asked(query, now)):
+            earlier = await ctx.search(
+                scope,
+                probe,
+                limit=top_k,
+                min_score=min_score,
+                where=[*asof.history_filter(past), *rec.unexpired(now)],
+                text=query,
+                retrieval=retrieval,
+            )
+            if earlier:  # what held then; superseded versions keep their access counts
+                by_id = {f.id: f for f in facts}
+                order = asof.merge(hits, earlier, past, top_k)
+                facts = [by_id.get(h.id) or rec.to_fact(h.id, h.payload, h.score) for h in order]
         return facts
 
     async def get(self, scope: Scope, ids: Sequence[str]) -> tuple[list[Fact], list[str]]:

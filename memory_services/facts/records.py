@@ -30,6 +30,8 @@ INDEXES = {
     "expires_at": FieldType.FLOAT,
     "valid_at": FieldType.FLOAT,
     "tells_time": FieldType.BOOL,
+    "slot": FieldType.KEYWORD,
+    "valid_until": FieldType.FLOAT,
 }
 
 #: Other wordings a fact keeps (``aliases``): the merge guard lets only restatements in other
@@ -186,6 +188,8 @@ def to_fact(id: str, payload: Mapping[str, Any], score: float | None = None) -> 
         content_hash=payload["content_hash"],
         metadata=payload.get("metadata") or {},
         valid_at=payload.get("valid_at"),
+        valid_until=payload.get("valid_until"),
+        conflicts_with=payload.get("conflicts_with") or [],
         score=score,
         sources=payload.get("sources") or [],
         aliases=payload.get("aliases") or [],

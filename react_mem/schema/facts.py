@@ -111,6 +111,12 @@ class Fact(WireModel):
     metadata: dict[str, str] = Field(default_factory=dict)
     #: When what it says happened or held (epoch seconds), if the store was told.
     valid_at: float | None = None
+    #: A superseded fact: when it stopped holding (its successor's ``valid_at``, else when
+    #: the successor was stored).
+    valid_until: float | None = None
+    #: Current facts that say otherwise about the same thing, with nothing to tell which
+    #: is true now (both stay current; see ``memory_services.facts.changes``).
+    conflicts_with: list[str] = Field(default_factory=list)
     #: Cosine similarity to the query (``retrieve`` only).
     score: float | None = None
     #: Other conversations the fact was learned in (merged in by ``consolidate``).
@@ -138,6 +144,11 @@ class StoredFact(WireModel):
     #: ``update`` the current version to change it back).
     status: str = ""
     similarity: float | None = None
+    #: Stored facts this one updated (they became its history); its own id when it was
+    #: told after a later value (it is history at once).
+    superseded: list[str] = Field(default_factory=list)
+    #: Stored facts it contradicts with nothing to tell which is current (both kept).
+    conflicts_with: list[str] = Field(default_factory=list)
 
 
 class FactRequest(WireModel):

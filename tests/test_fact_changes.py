@@ -1,0 +1,170 @@
+"""Updates supersede, over the real bus: a new fact that changes what a stored one says about
+the same subject and attribute makes it history (kept, out of recall); a contradiction with
+nothing to tell which is current keeps both, marked."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from memory_services.facts.slots import read, replaces
+from react_mem.bus.pulsar import PulsarTransport
+from react_mem.agent.items import fact_items
+from react_mem.schema.facts import Fact, FactInput
+from tests.support.embedder import HashingEmbedder
+from tests.support.fact_memory import FactService
+from tests.support.fact_memory import fact_service as shared_fact_service
+from tests.support.memory_services import START
+
+pytestmark = pytest.mark.broker
+
+YEAR = 365 * 86_400.0
+fact_service = functools.partial(
+    shared_fact_service, client=FactService, embedder=HashingEmbedder()
+)
+
+
+@pytest.fixture
+async def facts(
+    transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
+) -> AsyncIterator[FactService]:
+    async with fact_service(transport, registry, tmp_path, unique) as service:
+        yield service
+
+
+async def current(facts: FactService, query: str, **fields: object) -> list[str]:
+    found = (await facts.ok("retrieve", query=query, top_k=10, **fields)).facts
+    return [f.content for f in found]
+
+
+async def test_not_any_more_supersedes_and_both_stay_in_the_history(facts: FactService) -> None:
+    [allergic] = await facts.store("I am allergic to peanuts.", user="ann")
+    facts.clock.now = START + 60
+    stored = (
+        await facts.ok(
+            "store", facts=[FactInput(content="I am not allergic to peanuts any more.")], user="ann"
+        )
+    ).stored
+    [cured] = stored
+    assert cured.status == "added" and cured.superseded == [allergic]
+    assert await current(facts, "Am I allergic to peanuts?", user="ann") == [
+        "I am not allergic to peanuts any more."
+    ]
+    history = (await facts.ok("history", fact_id=cured.id, user="ann")).facts
+    assert [f.content for f in history] == [
+        "I am allergic to peanuts.",
+        "I am not allergic to peanuts any more.",
+    ]
+    old = history[0]
+    assert (old.superseded_by, old.valid_until) == (cured.id, START + 60)
+    assert [f.id for f in await facts.listed(user="ann")] == [cured.id]
+
+
+async def test_the_value_valid_latest_wins_whatever_order_it_was_told_in(
+    facts: FactService,
+) -> None:
+    def told(content: str, year: int) -> FactInput:
+        return FactInput(content=content, valid_at=START + (year - 2020) * YEAR)
+
+    [berlin] = (await facts.ok("store", facts=[told("I live in Berlin.", 2021)])).stored
+    [lisbon] = (await facts.ok("store", facts=[told("I moved to Lisbon.", 2024)])).stored
+    assert lisbon.superseded == [berlin.id]
+    [paris] = (await facts.ok("store", facts=[told("I live in Paris now.", 2023)])).stored
+    assert paris.superseded == [paris.id]  # told late: history at once
+    assert await current(facts, "Where do I live?") == ["I moved to Lisbon."]
+    assert (await facts.one(paris.id)).superseded_by == lisbon.id
+    # Someone else's residence is another slot; another owner's facts are never touched.
+    await facts.store("Omar lives in Cairo.", "I live in Oslo.", user="omar")
+    assert await current(facts, "Where do I live?") == ["I moved to Lisbon."]
+
+
+async def test_a_contradiction_with_no_order_keeps_both_marked(facts: FactService) -> None:
+    yes, no = await facts.store("I am allergic to shellfish.", "I am not allergic to shellfish.")
+    got = {f.id: f for f in (await facts.ok("get", ids=[yes, no])).facts}
+    assert got[yes].conflicts_with == [no] and got[no].conflicts_with == [yes]
+    assert got[yes].superseded_by is None and got[no].superseded_by is None
+    assert sorted(await current(facts, "allergic to shellfish?")) == [
+        "I am allergic to shellfish.",
+        "I am not allergic to shellfish.",
+    ]
+
+
+async def test_facts_that_can_hold_together_are_left_alone(facts: FactService) -> None:
+    ids = await facts.store("I have a dog named Rex.", "I am allergic to cats.")
+    facts.clock.now = START + 60
+    ids += await facts.store("I have a cat named Tom.", "I am allergic to pollen.")
+    ids += await facts.store("I used to live in Rome.", "Omar lives in Cairo.")
+    assert sorted(f.id for f in await facts.listed()) == sorted(ids)
+    facts.clock.now = START + 120
+    [now] = (
+        await facts.ok("store", facts=[FactInput(content="I now have a parrot named Kiwi.")])
+    ).stored
+    assert sorted(now.superseded) == sorted(ids[:1] + ids[2:3])  # "now": the pets are history
+
+
+@pytest.mark.parametrize(
+    ("earlier", "later", "updates"),
+    [
+        ("I live in Berlin", "The user now lives in Paris", True),
+        ("I live in Paris", "I don't live in Paris any more", True),
+        ("I live in Berlin", "I don't live in Paris", False),
+        ("I work at Acme", "I joined Globex in 2024", True),
+        ("I am vegetarian", "I am vegan now", True),
+        ("My wife is Anna", "My wife is Anna.", False),
+        ("I am allergic to peanuts", "I am allergic to shellfish", None),
+        ("Alice lives in Rome", "Bob lives in Oslo", None),
+        ("My favourite colour is blue", "My favorite colour is green", True),
+        ("My sister is a doctor", "My sister is in Paris", None),
+    ],
+)
+def test_what_the_rules_read(earlier: str, later: str, updates: bool | None) -> None:
+    old, new = read(earlier), read(later)
+    if updates is None:
+        assert old is None or new is None or replaces(new, old) is None
+    else:
+        assert old is not None and new is not None
+        assert replaces(new, old) is updates
+
+
+@pytest.mark.parametrize(
+    "text", ["I used to live in Rome", "It is raining", "Where do I live?", "The weather is nice"]
+)
+def test_what_the_rules_do_not_read(text: str) -> None:
+    assert read(text) is None
+
+
+async def test_a_question_about_a_past_time_finds_the_value_that_held_then(
+    facts: FactService,
+) -> None:
+    def at(year: int) -> float:
+        return datetime(year, 3, 1, tzinfo=UTC).timestamp()
+
+    facts.clock.now = at(2025)
+    chain = [
+        ("I live in Berlin.", 2021),
+        ("I live in Paris now.", 2023),
+        ("I moved to Lisbon.", 2024),
+    ]
+    for content, year in chain:
+        await facts.ok("store", facts=[FactInput(content=content, valid_at=at(year))])
+    asked = (await facts.ok("retrieve", query="Where did I live in 2023?", top_k=3)).facts
+    assert asked[0].content == "I live in Paris now."
+    assert asked[0].superseded_by is not None and asked[0].valid_until == at(2024)
+    # Berlin held until 2023-03-01: within 2023 too, but after Paris, which held longer.
+    assert asked[1].content == "I live in Berlin."
+    before = (await facts.ok("retrieve", query="Where did I live before?", top_k=4)).facts
+    assert before[0].content == "I moved to Lisbon."
+    assert {f.content for f in before[1:]} == {"I live in Berlin.", "I live in Paris now."}
+    assert await current(facts, "Where do I live?") == ["I moved to Lisbon."]
+    lines = [item.text for item in fact_items(asked)]
+    assert lines[0] == "- earlier (until 2024-03-01): (2023-03-01) I live in Paris now."
+
+
+def test_a_disputed_fact_is_marked_in_the_prompt() -> None:
+    fact = Fact(id="a", content="I am allergic to shellfish.", conflicts_with=["b"])
+    assert [i.text for i in fact_items([fact])] == ["- disputed: I am allergic to shellfish."]
