@@ -5,6 +5,7 @@ nothing to tell which is current keeps both, marked."""
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,8 +14,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from memory_services.facts.slots import read, replaces
-from react_mem.bus.pulsar import PulsarTransport
 from react_mem.agent.items import fact_items
+from react_mem.bus.pulsar import PulsarTransport
+from react_mem.errors import RequestTimeout
+from react_mem.learner.changes import judge
+from react_mem.learner.llm import JsonLLM
+from react_mem.schema import TextCompletionRequest, TextCompletionResponse
 from react_mem.schema.facts import Fact, FactInput
 from tests.support.embedder import HashingEmbedder
 from tests.support.fact_memory import FactService
@@ -168,3 +173,65 @@ async def test_a_question_about_a_past_time_finds_the_value_that_held_then(
 def test_a_disputed_fact_is_marked_in_the_prompt() -> None:
     fact = Fact(id="a", content="I am allergic to shellfish.", conflicts_with=["b"])
     assert [i.text for i in fact_items([fact])] == ["- disputed: I am allergic to shellfish."]
+
+
+async def test_what_the_writer_judged_supersedes_or_marks_where_no_rule_reads(
+    facts: FactService,
+) -> None:
+    [berlin, tea] = await facts.store("I'm based in Berlin.", "Ada takes tea without milk.")
+    facts.clock.now = START + 60
+    home = FactInput(content="Home is Lisbon these days.", updates=[berlin])
+    milk = FactInput(content="Ada takes milk in her tea.", contradicts=[tea])
+    stored = (await facts.ok("store", facts=[home, milk])).stored
+    assert stored[0].superseded == [berlin] and stored[1].conflicts_with == [tea]
+    assert (await facts.one(berlin)).superseded_by == stored[0].id
+    assert (await facts.one(tea)).conflicts_with == [stored[1].id]
+    # A bad id refuses the whole request before anything is written.
+    bad = FactInput(content="Ada now lives in Porto.", updates=["not-an-id"])
+    assert await facts.error("store", facts=[bad]) == "bad-id"
+    assert len(await facts.listed()) == 3
+
+
+def _llm(reply: dict[str, object] | None) -> JsonLLM:
+    async def complete(request: TextCompletionRequest, timeout: float) -> TextCompletionResponse:
+        if reply is None:
+            raise RequestTimeout("no answer")
+        assert "STORED facts:" in request.prompt and "s1: I live in Berlin." in request.prompt
+        return TextCompletionResponse(response=json.dumps(reply))
+
+    return JsonLLM(complete, attempts=1)
+
+
+async def test_the_learner_passes_on_what_the_llm_judged() -> None:
+    new = [FactInput(content="Home is Lisbon now."), FactInput(content="Ada likes tea.")]
+    stored = [[Fact(id="id-berlin", content="I live in Berlin.")], []]
+    said = {
+        "judgements": [
+            {"new": "n1", "updates": ["s1", "s9"], "contradicts": []},  # s9 was never shown
+            {"new": "n7", "updates": ["s1"]},  # no such new fact
+            "junk",
+        ]
+    }
+    judged = await judge(_llm(said), new, stored)
+    assert [f.updates for f in judged] == [["id-berlin"], []]
+    assert [f.contradicts for f in judged] == [[], []]
+    for unusable in (None, {"judgements": "no"}):  # down, or a reply of the wrong shape
+        assert await judge(_llm(unusable), new, stored) == new
+    assert await judge(None, new, stored) == new
+
+
+async def test_a_value_told_again_later_is_current_again(facts: FactService) -> None:
+    def at(year: int) -> FactInput:
+        return FactInput(
+            content="I am not allergic to cats any more." if year % 2 else "I am allergic to cats.",
+            valid_at=START + (year - 2020) * YEAR,
+        )
+
+    ids = [(await facts.ok("store", facts=[at(year)])).stored[0].id for year in (2020, 2021, 2022)]
+    assert await current(facts, "Am I allergic to cats?") == ["I am allergic to cats."]
+    again = (await facts.ok("store", facts=[at(2023)])).stored[0]
+    assert again.id == ids[1] and again.superseded == [ids[0]]  # the same record, current again
+    assert await current(facts, "Am I allergic to cats?") == ["I am not allergic to cats any more."]
+    # Told again with no time, or with an earlier one, it stays as it is.
+    stale = FactInput(content="I am allergic to cats.", valid_at=START)
+    assert (await facts.ok("store", facts=[stale])).stored[0].status == "superseded"

@@ -2,10 +2,9 @@
 
 A question that names a past time ("where did I live in 2023?") or asks about before
 ("used to", "previously", "before I moved") also searches the facts updates made history
-(those with a ``valid_until``, see :mod:`.changes`). A fact held from its ``valid_at`` (else
-when it was stored) until its ``valid_until``; those holding during the named time come
-first, ahead of the current facts that did not hold then; with no time named, the earlier
-values follow the current ones. Default recall never sees them.
+(those with a ``valid_until``, see :mod:`.changes`), of the slot it asks about when the rules
+read one (:func:`.slots.asked`). A fact held from its ``valid_at`` (else when it was stored)
+until its ``valid_until``; see :func:`merge` for the order. Default recall never sees them.
 """
 
 from __future__ import annotations
@@ -35,9 +34,11 @@ def asked(query: str, now: float) -> tuple[float, float] | None:
     return (0.0, now) if _BEFORE.search(query) else None
 
 
-def history_filter(span: tuple[float, float]) -> list[Condition]:
-    """Superseded facts that held after ``span`` began (the caller adds expiry and scope)."""
-    return [Condition(key="current", equals=False), Condition(key="valid_until", gt=span[0])]
+def history_filter(span: tuple[float, float], key: str | None) -> list[Condition]:
+    """Superseded facts that held after ``span`` began, of the slot ``key`` when the
+    question names one (the caller adds expiry and scope)."""
+    where = [Condition(key="current", equals=False), Condition(key="valid_until", gt=span[0])]
+    return where if key is None else [*where, Condition(key="slot", equals=key)]
 
 
 def held(payload: Mapping[str, Any], span: tuple[float, float]) -> bool:
@@ -47,21 +48,31 @@ def held(payload: Mapping[str, Any], span: tuple[float, float]) -> bool:
 
 
 def merge(
-    current: list[Hit], earlier: list[Hit], span: tuple[float, float], top_k: int
+    current: list[Hit],
+    earlier: list[Hit],
+    span: tuple[float, float],
+    top_k: int,
+    key: str | None = None,
 ) -> list[Hit]:
-    """Facts that held in a named ``span`` first (earlier values and current ones alike, the
-    one that held longest within it first), then the others; with no time named
-    (``span[0] == 0``), the current facts first and up to half of ``top_k`` earlier values
-    after them."""
+    """The current hits and the earlier values in one list. With a time named, what held
+    then comes first: of the asked slot ``key``, the value that held longest within the time
+    first; with no slot known, the earlier values in the search's order. With no time named
+    ("before", ``span[0] == 0``), the current value first and the earlier ones, newest
+    first, after it (up to half of ``top_k`` when no slot is known)."""
     earlier = [h for h in earlier if held(h.payload, span)]
+    if key is None:
+        if span[0] == 0.0:
+            room = min(max(1, top_k // 2), len(earlier))
+            return [*current[: top_k - room], *earlier][:top_k]
+        return [*earlier, *current][:top_k]
+    same = [h for h in current if h.payload.get("slot") == key]
     if span[0] == 0.0:
-        room = max(1, top_k // 2)
-        kept = current[: max(0, top_k - min(room, len(earlier)))]
-        return [*kept, *earlier][:top_k]
-    first = [h for h in [*earlier, *current] if held(h.payload, span)]
-    first.sort(key=lambda h: -_overlap(h.payload, span))  # what held longest then first
-    rest = [h for h in current if not held(h.payload, span)]
-    return [*first, *rest][:top_k]
+        first = [*same, *sorted(earlier, key=lambda h: -since(h.payload))]
+    else:
+        first = [h for h in [*earlier, *same] if held(h.payload, span)]
+        first.sort(key=lambda h: -_overlap(h.payload, span))  # what held longest then first
+    chosen = {h.id for h in first}
+    return [*first, *(h for h in current if h.id not in chosen)][:top_k]
 
 
 def _overlap(payload: Mapping[str, Any], span: tuple[float, float]) -> float:

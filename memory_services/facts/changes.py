@@ -1,15 +1,17 @@
-"""A stored fact that a new one updates or contradicts becomes history, by rule.
+"""A stored fact that a new one updates or contradicts becomes history.
 
-Each fact that fills a slot (:mod:`.slots`: the user's residence, an allergy, ...) keeps the
-slot's key in its payload (``slot``, indexed). When ``store`` writes one, the live facts of
-the same owner and slot are read and compared: the one valid later (``valid_at``, else when
-it was stored) wins where the two disagree, and the other is superseded (``current`` false,
-``superseded_by``, ``valid_until`` the winner's time): kept in ``history`` and for questions
-about the past, out of default recall. When neither can be put first (the same time, and
-neither says "now" or "any more"), both stay current and each lists the other in
-``conflicts_with``: nothing is dropped, and the reader sees the dispute. Runs under the
-service's write lock, after the request's records are written; a redelivery finds the work
-done (the loser is no longer live).
+A writer that judged it (an LLM asked by the learner) says so in ``FactInput.updates`` or
+``contradicts``, applied first. Then by rule: each fact that fills a slot (:mod:`.slots`:
+the user's residence, an allergy, ...) keeps the slot's key in its payload (``slot``,
+indexed), and when ``store`` writes one, the live facts of the same owner and slot are read
+and compared: the one valid later (``valid_at``, else when it was stored) wins where the two
+disagree, and the other is superseded (``current`` false, ``superseded_by``, ``valid_until``
+the winner's time): kept in ``history`` and for questions about the past, out of default
+recall. When neither can be put first (the same time, and neither says "now" or "any
+more"), both stay current and each lists the other in ``conflicts_with``: nothing is
+dropped, and the reader sees the dispute. Runs under the service's write lock, after the
+request's records are written; a redelivery finds the work done (the loser is no longer
+live).
 """
 
 from __future__ import annotations
@@ -47,11 +49,30 @@ def when(payload: Mapping[str, Any]) -> float:
     return float(payload["created_at"] if valid_at is None else valid_at)
 
 
-async def settle(ctx: FactContext, owner: Scope, ids: Sequence[str], now: float) -> Outcome:
-    """Compare each fact of ``ids`` that fills a slot with the live facts of that slot."""
+@dataclass(frozen=True)
+class Told:
+    """What a fact's writer judged (``FactInput.updates`` and ``contradicts``)."""
+
+    updates: list[str]
+    contradicts: list[str]
+
+
+async def settle(
+    ctx: FactContext,
+    owner: Scope,
+    ids: Sequence[str],
+    now: float,
+    told: Mapping[str, Told],
+    *,
+    by_rule: bool = True,
+) -> Outcome:
+    """Apply what the writers judged (``told``, by the new fact's id), then compare each fact
+    of ``ids`` that fills a slot with the live facts of that slot (``by_rule``)."""
     outcome = Outcome()
+    for id, judged in told.items():
+        await _judged(ctx, owner, id, judged, outcome, now)
     done: set[str] = set()
-    for id in dict.fromkeys(ids):
+    for id in dict.fromkeys(ids) if by_rule else ():
         found = await ctx.get([id], owner)
         if not found or id in done:
             continue
@@ -64,6 +85,32 @@ async def settle(ctx: FactContext, owner: Scope, ids: Sequence[str], now: float)
         await _against(ctx, owner, record, [r for r in page if r.id != id], outcome, now)
         done.add(id)
     return outcome
+
+
+async def _judged(
+    ctx: FactContext, owner: Scope, id: str, judged: Told, outcome: Outcome, now: float
+) -> None:
+    """The writer's word: an update keeps the fact valid later current; a contradiction
+    marks both. Ids not live in this owner's facts are passed over."""
+    live = {r.id: r for r in await ctx.get([id, *judged.updates, *judged.contradicts], owner)}
+    live = {i: r for i, r in live.items() if float(r.payload["expires_at"]) > now}
+    new = live.get(id)
+    if new is None or not new.payload["current"]:
+        return
+    for old_id in judged.updates:
+        old = live.get(old_id)
+        if old is None or old_id == id or not old.payload["current"]:
+            continue
+        if when(old.payload) > when(new.payload):  # told late: the new one is history
+            await _supersede(ctx, owner, new, old, now)
+            outcome.superseded.setdefault(id, []).append(id)
+            return
+        await _supersede(ctx, owner, old, new, now)
+        outcome.superseded.setdefault(id, []).append(old_id)
+    for other in judged.contradicts:
+        if other in live and other != id and live[other].payload["current"]:
+            await _dispute(ctx, owner, new, live[other], now)
+            outcome.conflicts.setdefault(id, []).append(other)
 
 
 async def _against(
@@ -96,12 +143,12 @@ async def _against(
         outcome.superseded.setdefault(new.id, []).append(old.id)
 
 
-Told = tuple[Record, slots.Slot]
+Reading = tuple[Record, slots.Slot]
 
 
 def _order(
     new: Record, slot: slots.Slot, old: Record, held: slots.Slot
-) -> tuple[Told | None, Told | None]:
+) -> tuple[Reading | None, Reading | None]:
     """(later, earlier), or (None, None) when nothing tells which came first."""
     a, b = when(new.payload), when(old.payload)
     if a == b and slot.cue != held.cue:  # at one time, the one saying "now" is the later

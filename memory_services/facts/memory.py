@@ -10,7 +10,7 @@ from memory_services import when
 from memory_services.backfill import fill_missing
 from memory_services.consolidation.engine import Engine, Options, check_id
 from memory_services.consolidation.ledger import Ledger
-from memory_services.facts import asof, ingest, supersede
+from memory_services.facts import asof, ingest, slots, supersede
 from memory_services.facts import records as rec
 from memory_services.facts.access import AccessLog
 from memory_services.facts.consolidate import FactKind
@@ -262,7 +262,9 @@ class FactMemory:
         alone: dense), best first; each one's ``last_accessed`` and ``access_count`` are
         updated. With ``time_boost``, a hybrid search ranks the facts whose ``valid_at``
         falls in a time the query names higher, or, when it asks when ("when did ..."),
-        the facts that tell a time (see :mod:`memory_services.when`); and when it asks
+        the facts that tell a time (see :mod:`memory_services.when`); a question about a slot
+        the rules read ("where do I live?", :func:`.slots.asked`) ranks the facts filling it
+        higher instead; and when it asks
         about the past, the earlier values that held then too (:mod:`.asof`)."""
         ctx = self.ctx
         if query is None and vector is None:
@@ -278,7 +280,10 @@ class FactMemory:
             [probe] = await ctx.embed([ctx.content(query, "query")])
         now = ctx.clock()
         boost: list[Condition] = []
-        if query is not None and time_boost and (named := when.span(query, now, after=TOLD)):
+        key = None if query is None else slots.asked(query)
+        if key is not None:  # "where do I live?": the facts filling that slot
+            boost = [Condition("slot", equals=key)]
+        elif query is not None and time_boost and (named := when.span(query, now, after=TOLD)):
             boost = [Condition("valid_at", gte=named[0], lt=named[1])]
         elif query is not None and time_boost and when.asks_when(query):
             boost = [Condition("tells_time", equals=True)]  # "when did ...": facts telling one
@@ -292,6 +297,8 @@ class FactMemory:
             retrieval=retrieval,
             boost=boost,
         )
+        if key is not None:  # the facts filling the asked slot are its answer: first
+            hits = sorted(hits, key=lambda hit: hit.payload.get("slot") != key)
         facts = []
         for hit in hits:
             seen = self._access.seen(scope, hit.id, hit.payload, now)
@@ -302,13 +309,13 @@ class FactMemory:
                 probe,
                 limit=top_k,
                 min_score=min_score,
-                where=[*asof.history_filter(past), *rec.unexpired(now)],
+                where=[*asof.history_filter(past, key), *rec.unexpired(now)],
                 text=query,
                 retrieval=retrieval,
             )
             if earlier:  # what held then; superseded versions keep their access counts
                 by_id = {f.id: f for f in facts}
-                order = asof.merge(hits, earlier, past, top_k)
+                order = asof.merge(hits, earlier, past, top_k, key)
                 facts = [by_id.get(h.id) or rec.to_fact(h.id, h.payload, h.score) for h in order]
         return facts
 

@@ -61,6 +61,7 @@ class FactPolicy:
     consolidation_importance: float = 0.7
     consolidation_max_candidates: int = 10_000
     consolidation_history_ttl: float | None = None
+    supersede_by_rule: bool = True
 
 
 def normalise(content: str) -> str:

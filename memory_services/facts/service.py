@@ -59,6 +59,9 @@ class FactMemorySettings(ConsolidationSettings):
     #: Absorbed facts expire this many seconds after a merge (then it can no longer be
     #: undone for them); none: kept until deleted or purged.
     consolidation_history_ttl: float | None = Field(default=None, gt=0)
+    #: A stored fact that a new one updates by rule (same subject and attribute, see
+    #: :mod:`.slots`) becomes history; off: only ``update`` supersedes.
+    supersede_by_rule: bool = True
 
     def policy(self) -> FactPolicy:
         return FactPolicy(**{k: getattr(self, k) for k in FactPolicy.__dataclass_fields__})

@@ -69,6 +69,7 @@ _RULES: list[tuple[str, re.Pattern[str]]] = [
     ("job", re.compile(rf"^{_POSSESSOR} (?:job|occupation|profession) is (?:an? )?(?P<v>.+)$")),
     ("diet", re.compile(rf"^{_SUBJECT} {_BE} (?:an? )?(?:strict )?(?P<v>{_DIETS})\b.*$")),
     ("diet", re.compile(rf"^{_SUBJECT} (?:follow|follows|eat|eats|on) an? (?P<v>.+?) diet$")),
+    ("diet", re.compile(rf"^{_SUBJECT} (?:switched|changed|moved) to an? (?P<v>.+?) diet$")),
     ("diet", re.compile(rf"^{_POSSESSOR} diet is (?:an? )?(?P<v>.+?)(?: diet)?$")),
     ("eats:{a}", re.compile(rf"^{_SUBJECT} (?:eat|eats) (?P<a>meat|fish|dairy|eggs|pork|beef)$")),
     ("partner", re.compile(rf"^{_POSSESSOR} (?:{_PARTNERS}) is (?P<v>.+)$")),
@@ -165,3 +166,45 @@ def replaces(new: Slot, old: Slot) -> bool | None:
     if new.negative:
         return False  # "not in Paris" says nothing of Berlin
     return new.cue or not new.multi
+
+
+#: Questions about a slot: (attribute, pattern); ``s`` the subject, ``a`` part of the
+#: attribute. Read after the same folding as statements (cues and negations dropped).
+_WHO, _DO = r"(?P<s>i|the user|[a-z]+)", r"(?:do|did|does)"
+_ASKED: list[tuple[str, re.Pattern[str]]] = [
+    ("residence", re.compile(rf"\bwhere {_DO} {_WHO} (?:live|reside)\b")),
+    ("residence", re.compile(rf"\b(?:which|what) city {_DO} {_WHO} live\b")),
+    ("residence", re.compile(rf"\bwhere (?:am|was|is) {_WHO} based\b")),
+    ("employer", re.compile(rf"\bwho {_DO} {_WHO} work for\b")),
+    ("employer", re.compile(rf"\bwhere {_DO} {_WHO} work\b")),
+    ("employer", re.compile(rf"\b(?:which|what) company {_DO} {_WHO} work\b")),
+    ("job", re.compile(rf"\bwhat (?:is|was|'s) {_POSSESSOR} (?:job|occupation|profession)\b")),
+    ("diet", re.compile(rf"\bwhat (?:is|was|'s) {_POSSESSOR} diet\b")),
+    ("allergy:{a}", re.compile(rf"\b(?:am|was|is|were) {_WHO} allergic to (?P<a>[a-z ]+)$")),
+    ("pet", re.compile(rf"\bwhat (?:kind of )?pets? {_DO} {_WHO} (?:have|own)\b")),
+    ("pet", re.compile(rf"\bwhat (?:is|was|'s) {_POSSESSOR} pet\b")),
+    ("partner", re.compile(rf"\bwho (?:is|was|'s) {_POSSESSOR} (?:{_PARTNERS})\b")),
+    ("partner", re.compile(rf"\bwho (?:am|was|is) {_WHO} (?:{_COUPLED})\b")),
+    ("name", re.compile(rf"\bwhat (?:is|was|'s) {_POSSESSOR} name\b")),
+    ("favourite:{a}", re.compile(rf"\bwhat (?:is|was|'s) {_POSSESSOR} favou?rite (?P<a>{_KIND})$")),
+    ("{a}", re.compile(rf"\bwhat (?:is|was|'s|are|were) {_POSSESSOR} (?P<a>{_SINGLE})$")),
+]  # fmt: skip
+_YEAR_END = re.compile(r"\s+(?:in|during|back in|as of) (?:(?:19|20)\d\d|[a-z]+ (?:19|20)\d\d)$")
+
+
+def asked(question: str) -> str | None:
+    """The slot key a question asks about ("Where do I live?": the user's residence), or
+    None."""
+    text = _SPACE.sub(" ", question.casefold().replace("\u2019", "'")).strip().rstrip("?.! ")
+    text = _YEAR_END.sub("", _SPACE.sub(" ", _CUES.sub("", text)).strip())
+    for attribute, rule in _ASKED:
+        if (match := rule.search(text)) is None:
+            continue
+        found = match.groupdict()
+        subject = found["s"]
+        if subject in _NOT_SUBJECTS:
+            return None
+        subject = "self" if subject in _SELF else subject.removesuffix("'s")
+        part = _value(found.get("a") or "")
+        return f"{subject}|{attribute.format(a=part)}"
+    return None

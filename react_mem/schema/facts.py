@@ -87,6 +87,13 @@ class FactInput(WireModel):
     #: Text around the fact (the message or turn before it): its words are indexed for
     #: lexical search, so a question worded like its context finds it; never returned.
     context: str = Field(default="", max_length=4000)
+    #: store: stored facts (ids) this one updates, as its writer judged (e.g. an LLM): the
+    #: one valid later stays current, the other becomes its history. Besides these, the
+    #: service supersedes by rule (``memory_services.facts.slots``).
+    updates: list[str] = Field(default_factory=list, max_length=16)
+    #: store: stored facts this one contradicts with nothing to tell which holds now: both
+    #: stay current, each marked in ``conflicts_with``.
+    contradicts: list[str] = Field(default_factory=list, max_length=16)
 
 
 class Fact(WireModel):
