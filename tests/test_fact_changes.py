@@ -125,6 +125,8 @@ async def test_facts_that_can_hold_together_are_left_alone(facts: FactService) -
         ("Alice lives in Rome", "Bob lives in Oslo", None),
         ("My favourite colour is blue", "My favorite colour is green", True),
         ("My sister is a doctor", "My sister is in Paris", None),
+        ("I'm based in Berlin", "I'm based in Oslo now", True),
+        ("The user is allergic to cats", "The user isn't allergic to cats anymore", True),
     ],
 )
 def test_what_the_rules_read(earlier: str, later: str, updates: bool | None) -> None:

@@ -88,6 +88,12 @@ _VALUE_END = re.compile(
     r"\buntil\b|\bin (?:19|20)\d\d\b|\bin (?:january|february|march|april|may|june|july|"
     r"august|september|october|november|december)\b).*$"
 )
+_CONTRACTIONS = [
+    (re.compile(r"\bi'm\b"), "i am"),
+    (re.compile(r"\b(i|we|you|they)'ve\b"), r"\1 have"),
+    (re.compile(r"\b(we|you|they)'re\b"), r"\1 are"),
+    (re.compile(r"\b(do|does|did|is|are|was|were|have|has|had)n't\b"), r"\1 not"),
+]
 _ARTICLES = re.compile(r"^(?:the|a|an)\s+")
 _SPACE = re.compile(r"\s+")
 #: Words no subject is ("it is", "there is"): a rule matching them reads nothing.
@@ -116,9 +122,17 @@ class Slot:
         return self.attribute in MULTI
 
 
+def _folded(text: str) -> str:
+    """Case-folded, one space between words, contractions spelled out ("i'm": "i am")."""
+    text = _SPACE.sub(" ", text.casefold().replace("\u2019", "'")).strip()
+    for pattern, replacement in _CONTRACTIONS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
 def read(content: str) -> Slot | None:
     """The slot ``content`` fills, or None if no rule reads it."""
-    text = _SPACE.sub(" ", content.casefold().replace("\u2019", "'")).strip().rstrip(".!")
+    text = _folded(content).rstrip(".!")
     if not text or len(text) > 300 or "?" in text:
         return None
     cue = bool(_CUES.search(text) or _CHANGE_VERBS.search(text))
@@ -195,7 +209,7 @@ _YEAR_END = re.compile(r"\s+(?:in|during|back in|as of) (?:(?:19|20)\d\d|[a-z]+ 
 def asked(question: str) -> str | None:
     """The slot key a question asks about ("Where do I live?": the user's residence), or
     None."""
-    text = _SPACE.sub(" ", question.casefold().replace("\u2019", "'")).strip().rstrip("?.! ")
+    text = _folded(question).rstrip("?.! ")
     text = _YEAR_END.sub("", _SPACE.sub(" ", _CUES.sub("", text)).strip())
     for attribute, rule in _ASKED:
         if (match := rule.search(text)) is None:
