@@ -14,6 +14,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from memory_services.facts.slots import read, replaces
+from memory_services.store.base import Scope
 from react_mem.agent.items import fact_items
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.errors import RequestTimeout
@@ -24,7 +25,7 @@ from react_mem.schema.facts import Fact, FactInput
 from tests.support.embedder import HashingEmbedder
 from tests.support.fact_memory import FactService
 from tests.support.fact_memory import fact_service as shared_fact_service
-from tests.support.memory_services import START
+from tests.support.memory_services import START, until
 
 pytestmark = pytest.mark.broker
 
@@ -237,3 +238,30 @@ async def test_a_value_told_again_later_is_current_again(facts: FactService) -> 
     # Told again with no time, or with an earlier one, it stays as it is.
     stale = FactInput(content="I am allergic to cats.", valid_at=START)
     assert (await facts.ok("store", facts=[stale])).stored[0].status == "superseded"
+
+
+async def test_facts_stored_before_slots_get_theirs_and_are_superseded(
+    transport: PulsarTransport, tmp_path: Path, unique: str
+) -> None:
+    """A store written before the slot key existed: the next service to open it fills the
+    key in (its first sweep), and a later update supersedes those facts too."""
+    owner = Scope("ws-a", "default")
+    async with fact_service(transport, CollectorRegistry(), tmp_path, unique) as old:
+        [berlin, hiking] = await old.store("I live in Berlin.", "I enjoy hiking.")
+        ctx = old.processor.memory.ctx
+        for id in (berlin, hiking):  # as written before the key existed
+            await ctx.store.set_payload(ctx.collection, [id], {"slot": None}, scope=owner)
+    async with fact_service(transport, CollectorRegistry(), tmp_path, unique) as new:
+        ctx = new.processor.memory.ctx
+
+        async def filled() -> bool:
+            records = await ctx.get([berlin, hiking], owner)
+            return {r.id: r.payload.get("slot") for r in records} == {
+                berlin: "self|residence",
+                hiking: "",
+            }
+
+        await until(filled)
+        new.clock.now = START + 60
+        [moved] = (await new.ok("store", facts=[FactInput(content="I moved to Oslo.")])).stored
+        assert moved.superseded == [berlin]

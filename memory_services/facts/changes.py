@@ -38,9 +38,10 @@ class Outcome:
 
 
 def slot_of(content: str) -> dict[str, Any]:
-    """The payload key a fact with ``content`` gets (none if no rule reads it)."""
+    """The payload key a fact with ``content`` gets (``""`` if no rule reads it: present, so
+    the sweep that fills it in for older facts passes over it)."""
     slot = slots.read(content)
-    return {} if slot is None else {"slot": slot.key}
+    return {"slot": "" if slot is None else slot.key}
 
 
 def when(payload: Mapping[str, Any]) -> float:

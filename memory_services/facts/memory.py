@@ -10,7 +10,7 @@ from memory_services import when
 from memory_services.backfill import fill_missing
 from memory_services.consolidation.engine import Engine, Options, check_id
 from memory_services.consolidation.ledger import Ledger
-from memory_services.facts import asof, ingest, slots, supersede
+from memory_services.facts import asof, changes, ingest, slots, supersede
 from memory_services.facts import records as rec
 from memory_services.facts.access import AccessLog
 from memory_services.facts.consolidate import FactKind
@@ -71,7 +71,8 @@ class FactMemory:
         )
         self._write_lock = asyncio.Lock()
         self._access = AccessLog(self.ctx, delay=access_delay)
-        #: Facts stored before the ``tells_time`` flag get it in the first sweep.
+        #: Facts stored before the ``tells_time`` flag or the ``slot`` key get them in the
+        #: first sweep.
         self._flags_filled = False
         kind = FactKind(
             max_metadata_chars=policy.max_content_chars,
@@ -170,9 +171,18 @@ class FactMemory:
                 "tells_time",
                 lambda payload: when.tells_time(str(payload.get("content", ""))),
             )
+            slotted = await fill_missing(
+                self.ctx.store,
+                self.ctx.collection,
+                scopes,
+                "slot",
+                lambda payload: changes.slot_of(str(payload.get("content", "")))["slot"],
+            )
             self._flags_filled = True
             if filled:
                 logger.info("facts: %d stored before the tells_time flag now have it", filled)
+            if slotted:
+                logger.info("facts: %d stored before slots now have their slot key", slotted)
         return removed, held
 
     async def _delete(
