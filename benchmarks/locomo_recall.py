@@ -115,8 +115,14 @@ class Tally:
 
 
 async def evaluate(
-    data: list[dict[str, Any]], url: str, tmp: Path, backend: Backend, window: int
-) -> None:
+    data: list[dict[str, Any]],
+    url: str,
+    tmp: Path,
+    backend: Backend,
+    window: int,
+    rankings: dict[str, RetrievalOptions],
+) -> dict[str, list[list[str]]]:
+    """Print the table; return each question's top k per column."""
     bus = PulsarTransport(PulsarOptions(url=url))
     await bus.connect()
     topics = {
@@ -146,6 +152,7 @@ async def evaluate(
     await client.start()
     memory = FactClient(client)
     tally = Tally()
+    ranked: dict[str, list[list[str]]] = defaultdict(list)  # what --dump writes
     try:
         for sample in data:
             collection, facts = f"locomo-{sample['sample_id']}", turns(sample)
@@ -161,13 +168,14 @@ async def evaluate(
                 category = CATEGORIES.get(qa["category"], str(qa["category"]))
                 tally.questions[category] += 1
                 tally.questions["all"] += 1
-                for column, options in RANKINGS.items():
+                for column, options in rankings.items():
                     started = time.perf_counter()
                     hits = await memory.retrieve(
                         where, qa["question"], top_k=max(KS), retrieval=options
                     )
                     tally.latencies[column].append(time.perf_counter() - started)
                     found = [f.metadata.get("dia_id", "") for f in hits]
+                    ranked[column].append(found)
                     tally.add(column, category, found, qa["evidence"])
                     if column == "hybrid" and window:
                         for k in KS:  # the k hits and their neighbours
@@ -181,7 +189,7 @@ async def evaluate(
         await client.close()
         await service.stop()
         await bus.close()
-    columns = [*RANKINGS, *(["hybrid+ctx"] if window else [])]
+    columns = [*rankings, *(["hybrid+ctx"] if window and "hybrid" in rankings else [])]
     print(f"\n{tally.questions['all']} questions over {len(data)} conversations, recall@5 / @10")
     print(tally.table(columns))
     if window:
@@ -193,6 +201,7 @@ async def evaluate(
         print(f"  {column:<12} p50 {p50 * 1000:6.1f}  p99 {p99 * 1000:6.1f}")
     if importlib.util.find_spec("mem0") is None:
         print("mem0: not installed (optional; same embedder, infer=False) - no column")
+    return ranked
 
 
 def main() -> None:
@@ -203,6 +212,14 @@ def main() -> None:
     )
     parser.add_argument("--window", type=int, default=1, help="neighbours each side (+ctx)")
     parser.add_argument("--limit", type=int, default=0, help="first N conversations (0: all)")
+    parser.add_argument(
+        "--rankings",
+        default=",".join(RANKINGS),
+        help=f"columns, comma-separated (default: all of {', '.join(RANKINGS)})",
+    )
+    parser.add_argument(
+        "--dump", type=Path, help="write each question's top k per column here (JSON)"
+    )
     args = parser.parse_args()
     if not args.data.is_file():
         print(f"no LoCoMo data at {args.data}; nothing to evaluate")
@@ -215,7 +232,12 @@ def main() -> None:
         EmbeddedBroker(Path(tmp) / "broker") as broker,
     ):
         print(f"embedding backend: {args.backend}")
-        asyncio.run(evaluate(data, broker.url, Path(tmp), args.backend, args.window))
+        rankings = {name: RANKINGS[name] for name in args.rankings.split(",")}
+        ranked = asyncio.run(
+            evaluate(data, broker.url, Path(tmp), args.backend, args.window, rankings)
+        )
+    if args.dump:
+        args.dump.write_text(json.dumps(ranked))
 
 
 if __name__ == "__main__":

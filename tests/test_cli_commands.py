@@ -530,3 +530,30 @@ async def test_the_command_line_reaches_a_service_and_exits_1_without_a_stack(
     code, out, err = await react_mem("ask", "Hello?", "--state-dir", str(tmp_path / "none"))
     assert code == 1 and out == ""
     assert "no broker is running" in err and "react-mem up" in err
+
+
+async def test_memory_facts_history_shows_what_an_update_superseded(
+    transport: PulsarTransport, tmp_path: Path, unique: str
+) -> None:
+    where = ["--workspace", f"cli-{unique}", "--flow", "f1", "--user", "ann"]
+    async with memory_service(
+        FactMemoryProcessor, FactResponse, "fact-memory", transport, tmp_path, unique
+    ) as service:
+        ids = []
+        for content in ("I live in Berlin.", "I moved to Paris."):
+            stored = await service.ask(
+                FactRequest(operation="store", user="ann", facts=[FactInput(content=content)]),
+                f"cli-{unique}",
+            )
+            ids.append(stored.stored[0].id)
+        berlin, paris = ids
+        code, out, err = await run_memory(transport, "facts", "history", berlin, *where)
+        assert code == 0, err
+        assert out.splitlines()[0].split() == ["ID", "STATE", "FROM", "UNTIL", "CONTENT"]
+        lines = out.splitlines()[1:]
+        assert [line.split()[:2] for line in lines] == [[berlin, "earlier"], [paris, "current"]]
+        assert lines[0].endswith("I live in Berlin.") and lines[1].endswith("I moved to Paris.")
+        code, out, _ = await run_memory(transport, "facts", "list", *where)
+        assert [row[0] for row in rows(out)] == [paris]  # the earlier value is out of the list
+        code, out, _ = await run_memory(transport, "facts", "history", paris, "--json", *where)
+        assert [f["id"] for f in json.loads(out)["facts"]] == [berlin, paris]

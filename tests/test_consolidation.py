@@ -173,7 +173,8 @@ async def test_alike_facts_that_differ_in_a_negation_or_a_code_are_never_merged(
         "Remember code word 0: KWccec0bx0",
         "Remember code word 1: KWccec0bx1",
     ]
-    distinct = [await facts.add(text, 0.3) for text in texts]
+    # Said of one time, the negation cannot update the other: both stay current (disputed).
+    distinct = [await facts.add(text, 0.3, valid_at=1.0e9) for text in texts]
     cats = [await facts.add(text, 0.3) for text in CAT[:2]]
     # Each pair embeds alike, above the pass's threshold (0.85).
     for query, pair in ((texts[0], distinct[:2]), (texts[3], distinct[2:])):

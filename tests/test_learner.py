@@ -569,7 +569,8 @@ async def fill(stack: Stack, user: str, *contents: str, importance: float = 0.3)
 
 
 def store_attempts(stack: Stack) -> float:
-    """Requests the learner sent to fact-memory (it sends only stores)."""
+    """Requests the learner sent to fact-memory (only stores, where it is started with
+    ``judge_fact_changes`` off: the judgement retrieves each fact's neighbours first)."""
     return stack.sample(
         "tg_downstream_call_duration_seconds_count", target_service="fact-memory-request"
     )
@@ -582,7 +583,7 @@ async def test_an_explicit_fact_at_the_user_quota_is_stored_by_evicting_the_leas
     await fill(stack, "alice", "Alice likes jazz.", importance=0.3)
     await fill(stack, "alice", "Alice owns a bike.", importance=0.6)
     stack.llm.script = answers(facts=[])
-    await stack.start_learner()
+    await stack.start_learner(judge_fact_changes=False)
     await stack.publish(trajectory(question=REMEMBER), "trajectory")
     await stack.settled("trajectory")
 
@@ -605,7 +606,7 @@ async def test_at_the_collection_quota_a_fact_is_refused_once_and_recorded(
     # Another user filled the collection: inventing a new user id does not escape it.
     await fill(stack, "bob", "Bob likes jazz.", "Bob owns a bike.", importance=0.1)
     stack.llm.script = answers(facts=["Maria, the user's sister, lives in Lisbon."])
-    await stack.start_learner(max_redeliveries=5)
+    await stack.start_learner(max_redeliveries=5, judge_fact_changes=False)
     t = trajectory(question=REMEMBER)
     await stack.append_turn(t)
     with caplog.at_level(logging.INFO):
@@ -691,7 +692,7 @@ async def test_under_drop_a_fact_with_pii_is_refused_once_and_recorded(
 ) -> None:
     await stack.start_service("fact-memory", pii_policy="drop")
     stack.llm.script = answers(facts=[f"The user's card number is {CARD}."])
-    await stack.start_learner(max_redeliveries=5)
+    await stack.start_learner(max_redeliveries=5, judge_fact_changes=False)
     said = f"{REMEMBER} My card number is {CARD}."
     with caplog.at_level(logging.INFO):
         await stack.publish(trajectory(question=said), "trajectory")

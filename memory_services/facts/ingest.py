@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from memory_services.dedup_guard import may_merge
+from memory_services.facts import changes
 from memory_services.facts import records as rec
-from memory_services.facts.context import FactContext
+from memory_services.facts.context import FactContext, fact_ids
 from memory_services.facts.quota import check_quota
 from memory_services.store.base import Hit, Record, Scope
 from react_mem.errors import BadRequest
@@ -55,6 +56,8 @@ def _item(ctx: FactContext, scope: Scope, fact: FactInput, where: str) -> _Item:
     normalised = rec.normalise(content)
     if not normalised:
         raise BadRequest(f"{where}.content has no words", type="bad-content")
+    fact_ids(fact.updates, 16, f"{where}.updates")  # checked before anything is written
+    fact_ids(fact.contradicts, 16, f"{where}.contradicts")
     return _Item(content, normalised, rec.fact_id(scope, normalised), fact)
 
 
@@ -108,7 +111,13 @@ async def store(
         # requests and services for its whole length.
         await asyncio.sleep(0)
         expires_at = rec.expiry(now, item.fact.ttl_seconds or ctx.default_ttl(owner.workspace))
-        if item.id in batch.payloads and not batch.payloads[item.id]["current"]:
+        if item.id in batch.payloads and _revives(item.fact, batch.payloads[item.id]):
+            revived: dict[str, Any] = {"current": True, "superseded_by": None, "valid_until": None}
+            revived |= {"valid_at": item.fact.valid_at, "updated_at": now}
+            batch.payloads[item.id].update(revived)
+            batch.changed.setdefault(item.id, {}).update(revived)
+            target, similarity = item.id, 1.0
+        elif item.id in batch.payloads and not batch.payloads[item.id]["current"]:
             merged_into = await _merged_into(ctx, owner, batch, item.id, now)
             if merged_into is None:
                 # History: a stale restatement must not undo an update (``update`` can).
@@ -129,7 +138,7 @@ async def store(
             target, similarity = match
         payload = batch.payloads[target]
         if request_id is None or payload.get("last_request") != request_id:
-            changes = rec.reinforced(
+            reinforced = rec.reinforced(
                 payload,
                 now=now,
                 rate=policy.reinforce_rate,
@@ -139,10 +148,10 @@ async def store(
                 request_id=request_id,
             )
             if target != item.id:
-                changes |= rec.aliased(payload, item.content, item.normalised)
-            payload.update(changes)
+                reinforced |= rec.aliased(payload, item.content, item.normalised)
+            payload.update(reinforced)
             if target not in batch.new:
-                batch.changed.setdefault(target, {}).update(changes)
+                batch.changed.setdefault(target, {}).update(reinforced)
         added_here = request_id is not None and payload.get("origin_request") == request_id
         if target in batch.new or added_here:  # added by this request (maybe redelivered)
             own = target == item.id
@@ -162,8 +171,24 @@ async def store(
     if batch.new:
         await ctx.upsert(list(batch.new.values()))
         ctx.on_change(len(batch.new))
-    for id, changes in batch.changed.items():
-        await ctx.set_payload(id, changes, owner)
+    for id, changed in batch.changed.items():
+        await ctx.set_payload(id, changed, owner)
+    told = {
+        r.id: changes.Told(fact_ids(i.fact.updates, 16), fact_ids(i.fact.contradicts, 16))
+        for i, r in zip(items, results, strict=True)
+        if i.fact.updates or i.fact.contradicts
+    }
+    ids = [r.id for r in results]
+    outcome = await changes.settle(ctx, owner, ids, now, told, by_rule=policy.supersede_by_rule)
+    results = [
+        r.model_copy(
+            update={
+                "superseded": outcome.superseded.get(r.id, []),
+                "conflicts_with": outcome.conflicts.get(r.id, []),
+            }
+        )
+        for r in results
+    ]
     return results, evicted
 
 
@@ -212,7 +237,22 @@ def _new(
         payload["valid_at"] = item.fact.valid_at
     if item.fact.context:
         payload["context"] = item.fact.context  # indexed for lexical search, not returned
-    return payload
+    return payload | changes.slot_of(item.content)
+
+
+def _revives(fact: FactInput, payload: dict[str, Any]) -> bool:
+    """Whether restating a superseded fact makes it current again: only when the
+    restatement says it holds from a time after its successor took over ("not allergic any
+    more", told again a year after "allergic again"). Without such a time it may be an old
+    statement repeated, which must not undo an update."""
+    until = payload.get("valid_until")
+    return (
+        not payload["current"]
+        and not payload.get("consolidated_into")
+        and fact.valid_at is not None
+        and until is not None
+        and fact.valid_at > float(until)
+    )
 
 
 def _or(value: float | None, default: float) -> float:

@@ -10,7 +10,7 @@ from memory_services import when
 from memory_services.backfill import fill_missing
 from memory_services.consolidation.engine import Engine, Options, check_id
 from memory_services.consolidation.ledger import Ledger
-from memory_services.facts import ingest, supersede
+from memory_services.facts import asof, changes, ingest, slots, supersede
 from memory_services.facts import records as rec
 from memory_services.facts.access import AccessLog
 from memory_services.facts.consolidate import FactKind
@@ -71,7 +71,8 @@ class FactMemory:
         )
         self._write_lock = asyncio.Lock()
         self._access = AccessLog(self.ctx, delay=access_delay)
-        #: Facts stored before the ``tells_time`` flag get it in the first sweep.
+        #: Facts stored before the ``tells_time`` flag or the ``slot`` key get them in the
+        #: first sweep.
         self._flags_filled = False
         kind = FactKind(
             max_metadata_chars=policy.max_content_chars,
@@ -170,9 +171,18 @@ class FactMemory:
                 "tells_time",
                 lambda payload: when.tells_time(str(payload.get("content", ""))),
             )
+            slotted = await fill_missing(
+                self.ctx.store,
+                self.ctx.collection,
+                scopes,
+                "slot",
+                lambda payload: changes.slot_of(str(payload.get("content", "")))["slot"],
+            )
             self._flags_filled = True
             if filled:
                 logger.info("facts: %d stored before the tells_time flag now have it", filled)
+            if slotted:
+                logger.info("facts: %d stored before slots now have their slot key", slotted)
         return removed, held
 
     async def _delete(
@@ -267,7 +277,10 @@ class FactMemory:
         alone: dense), best first; each one's ``last_accessed`` and ``access_count`` are
         updated. With ``time_boost``, a hybrid search ranks the facts whose ``valid_at``
         falls in a time the query names higher, or, when it asks when ("when did ..."),
-        the facts that tell a time (see :mod:`memory_services.when`)."""
+        the facts that tell a time (see :mod:`memory_services.when`); a question about a slot
+        the rules read ("where do I live?", :func:`.slots.asked`) ranks the facts filling it
+        higher instead; and when it asks
+        about the past, the earlier values that held then too (:mod:`.asof`)."""
         ctx = self.ctx
         if query is None and vector is None:
             raise BadRequest("retrieve needs 'query' or 'vector' (or both)")
@@ -282,7 +295,10 @@ class FactMemory:
             [probe] = await ctx.embed([ctx.content(query, "query")])
         now = ctx.clock()
         boost: list[Condition] = []
-        if query is not None and time_boost and (named := when.span(query, now, after=TOLD)):
+        key = None if query is None else slots.asked(query)
+        if key is not None:  # "where do I live?": the facts filling that slot
+            boost = [Condition("slot", equals=key)]
+        elif query is not None and time_boost and (named := when.span(query, now, after=TOLD)):
             boost = [Condition("valid_at", gte=named[0], lt=named[1])]
         elif query is not None and time_boost and when.asks_when(query):
             boost = [Condition("tells_time", equals=True)]  # "when did ...": facts telling one
@@ -296,10 +312,26 @@ class FactMemory:
             retrieval=retrieval,
             boost=boost,
         )
+        if key is not None:  # the facts filling the asked slot are its answer: first
+            hits = sorted(hits, key=lambda hit: hit.payload.get("slot") != key)
         facts = []
         for hit in hits:
             seen = self._access.seen(scope, hit.id, hit.payload, now)
             facts.append(rec.to_fact(hit.id, {**hit.payload, **seen}, hit.score))
+        if query is not None and time_boost and (past := asof.asked(query, now)):
+            earlier = await ctx.search(
+                scope,
+                probe,
+                limit=top_k,
+                min_score=min_score,
+                where=[*asof.history_filter(past, key), *rec.unexpired(now)],
+                text=query,
+                retrieval=retrieval,
+            )
+            if earlier:  # what held then; superseded versions keep their access counts
+                by_id = {f.id: f for f in facts}
+                order = asof.merge(hits, earlier, past, top_k, key)
+                facts = [by_id.get(h.id) or rec.to_fact(h.id, h.payload, h.score) for h in order]
         return facts
 
     async def get(self, scope: Scope, ids: Sequence[str]) -> tuple[list[Fact], list[str]]:

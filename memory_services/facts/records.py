@@ -31,6 +31,8 @@ INDEXES = {
     "expires_at": FieldType.FLOAT,
     "valid_at": FieldType.FLOAT,
     "tells_time": FieldType.BOOL,
+    "slot": FieldType.KEYWORD,
+    "valid_until": FieldType.FLOAT,
 }
 
 #: Other wordings a fact keeps (``aliases``): the merge guard lets only restatements in other
@@ -63,6 +65,7 @@ class FactPolicy:
     consolidation_min_importance: float | None = None
     consolidation_max_candidates: int = 10_000
     consolidation_history_ttl: float | None = None
+    supersede_by_rule: bool = True
 
 
 def normalise(content: str) -> str:
@@ -190,6 +193,8 @@ def to_fact(id: str, payload: Mapping[str, Any], score: float | None = None) -> 
         content_hash=payload["content_hash"],
         metadata=payload.get("metadata") or {},
         valid_at=payload.get("valid_at"),
+        valid_until=payload.get("valid_until"),
+        conflicts_with=payload.get("conflicts_with") or [],
         score=score,
         sources=payload.get("sources") or [],
         aliases=payload.get("aliases") or [],

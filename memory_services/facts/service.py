@@ -64,6 +64,9 @@ class FactMemorySettings(ConsolidationSettings):
     #: default), so seed 002's "only below 0.5" would never merge an ordinary fact
     #: (docs/ace.md).
     consolidation_min_importance: float | None = Field(default=None, gt=0.0, le=1.0)
+    #: A stored fact that a new one updates by rule (same subject and attribute, see
+    #: :mod:`.slots`) becomes history; off: only ``update`` supersedes.
+    supersede_by_rule: bool = True
 
     def policy(self) -> FactPolicy:
         return FactPolicy(**{k: getattr(self, k) for k in FactPolicy.__dataclass_fields__})

@@ -78,7 +78,10 @@ async def update(
         # The new content already exists: that record becomes the successor.
         await ctx.set_payload(new_id, _successor(target.payload, id, now, request_id), owner)
         status = "reinforced"
-    await ctx.set_payload(id, {"current": False, "superseded_by": new_id, "updated_at": now}, owner)
+    successor = await ctx.get([new_id], owner)
+    until = successor[0].payload.get("valid_at") if successor else None
+    changes = {"current": False, "superseded_by": new_id, "updated_at": now}
+    await ctx.set_payload(id, changes | {"valid_until": now if until is None else until}, owner)
     return StoredFact(id=new_id, status=status, similarity=None if target is None else 1.0)
 
 

@@ -270,8 +270,8 @@ class EdgeStore:
         if not self._fields[collection]:
             texts = None  # no lexical vectors: dense
         probes = [checks.vector(vector, size) for vector in vectors]
-        requests = [
-            edge_query.request(
+        planned = [
+            edge_query.requests(
                 probe,
                 text,
                 selected=selected,
@@ -284,13 +284,18 @@ class EdgeStore:
                 probes, edge_query.search_texts(texts, len(vectors)), strict=True
             )
         ]
+        requests = [request for batch, _ in planned for request in batch]
         if not requests:
             return []
         if len(requests) == 1:
             found = [self._call(lambda: shard.query(requests[0]))]
         else:
             found = self._call(lambda: shard.query_batch(qe.QueryBatchRequest(requests)))
-        return [edge_query.hits(points, probe) for points, probe in zip(found, probes, strict=True)]
+        results, at = [], 0
+        for (batch, kinds), probe in zip(planned, probes, strict=True):
+            lists, at = found[at : at + len(batch)], at + len(batch)
+            results.append(edge_query.hits(lists, kinds, probe, limit, retrieval))
+        return results
 
     async def get(self, collection: str, ids: Sequence[str], *, scope: StoreScope) -> list[Record]:
         shard, wanted = self._shard(collection), checks.record_ids(ids)

@@ -1,7 +1,8 @@
 """Qdrant Edge requests for dense, lexical and hybrid search, and the lexical vector's upkeep.
 
-Hybrid search is the engine's Query API: a dense and a lexical prefetch, each under the scope
-filter, fused by RRF (weighted) or DBSF; the fused query carries the filter too.
+Hybrid search asks the engine for a dense and a lexical list, each under the scope filter,
+in one batch, and fuses them in :mod:`.ties` (RRF, weighted, or DBSF), so that equal scores
+fall the same way in every process.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from memory_services.store import checks, lexical
+from memory_services.store import checks, lexical, ties
 from memory_services.store.base import Hit, Retrieval
 
 logger = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ def dense_of(vector: Any) -> list[float] | None:
     return list(vector) if isinstance(vector, list) else None
 
 
-def request(
+def requests(
     vector: list[float],
     text: str | None,
     *,
@@ -50,31 +51,32 @@ def request(
     min_score: float | None,
     retrieval: Retrieval,
     boosted: qe.Filter | None = None,
-) -> qe.QueryRequest:
-    """One search: dense when there is no text (or ``retrieval`` says so), else lexical or
-    the fusion of both (and of both again under ``boosted``, when given)."""
-    ranked = text is not None and retrieval.mode != "dense"  # scores are cosines: need vectors
-    common: dict[str, Any] = {"limit": limit, "with_payload": True, "with_vector": ranked}
+) -> tuple[list[qe.QueryRequest], list[ties.Side]]:
+    """One search's engine requests: dense when there is no text (or ``retrieval`` says so),
+    else lexical, or for hybrid each side's list (and both again under ``boosted``) to be
+    fused by :func:`hits`; and which side each request is."""
     if text is None or retrieval.mode == "dense":
         dense = qe.Query.Nearest(vector)
-        return qe.QueryRequest(query=dense, filter=selected, score_threshold=min_score, **common)
+        return [
+            qe.QueryRequest(
+                query=dense, filter=selected, score_threshold=min_score, limit=limit,
+                with_payload=True, with_vector=False,
+            )
+        ], ["dense"]  # fmt: skip
     terms = qe.Query.Nearest(sparse(lexical.query(text)), using=lexical.VECTOR)
-    if retrieval.mode == "lexical":
-        return qe.QueryRequest(query=terms, filter=selected, **common)
-    depth, prefetches = retrieval.candidates(limit), []
-    for where in [selected] if boosted is None else [selected, boosted]:
-        prefetches += [
-            qe.Prefetch(
-                depth, query=qe.Query.Nearest(vector), filter=where, score_threshold=min_score
-            ),
-            qe.Prefetch(depth, query=terms, filter=where),
-        ]
-    fusion: Any = (
-        qe.Fusion.Rrf(k=retrieval.rrf_k, weights=list(retrieval.weights) * (len(prefetches) // 2))
-        if retrieval.fusion == "rrf"
-        else qe.Fusion.Dbsf()
-    )
-    return qe.QueryRequest(query=fusion, prefetches=prefetches, filter=selected, **common)
+    kinds = ties.sides(retrieval, boosted is not None)
+    depth = limit if retrieval.mode == "lexical" else retrieval.candidates(limit)
+    wheres = [selected, selected] if boosted is None else [selected, selected, boosted, boosted]
+    found = []
+    for kind, where in zip(kinds, wheres, strict=False):
+        query = qe.Query.Nearest(vector) if kind == "dense" else terms
+        found.append(
+            qe.QueryRequest(
+                query=query, filter=where, limit=ties.fetch(depth), with_payload=True,
+                with_vector=True, score_threshold=min_score if kind == "dense" else None,
+            )
+        )  # fmt: skip
+    return found, kinds
 
 
 def add_lexical(shard: qe.EdgeShard, name: str, fields: tuple[str, ...]) -> int:
@@ -102,12 +104,24 @@ def add_lexical(shard: qe.EdgeShard, name: str, fields: tuple[str, ...]) -> int:
     return done
 
 
-def hits(points: list[qe.ScoredPoint], vector: list[float]) -> list[Hit]:
-    """Hits scored by cosine: the engine's scores where it ranked by the dense vector, else
-    computed from the vectors the request brought back."""
-    scores = [p.score for p in points]
-    if points and points[0].vector is not None:
-        scores = checks.cosines(vector, [dense_of(p.vector) for p in points])
+def hits(
+    lists: list[list[qe.ScoredPoint]],
+    kinds: list[ties.Side],
+    vector: list[float],
+    limit: int,
+    retrieval: Retrieval,
+) -> list[Hit]:
+    """The best ``limit`` of one search's lists (fused, for hybrid; equal scores in id
+    order: :mod:`.ties`), scored by cosine: the engine's scores where it ranked by the dense
+    vector alone, else computed from the vectors the requests brought back."""
+    if kinds == ["dense"]:
+        points = ties.settle(lists[0], limit)
+        return [Hit(str(p.id), p.score, p.payload or {}) for p in points]
+    if len(kinds) == 1:
+        points = ties.settle(lists[0], limit, kinds[0])
+    else:
+        points = ties.fuse(lists, kinds, retrieval, limit)
+    scores = checks.cosines(vector, [dense_of(p.vector) for p in points])
     return [Hit(str(p.id), s, p.payload or {}) for p, s in zip(points, scores, strict=True)]
 
 

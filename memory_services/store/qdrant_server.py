@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from qdrant_client import AsyncQdrantClient, models
 
-from memory_services.store import checks, lexical
+from memory_services.store import checks, lexical, ties
 from memory_services.store.base import (
     DEFAULT_RETRIEVAL,
     SCOPE_KEYS,
@@ -200,14 +200,19 @@ class QdrantServerStore:
         if texts is None or not self._fields[collection]:
             texts = [None] * len(vectors)  # type: ignore[list-item]
         probes = [checks.vector(vector, size) for vector in vectors]
-        requests = [
-            _request(probe, text, selected, limit, min_score, retrieval, boosted)
+        planned = [
+            _requests(probe, text, selected, limit, min_score, retrieval, boosted)
             for probe, text in zip(probes, texts, strict=True)
         ]
+        requests = [request for batch, _ in planned for request in batch]
         if not requests:
             return []
         found = await self._call(self.client.query_batch_points(collection, requests))
-        return [_hits(r.points, probe) for r, probe in zip(found, probes, strict=True)]
+        results, at = [], 0
+        for (batch, kinds), probe in zip(planned, probes, strict=True):
+            lists, at = [r.points for r in found[at : at + len(batch)]], at + len(batch)
+            results.append(_hits(lists, kinds, probe, limit, retrieval))
+        return results
 
     async def _add_lexical(self, name: str, fields: tuple[str, ...]) -> None:
         """Give every record without a lexical vector one (a collection from before lexical
@@ -331,7 +336,7 @@ def _vectors(dense: list[float], payload: Mapping[str, Any], fields: tuple[str, 
     return {"": dense, lexical.VECTOR: terms}
 
 
-def _request(
+def _requests(
     vector: list[float],
     text: str | None,
     selected: models.Filter,
@@ -339,43 +344,53 @@ def _request(
     min_score: float | None,
     retrieval: Retrieval,
     boosted: models.Filter | None = None,
-) -> models.QueryRequest:
-    """One search: dense without text (or when ``retrieval`` says so), else lexical or the
-    fusion of a dense and a lexical prefetch, each under the scope filter."""
+) -> tuple[list[models.QueryRequest], list[ties.Side]]:
+    """One search's requests: dense without text (or when ``retrieval`` says so), else
+    lexical, or for hybrid each side's list under the scope filter (and under ``boosted``),
+    fused in :mod:`.ties` as on the embedded engine."""
     if text is None or retrieval.mode == "dense":
-        return models.QueryRequest(
-            query=vector, filter=selected, limit=limit, score_threshold=min_score,
-            with_payload=True,
-        )  # fmt: skip
+        return [
+            models.QueryRequest(
+                query=vector, filter=selected, limit=limit, score_threshold=min_score,
+                with_payload=True,
+            )
+        ], ["dense"]  # fmt: skip
     terms = _sparse(lexical.query(text))
-    if retrieval.mode == "lexical":
-        return models.QueryRequest(
-            query=terms, using=lexical.VECTOR, filter=selected, limit=limit, with_payload=True,
-            with_vector=[""],
-        )  # fmt: skip
-    depth, prefetch = retrieval.candidates(limit), []
-    for where in [selected] if boosted is None else [selected, boosted]:
-        prefetch += [
-            models.Prefetch(query=vector, filter=where, limit=depth, score_threshold=min_score),
-            models.Prefetch(query=terms, using=lexical.VECTOR, filter=where, limit=depth),
-        ]
-    weights = list(retrieval.weights) * (len(prefetch) // 2)
-    fusion: models.Query = (
-        models.RrfQuery(rrf=models.Rrf(k=retrieval.rrf_k, weights=weights))
-        if retrieval.fusion == "rrf"
-        else models.FusionQuery(fusion=models.Fusion.DBSF)
-    )
-    return models.QueryRequest(
-        prefetch=prefetch, query=fusion, filter=selected, limit=limit, with_payload=True,
-        with_vector=[""],
-    )  # fmt: skip
+    kinds = ties.sides(retrieval, boosted is not None)
+    depth = limit if retrieval.mode == "lexical" else retrieval.candidates(limit)
+    wheres = [selected, selected] if boosted is None else [selected, selected, boosted, boosted]
+    found = []
+    for kind, where in zip(kinds, wheres, strict=False):
+        side: dict[str, Any]
+        if kind == "dense":
+            side = {"query": vector, "score_threshold": min_score}
+        else:
+            side = {"query": terms, "using": lexical.VECTOR}
+        found.append(
+            models.QueryRequest(
+                filter=where, limit=ties.fetch(depth), with_payload=True, with_vector=[""], **side
+            )
+        )
+    return found, kinds
 
 
-def _hits(points: list[models.ScoredPoint], vector: list[float]) -> list[Hit]:
-    """Hits scored by cosine (computed from the vectors a lexical or hybrid search brought)."""
-    scores = [p.score for p in points]
-    if points and points[0].vector is not None:
-        scores = checks.cosines(vector, [_dense(p.vector) for p in points])
+def _hits(
+    lists: list[list[models.ScoredPoint]],
+    kinds: list[ties.Side],
+    vector: list[float],
+    limit: int,
+    retrieval: Retrieval,
+) -> list[Hit]:
+    """The best ``limit`` (fused for hybrid; equal scores in id order: :mod:`.ties`), scored
+    by cosine (computed from the vectors a lexical or hybrid search brought)."""
+    if kinds == ["dense"]:
+        points = ties.settle(lists[0], limit)
+        return [Hit(str(p.id), p.score, p.payload or {}) for p in points]
+    if len(kinds) == 1:
+        points = ties.settle(lists[0], limit, kinds[0])
+    else:
+        points = ties.fuse(lists, kinds, retrieval, limit)
+    scores = checks.cosines(vector, [_dense(p.vector) for p in points])
     return [Hit(str(p.id), s, p.payload or {}) for p, s in zip(points, scores, strict=True)]
 
 

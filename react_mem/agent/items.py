@@ -82,14 +82,23 @@ def day(epoch: float | None) -> str:
 
 
 def fact_items(facts: Sequence[Fact]) -> list[Item]:
-    """One line per fact, dated when what it says happened is known."""
+    """One line per fact, dated when what it says happened is known; a value an update
+    superseded (recalled for a question about the past) says so, and until when, and one
+    that another current fact contradicts is marked disputed."""
     return [
         Item(
-            f"- {day(f.valid_at)}{clean(f.content)}",
+            f"- {_standing(f)}{day(f.valid_at)}{clean(f.content)}",
             MemoryRef(kind="fact", id=f.id, content=f.content, score=f.score),
         )
         for f in facts
     ]
+
+
+def _standing(fact: Fact) -> str:
+    if fact.superseded_by:
+        until = "" if fact.valid_until is None else f" (until {day(fact.valid_until)[1:-2]})"
+        return f"earlier{until}: "
+    return "disputed: " if fact.conflicts_with else ""
 
 
 def episode_items(episodes: Sequence[Episode]) -> list[Item]:

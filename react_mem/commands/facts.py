@@ -1,8 +1,9 @@
-"""``react-mem memory facts list|search|delete|purge`` over fact-memory."""
+"""``react-mem memory facts list|search|history|delete|purge`` over fact-memory."""
 
 from __future__ import annotations
 
 import argparse
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from react_mem.clients.base import Page
@@ -28,6 +29,39 @@ def _found(facts: list[Fact], args: argparse.Namespace, out: TextIO) -> str | No
         print(f"no facts match in {scope(args)}", file=out)
         return None
     table(out, ["ID", "SCORE", "CONTENT"], [[f.id, score(f.score), f.content] for f in facts])
+    return None
+
+
+def _when(epoch: float | None) -> str:
+    return "-" if epoch is None else f"{datetime.fromtimestamp(epoch, UTC):%Y-%m-%d %H:%M}"
+
+
+def _state(fact: Fact) -> str:
+    if fact.superseded_by:
+        return "earlier"
+    return "disputed" if fact.conflicts_with else "current"
+
+
+def _history(facts: list[Fact], args: argparse.Namespace, out: TextIO) -> str | None:
+    """Oldest first: each version's state, when it held (from its ``valid_at`` or when it
+    was stored, until its successor's), and what it said."""
+    table(
+        out,
+        ["ID", "STATE", "FROM", "UNTIL", "CONTENT"],
+        [
+            [
+                f.id,
+                _state(f),
+                _when(f.valid_at if f.valid_at is not None else f.created_at),
+                _when(f.valid_until) if f.superseded_by else "-",
+                f.content,
+            ]
+            for f in facts
+        ],
+    )
+    for f in facts:
+        if f.conflicts_with:
+            print(f"{f.id} is disputed by {', '.join(f.conflicts_with)}", file=out)
     return None
 
 
@@ -64,6 +98,12 @@ SEARCH: Operation[FactClient, list[Fact]] = Operation(
     render=_found,
     wire=_facts,
 )
+HISTORY: Operation[FactClient, list[Fact]] = Operation(
+    client=FactClient,
+    call=lambda c, to, a: c.history(to, a.id),
+    render=_history,
+    wire=_facts,
+)
 DELETE: Operation[FactClient, int] = Operation(
     client=FactClient,
     call=lambda c, to, a: c.delete(to, a.ids),
@@ -89,6 +129,8 @@ def add_parsers(sub: Subparsers, bus: BusArgs) -> None:
     search.add_argument("-k", "--top-k", type=int, default=10, help="results (10)")
     search.add_argument("--min-score", type=float, help="lowest cosine similarity")
     search.add_argument("--conversation", help="only facts learned in this conversation")
+    history = leaf(sub, "history", "every version of a fact, oldest first", HISTORY, bus)
+    history.add_argument("id", metavar="ID", help="any version's id")
     delete = leaf(sub, "delete", "delete facts by id", DELETE, bus)
     delete.add_argument("ids", nargs="+", metavar="ID")
     purge = leaf(sub, "purge", "delete every fact in the scope", PURGE, bus)

@@ -25,16 +25,18 @@ from prometheus_client import CollectorRegistry
 from react_mem.bus.transport import Transport
 from react_mem.clients.conversations import CONVERSATION_MEMORY
 from react_mem.clients.episodes import EPISODE_MEMORY
-from react_mem.clients.facts import FACT_MEMORY
+from react_mem.clients.facts import FACT_MEMORY, FactClient
 from react_mem.clients.llm import TEXT_COMPLETION, TextCompletionClient
 from react_mem.clients.playbook import PLAYBOOK_MEMORY, PlaybookClient
 from react_mem.errors import (
     BadRequest,
     ConfigurationError,
     LLMUnavailable,
+    ReactMemError,
     ServiceRefused,
     TransientError,
 )
+from react_mem.learner import changes
 from react_mem.learner.ace import AceConfig, feedback_key, window_key
 from react_mem.learner.checks import MAX_ID_CHARS, check_feedback, checked_trajectory
 from react_mem.learner.cipher import LedgerCipher, load_key
@@ -354,7 +356,7 @@ class MemoryLearnerProcessor(Processor):
             if entry is not None:
                 plan, done = Plan.model_validate(entry.plan), entry.steps
             else:
-                plan, done = await self._plan(ctx, make_plan), []
+                plan, done = await self._plan(ctx, to, make_plan), []
                 for what, count in plan.ungrounded.items():
                     self.metrics.ungrounded(what, count)
                 if plan.empty():
@@ -407,13 +409,14 @@ class MemoryLearnerProcessor(Processor):
             return True
 
     async def _plan(
-        self, ctx: MessageContext, make_plan: Callable[[Planner], Awaitable[Plan]]
+        self, ctx: MessageContext, to: Scope, make_plan: Callable[[Planner], Awaitable[Plan]]
     ) -> Plan:
+        """The plan; with the LLM, its facts judged against the stored ones (:mod:`.changes`)."""
         s = self.learner_settings
         client = TextCompletionClient.of(ctx.flow)
         llm = JsonLLM(client, attempts=s.llm_attempts, timeout=s.llm_timeout)
         try:
-            return await make_plan(Planner(llm, self._limits))
+            plan = await make_plan(Planner(llm, self._limits))
         except LLMUnavailable:
             # The last delivery before dead-lettering learns without the LLM in any case.
             if ctx.redelivery_count < min(s.llm_outage_redeliveries, s.max_redeliveries):
@@ -421,6 +424,16 @@ class MemoryLearnerProcessor(Processor):
             logger.warning("%s: LLM still unavailable; learning without it", self.id)
             self.metrics.degraded()
             return await make_plan(Planner(None, self._limits))
+        if plan.facts and s.judge_fact_changes and FactClient.available(ctx.flow):
+            try:
+                stored = await Writer(ctx.flow, self.metrics).similar(
+                    to, plan.facts, changes.SHOWN
+                )
+            except ReactMemError as exc:  # only the judgement is lost: the rule still applies
+                logger.warning("%s: facts not judged against stored ones: %s", self.id, exc)
+            else:
+                plan.facts = await changes.judge(llm, plan.facts, stored)
+        return plan
 
 
 def _owner(workspace: str, t: Trajectory) -> Scope:

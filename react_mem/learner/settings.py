@@ -42,6 +42,9 @@ class LearnerSettings(ProcessorSettings):
     #: Lessons for an episode: asked of the LLM (at most this many), else heuristic.
     llm_lessons: bool = True
     max_lessons: int = Field(default=3, ge=0, le=10)
+    #: Ask the LLM which stored facts each new fact updates or contradicts (see
+    #: :mod:`react_mem.learner.changes`); fact-memory supersedes by rule either way.
+    judge_fact_changes: bool = True
     #: Conversation end: promote facts, and record an episode from this many turns.
     promote_facts: bool = True
     conversation_episodes: bool = True

@@ -10,6 +10,7 @@ which is recorded, never retried. Each write returns whether it sent anything.""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from react_mem.clients.base import owner
@@ -20,6 +21,7 @@ from react_mem.clients.playbook import Playbook, PlaybookClient
 from react_mem.learner.metrics import LearnerMetrics
 from react_mem.learner.planner import Plan
 from react_mem.processor.flow import Flow
+from react_mem.schema.facts import Fact, FactInput
 from react_mem.schema.scope import Scope
 
 logger = logging.getLogger(__name__)
@@ -56,6 +58,11 @@ class Writer:
             await ConversationClient.of(self._flow).update_summary(to, plan.summary)
             self._metrics.learned("summary")
         return True
+
+    async def similar(self, to: Scope, facts: list[FactInput], top_k: int) -> list[list[Fact]]:
+        """Each fact's most similar current facts of the same owner (every conversation)."""
+        client, owner = FactClient.of(self._flow), dataclasses.replace(to, conversation=None)
+        return [await client.retrieve(owner, fact.content, top_k=top_k) for fact in facts]
 
     async def facts(self, to: Scope, plan: Plan) -> bool:
         """At the user's quota, a batch holding a fact the user asked to be remembered

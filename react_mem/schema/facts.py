@@ -87,6 +87,13 @@ class FactInput(WireModel):
     #: Text around the fact (the message or turn before it): its words are indexed for
     #: lexical search, so a question worded like its context finds it; never returned.
     context: str = Field(default="", max_length=4000)
+    #: store: stored facts (ids) this one updates, as its writer judged (e.g. an LLM): the
+    #: one valid later stays current, the other becomes its history. Besides these, the
+    #: service supersedes by rule (``memory_services.facts.slots``).
+    updates: list[str] = Field(default_factory=list, max_length=16)
+    #: store: stored facts this one contradicts with nothing to tell which holds now: both
+    #: stay current, each marked in ``conflicts_with``.
+    contradicts: list[str] = Field(default_factory=list, max_length=16)
 
 
 class Fact(WireModel):
@@ -111,6 +118,12 @@ class Fact(WireModel):
     metadata: dict[str, str] = Field(default_factory=dict)
     #: When what it says happened or held (epoch seconds), if the store was told.
     valid_at: float | None = None
+    #: A superseded fact: when it stopped holding (its successor's ``valid_at``, else when
+    #: the successor was stored).
+    valid_until: float | None = None
+    #: Current facts that say otherwise about the same thing, with nothing to tell which
+    #: is true now (both stay current; see ``memory_services.facts.changes``).
+    conflicts_with: list[str] = Field(default_factory=list)
     #: Cosine similarity to the query (``retrieve`` only).
     score: float | None = None
     #: Other conversations the fact was learned in (merged in by ``consolidate``).
@@ -138,6 +151,11 @@ class StoredFact(WireModel):
     #: ``update`` the current version to change it back).
     status: str = ""
     similarity: float | None = None
+    #: Stored facts this one updated (they became its history); its own id when it was
+    #: told after a later value (it is history at once).
+    superseded: list[str] = Field(default_factory=list)
+    #: Stored facts it contradicts with nothing to tell which is current (both kept).
+    conflicts_with: list[str] = Field(default_factory=list)
 
 
 class FactRequest(WireModel):

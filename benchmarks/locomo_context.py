@@ -1,0 +1,198 @@
+"""LoCoMo evidence in the agent's memory context: per top k and per token, for assemblies that
+spread hits across sessions, retrieve a second time, or bring each hit's neighbours.
+
+Turns are stored as in ``locomo_recall.py`` (one fact each, over the bus, hybrid + time
+ranking, the default). For each question with evidence, one retrieval of the top 50, and:
+
+- ``ranked``: the hits in rank order (what the agent's fact section holds today);
+- ``spread``: the same hits, at most two from one session among the first picks (the
+  others keep their order after them): multi-hop evidence lies in several sessions;
+- ``2hop``: the first five hits, then the hits of a second retrieval (the question with the
+  top hit's text added: its names and places) alternating with the rest of the first;
+- ``ranked+ctx``: each hit followed by the turns either side of it in its session (what
+  conversation memory's ``window`` gives), counted in tokens like the rest.
+
+recall@10 counts a question when every evidence turn is among the first ten turns of an
+assembly; recall@N tokens, when every evidence turn's line lies within the first N tokens of
+the section as the agent writes it (``react_mem.agent.items.fact_items``, MiniLM's tokenizer,
+the bundled one the agent counts with). Conversations are split: ``tune`` (the first two,
+where the assemblies were chosen) and ``report`` (the other three, not looked at while
+choosing). The data is read at run time from ``../shared/eval/locomo-dev.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from locomo_recall import CATEGORIES, DEFAULT_DATA, turns
+
+from memory_services.facts.service import FactMemoryProcessor
+from react_mem.agent.items import fact_items
+from react_mem.bus.embedded import EmbeddedBroker
+from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
+from react_mem.bus.rpc import RequestResponseClient
+from react_mem.clients.facts import FactClient
+from react_mem.schema.facts import Fact, FactRequest, FactResponse
+from react_mem.schema.scope import Scope
+from react_mem.tokens import HFTokenCounter
+
+BUDGETS = (1000, 2000, 4000)
+ASSEMBLIES = ("ranked", "spread", "2hop", "ranked+ctx")
+TUNE = 2  # conversations in the tuning split
+PER_SESSION = 2
+
+
+def session(dia: str) -> str:
+    return dia.rpartition(":")[0]
+
+
+def spread(hits: list[Fact]) -> list[Fact]:
+    first, later, count = [], [], defaultdict(int)
+    for fact in hits:
+        where = session(fact.metadata.get("dia_id", ""))
+        (first if count[where] < PER_SESSION else later).append(fact)
+        count[where] += 1
+    return [*first, *later]
+
+
+def alternate(first: list[Fact], second: list[Fact], head: int = 5) -> list[Fact]:
+    out, seen = list(first[:head]), {f.id for f in first[:head]}
+    rest = [first[head:], second]
+    for n in range(max(len(x) for x in rest)):
+        for pool in (rest[1], rest[0]):
+            if n < len(pool) and pool[n].id not in seen:
+                seen.add(pool[n].id)
+                out.append(pool[n])
+    return out
+
+
+def with_neighbours(hits: list[Fact], by_dia: dict[str, Fact]) -> list[Fact]:
+    out, seen = [], set()
+    for fact in hits:
+        dia = fact.metadata.get("dia_id", "")
+        where, _, number = dia.rpartition(":")
+        near = [dia]
+        if number.isdigit():
+            near = [f"{where}:{int(number) + d}" for d in (-1, 0, 1)]
+        for key in near:
+            if key in by_dia and key not in seen:
+                seen.add(key)
+                out.append(by_dia[key])
+    return out
+
+
+def within(counter: HFTokenCounter, facts: list[Fact], budget: int) -> set[str]:
+    """The dia_ids whose lines fit in ``budget`` tokens, in order (whole lines only)."""
+    lines = [item.text for item in fact_items(facts)]
+    used, found = 0, set()
+    for fact, size in zip(facts, counter.count_many(lines) if lines else [], strict=True):
+        used += size + 1  # the line break
+        if used > budget:
+            break
+        found.add(fact.metadata.get("dia_id", ""))
+    return found
+
+
+async def evaluate(data: list[dict[str, Any]], url: str, tmp: Path) -> None:
+    bus = PulsarTransport(PulsarOptions(url=url))
+    await bus.connect()
+    topics = {
+        "request": "request:tg:fact-memory:ctx:f",
+        "response": "response:tg:fact-memory:ctx:f",
+    }
+    flows = tmp / "flows.yaml"
+    flows.write_text(json.dumps({"ctx": {"processor:fact-ctx": {"f": {"topics": topics}}}}))
+    settings = {
+        "id": "fact-ctx",
+        "flows": flows,
+        "data_dir": tmp / "facts",
+        "state_dir": tmp,
+        "near_duplicate_threshold": 1.0,
+        "concurrency": 4,
+    }
+    service = FactMemoryProcessor(FactMemoryProcessor.Settings.load(settings), bus)
+    await service.start()
+    client: RequestResponseClient[FactRequest, FactResponse] = RequestResponseClient(
+        bus, topics["request"], topics["response"], FactResponse, timeout=120
+    )
+    await client.start()
+    memory, counter = FactClient(client), HFTokenCounter.from_file()
+    hits: dict[tuple[str, str, str], int] = defaultdict(int)
+    questions: dict[tuple[str, str], int] = defaultdict(int)
+    try:
+        for n, sample in enumerate(data):
+            split = "tune" if n < TUNE else "report"
+            where, facts = Scope("ctx", f"locomo-{sample['sample_id']}"), turns(sample)
+            for start in range(0, len(facts), 64):
+                await memory.store(where, facts[start : start + 64])
+            by_dia = {}
+            offset = None
+            while True:
+                page = await memory.page(where, limit=1000, offset=offset)
+                by_dia.update({f.metadata["dia_id"]: f for f in page.items})
+                if not page.next:
+                    break
+                offset = page.next
+            for qa in sample["qa"]:
+                if not qa.get("evidence") or "answer" not in qa:
+                    continue
+                category = CATEGORIES.get(qa["category"], str(qa["category"]))
+                first = await memory.retrieve(where, qa["question"], top_k=50)
+                top = first[0].content.split(": ", 1)[-1] if first else ""
+                second = await memory.retrieve(where, f"{qa['question']} {top}", top_k=50)
+                made = {
+                    "ranked": first,
+                    "spread": spread(first),
+                    "2hop": alternate(first, second),
+                    "ranked+ctx": with_neighbours(first, by_dia),
+                }
+                evidence = set(qa["evidence"])
+                for name in (category, "all"):
+                    questions[split, name] += 1
+                    for assembly, ordered in made.items():
+                        ten = {f.metadata.get("dia_id", "") for f in ordered[:10]}
+                        hits[split, name, f"{assembly} @10"] += evidence <= ten
+                        for budget in BUDGETS:
+                            fits = within(counter, ordered, budget)
+                            hits[split, name, f"{assembly} {budget}"] += evidence <= fits
+            print(f"  {where.collection}: {len(facts)} turns ({split})", flush=True)
+    finally:
+        await client.close()
+        await service.stop()
+        await bus.close()
+    columns = [f"{a} {k}" for a in ASSEMBLIES for k in ("@10", *map(str, BUDGETS))]
+    for split in ("tune", "report"):
+        print(f"\n{split} split: recall@10 and recall within N tokens of the fact section")
+        print(f"{'category':<12} {'n':>4}  " + " ".join(f"{c:>16}" for c in columns))
+        for name in [*CATEGORIES.values(), "all"]:
+            count = questions[split, name]
+            if count:
+                cells = " ".join(f"{hits[split, name, c] / count:>16.3f}" for c in columns)
+                print(f"{name:<12} {count:>4}  {cells}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    args = parser.parse_args()
+    if not args.data.is_file():
+        print(f"no LoCoMo data at {args.data}; nothing to evaluate")
+        return
+    data = json.loads(args.data.read_text())
+    with (
+        tempfile.TemporaryDirectory(prefix="locomo-ctx-") as tmp,
+        EmbeddedBroker(Path(tmp) / "broker") as broker,
+    ):
+        asyncio.run(evaluate(data, broker.url, Path(tmp)))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

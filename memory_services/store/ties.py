@@ -1,0 +1,90 @@
+"""Ranking that does not depend on the process or the store's layout: fusion done here.
+
+Two runs of one benchmark gave a different hybrid top 10 for one question in nine: equal
+scores came back in an order set by the engine (its fusion's hash map, seeded per process;
+the order of points in segments, which background indexing changes), and RRF turns an
+order among equals into different ranks. So a hybrid search asks the engine for each side's
+list (dense, lexical, and both again under a boost) and fuses them here, and every list is
+put in one order first: by score, then by id. Scores are compared at a fixed number of
+decimals, so that sums added in another order (a last-bit difference in 32-bit floats) are
+equal too. Each list is fetched a little deeper than it is used, so a tie at its end is cut
+here too.
+
+RRF gives a record ``weight / (k + rank)`` from each list it is in (rank from 1); DBSF
+scales each list's scores by its mean and three standard deviations to [0, 1] and sums.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Literal, Protocol, TypeVar
+
+from memory_services.store.base import Retrieval
+
+#: Decimals of a score that count: cosines and fused scores (under 1), BM25 sums (up to ~50).
+DECIMALS = {"dense": 6, "lexical": 4}
+#: Extra candidates fetched per list beyond those used, so ties at its end are cut here.
+MARGIN = 10
+
+Side = Literal["dense", "lexical"]
+
+
+class Scored(Protocol):
+    @property
+    def id(self) -> object: ...
+
+    @property
+    def score(self) -> float: ...
+
+
+P = TypeVar("P", bound=Scored)
+
+
+def sides(retrieval: Retrieval, boosted: bool) -> list[Side]:
+    """The lists a search fetches, in order (under the filter, then under the boost)."""
+    one: list[Side] = ["dense", "lexical"] if retrieval.mode == "hybrid" else [retrieval.mode]
+    return one * 2 if boosted and retrieval.mode == "hybrid" else one
+
+
+def fetch(depth: int) -> int:
+    return depth + MARGIN
+
+
+def settle(points: Sequence[P], limit: int, side: Side = "dense") -> list[P]:
+    """The best ``limit`` of ``points`` by score, equal scores in id order."""
+    places = DECIMALS[side]
+    ranked = sorted(points, key=lambda p: (-round(float(p.score), places), str(p.id)))
+    return ranked[:limit]
+
+
+def fuse(
+    lists: Sequence[Sequence[P]], kinds: Sequence[Side], retrieval: Retrieval, limit: int
+) -> list[P]:
+    """The best ``limit`` of the fused ``lists`` (each of the side ``kinds`` names),
+    equal fused scores in id order."""
+    depth = retrieval.candidates(limit)
+    ordered = [settle(found, depth, kind) for found, kind in zip(lists, kinds, strict=True)]
+    fused: dict[str, float] = {}
+    first: dict[str, P] = {}
+    for n, found in enumerate(ordered):
+        for point, score in zip(found, _scores(found, n, retrieval), strict=True):
+            key = str(point.id)
+            first.setdefault(key, point)
+            fused[key] = fused.get(key, 0.0) + score
+    best = sorted(fused, key=lambda key: (-round(fused[key], DECIMALS["dense"]), key))
+    return [first[key] for key in best[:limit]]
+
+
+def _scores(found: Sequence[Scored], n: int, retrieval: Retrieval) -> list[float]:
+    if retrieval.fusion == "rrf":
+        weight = retrieval.weights[n % 2]
+        return [weight / (retrieval.rrf_k + rank) for rank in range(1, len(found) + 1)]
+    values = [float(p.score) for p in found]
+    if len(values) < 2:
+        return [0.5] * len(values)
+    mean, sd = statistics.fmean(values), statistics.pstdev(values)
+    if sd == 0:
+        return [0.5] * len(values)
+    low, high = mean - 3 * sd, mean + 3 * sd
+    return [min(1.0, max(0.0, (v - low) / (high - low))) for v in values]
