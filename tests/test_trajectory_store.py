@@ -104,6 +104,7 @@ async def stack(
             pid=f"playbook-{workspace}",
             queues={workspace: queues("playbook-memory", workspace)},
             data_dir=tmp_path / "playbook",
+            seed_bullets="none",  # the test counts the owner's bullets
             **common,
         ) as playbook,
     ):
