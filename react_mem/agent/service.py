@@ -48,6 +48,7 @@ from react_mem.agent.seal import StateSealer, invocation, load_key
 from react_mem.agent.settings import AgentSettings, client_specs
 from react_mem.agent.sources import CONVERSATIONS
 from react_mem.agent.tools import TOOL_CONFIG_TYPE, Tool, ToolCall, tools_from_config
+from react_mem.agent.turns import PendingTurns
 from react_mem.bus.transport import Transport
 from react_mem.clients.working import WorkingMemoryClient
 from react_mem.embedding.base import Embedder
@@ -97,6 +98,8 @@ class AgentProcessor(Processor):
         super().__init__(settings, transport, registry=registry)
         self.metrics = agent_metrics(registry)
         self.embedder = embedder
+        #: Conversation turns being appended (a follow-up's recall waits for its own).
+        self.turns = PendingTurns()
         self.counter: TokenCounter | None = None
         self.sealer: StateSealer | None = None
         self.workspaces: dict[str, Workspace] = {}
@@ -260,11 +263,12 @@ class AgentProcessor(Processor):
             await respond.thought(decision.thought)
             respond.in_token, respond.out_token = inv.state.in_tokens, inv.state.out_tokens
             respond.model = usage.model
-            await respond.answer(decision.answer)
             outcome: Outcome = "partial" if tool_errors(inv.state.steps) else "success"
+            turn = self.start_turn(inv, decision.answer, outcome)  # registered before the answer
+            await respond.answer(decision.answer)
             self.metrics.sessions.labels(processor=self.id, outcome="completed").inc()
             self.metrics.iterations.labels(processor=self.id).observe(inv.state.iteration)
-            await self.finish(inv, decision.answer, outcome, None)
+            await self.finish(inv, decision.answer, outcome, None, turn)
             return
 
         step = await self.act(inv, decision, tools, respond)
@@ -291,6 +295,7 @@ class AgentProcessor(Processor):
         if not inv.memory_on or cfg.memory_token_budget == 0:
             return state
         started = time.perf_counter()
+        await self.turns.settled(inv.scope, cfg.memory_timeout)  # a follow-up sees the last turn
         recall = await MemoryRecall(inv.flow, self.embedder, cfg).recall(
             request.question, inv.scope
         )
@@ -400,14 +405,31 @@ class AgentProcessor(Processor):
         )
 
     # -- invocation end ------------------------------------------------------------
+    def start_turn(
+        self, inv: Invocation, answer: str, outcome: Outcome
+    ) -> asyncio.Task[None] | None:
+        """Start appending the conversation turn (see :mod:`.turns`); None if there is none."""
+        if not (inv.memory_on and inv.scope.conversation):
+            return None
+        if not inv.flow.has_client(CONVERSATIONS.client):
+            return None
+        return self.turns.start(inv.scope, self.append_turn(inv, answer, outcome))
+
     async def finish(
-        self, inv: Invocation, answer: str, outcome: Outcome, error: str | None
+        self,
+        inv: Invocation,
+        answer: str,
+        outcome: Outcome,
+        error: str | None,
+        turn: asyncio.Task[None] | None = None,
     ) -> None:
-        """After the reply: the conversation turn (synchronous, cheap), then the trajectory."""
+        """After the reply: the conversation turn (``turn``, if started), then the
+        trajectory."""
         if not inv.memory_on:
             return
-        if inv.scope.conversation and inv.flow.has_client(CONVERSATIONS.client):
-            await self.append_turn(inv, answer, outcome)
+        turn = turn or self.start_turn(inv, answer, outcome)
+        if turn is not None:
+            await turn
         if inv.flow.has_producer("trajectory"):
             request = inv.request
             record = trajectory(request, inv.state, inv.scope, inv.cfg, answer, outcome, error)
