@@ -30,15 +30,60 @@ import time
 from pathlib import Path
 
 import numpy as np
-from fact_memory import _Dimension, corpus, embed_all, optimize, preload, scopes
 
 from memory_services.facts import records as rec
 from memory_services.facts.access_overlay import owner_key
 from memory_services.facts.memory import FactMemory
+from memory_services.store.base import Record, Scope
 from memory_services.store.edge import EdgeStore
 
 #: The copies compared: a name and whether the statistics are written into the records.
 VARIANTS = {"side table": False, "in the record (before)": True}
+
+
+class _Dimension:
+    """Stands in for the embedder (queries come as vectors, setup writes records)."""
+
+    model_name, dimension = "all-MiniLM-L6-v2", 384
+
+    async def start(self) -> None: ...
+
+    async def embed(self, texts: object) -> list[list[float]]:
+        raise AssertionError("never embeds")
+
+
+def scopes(count: int) -> list[Scope]:
+    return [Scope("default", "bench")]
+
+
+async def synthetic(path: Path, count: int) -> np.ndarray:
+    """``count`` numbered facts with random unit vectors, written and optimised (no model, no
+    evaluation data: the layout of the service's records); their vectors."""
+    rng = np.random.default_rng(11)
+    vectors = rng.standard_normal((count, 384), dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    store = EdgeStore(path, flush_interval=0, index_after=0)
+    await store.open()
+    memory = FactMemory(store, _Dimension(), policy=rec.FactPolicy(), clock=time.time)
+    await memory.ensure()
+    [scope], now = scopes(1), time.time()
+    await memory.ctx.scopes.remember(scope)
+    for first in range(0, count, 1000):
+        records = []
+        for i in range(first, min(count, first + 1000)):
+            text = f"Fact number {i}: someone said something about item {i % 977}."
+            normalised = rec.normalise(text)
+            payload = rec.new_payload(
+                scope, content=text, normalised=normalised, now=now, importance=0.5,
+                confidence=0.7, expires_at=rec.NEVER, metadata={}, source_conversation=None,
+                request_id=None,
+            )  # fmt: skip
+            records.append(Record(rec.fact_id(scope, normalised), payload, vectors[i].tolist()))
+        await memory.ctx.upsert(records)
+    await memory.close()
+    await store.optimize(memory.ctx.collection)
+    await store.close()
+    return vectors
 
 
 async def retrieve(
@@ -66,16 +111,22 @@ async def retrieve(
 
 
 async def run(args: argparse.Namespace, tmp: Path) -> None:
-    texts = corpus(args.facts)
-    vectors = await embed_all(texts)
     base = tmp / "base"
-    print(f"setup: {len(texts):,} facts written and optimised", flush=True)
-    await preload(base, scopes(1), texts, vectors)
-    await optimize(base)
+    if args.synthetic:
+        vectors = await synthetic(base, args.facts)
+    else:
+        from fact_memory import corpus, embed_all, optimize, preload
+
+        texts = corpus(args.facts)
+        vectors = await embed_all(texts)
+        await preload(base, scopes(1), texts, vectors)
+        await optimize(base)
+    print(f"setup: {len(vectors):,} facts written and optimised", flush=True)
     rng = np.random.default_rng(3)
     probes = vectors[rng.choice(len(vectors), args.probes, replace=False)]
     copies: list[tuple[EdgeStore, FactMemory, bool]] = []
-    for name, in_record in VARIANTS.items():
+    chosen = {name: VARIANTS[name] for name in args.variants}
+    for name, in_record in chosen.items():
         path = tmp / name.replace(" ", "-").replace("(", "").replace(")", "")
         shutil.copytree(base, path)
         store = EdgeStore(path)
@@ -85,7 +136,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> None:
         )
         await memory.ensure()
         copies.append((store, memory, in_record))
-    print("retrievals | " + " | ".join(f"{n}: p50 / p90 ms, index runs" for n in VARIANTS))
+    print("retrievals | " + " | ".join(f"{n}: p50 / p90 ms, index runs" for n in chosen))
     order = random.Random(5)
     medians: list[list[float]] = [[] for _ in copies]
     for round_ in range(args.rounds + 1):
@@ -104,7 +155,7 @@ async def run(args: argparse.Namespace, tmp: Path) -> None:
                 await retrieve(store, memory, vectors[picks[start : start + 1000]], in_record)
         await asyncio.sleep(args.idle)
     print("p50 after / fresh | " + " | ".join(
-        f"{name}: {m[-1] / m[0]:.2f}x" for name, m in zip(VARIANTS, medians, strict=True)
+        f"{name}: {m[-1] / m[0]:.2f}x" for name, m in zip(chosen, medians, strict=True)
     ))  # fmt: skip
     for store, memory, _ in copies:
         await memory.close()
@@ -119,6 +170,14 @@ def main() -> None:
     parser.add_argument("--probes", type=int, default=300, help="timed retrievals per round")
     parser.add_argument(
         "--idle", type=float, default=6.0, help="seconds idle after a round (a tick every 5)"
+    )
+    parser.add_argument(
+        "--synthetic",
+        action="store_true",
+        help="random unit vectors and numbered facts (no model or evaluation data needed)",
+    )
+    parser.add_argument(
+        "--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS), metavar="NAME"
     )
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
