@@ -77,14 +77,19 @@ class AccessLog:
             held = self._pending.get(id)
             if held is not None and held[1] == owner:
                 del self._pending[id]
-        self.table.drop(owner, ids)
+        # Mostly there is no row (a new fact, a fact never retrieved): a read, not a write
+        # transaction, finds that (a write waits for the table's lock).
+        rows = [id for id, row in self.table.read(ids).items() if row[1] == owner]
+        if rows:
+            self.table.drop(owner, rows)
 
     def drop_owner(self, owner: OwnerKey) -> None:
         """Every row of ``owner`` (its facts are gone)."""
         for id, held in list(self._pending.items()):
             if held[1] == owner:
                 del self._pending[id]
-        self.table.drop_owner(owner)
+        if self.table.ids_of(*owner):
+            self.table.drop_owner(owner)
 
     async def flush(self) -> None:
         """Write everything pending now (one transaction, on the loop: no fsync)."""

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
 from react_mem.errors import BadRequest
-from react_mem.schema.payload import PayloadError, check_payload, needs_check
+from react_mem.schema.payload import PayloadError, check_payload, may_hold_surrogates, may_nest
 
 #: The request field naming what a service is asked to do.
 OPERATION = "operation"
@@ -79,8 +79,9 @@ class WireModel(BaseModel):
                 type="malformed",
             )
         try:
-            if needs_check(data):
-                check_payload(payload)
+            texts = may_hold_surrogates(data)
+            if texts or may_nest(data):
+                check_payload(payload, texts=texts)
             return cls.model_validate(payload)
         except PayloadError as exc:
             raise BadRequest(f"{cls.__name__}: {exc}", type=exc.type) from exc
