@@ -94,6 +94,9 @@ class Level:
     samples: list[tuple[float, int, int]] = field(default_factory=list)
     seconds: float = 0.0
     drain: float = 0.0
+    #: CPU seconds the process used over the window (every thread: agent, services,
+    #: learner, broker client), which a loaded machine does not inflate as it does latency.
+    cpu: float = 0.0
 
 
 class Probe:
@@ -126,7 +129,7 @@ async def run_level(
 ) -> Level:
     level = Level(callers)
     learned0, answered = probe.learned(), 0
-    began = time.perf_counter()
+    began, cpu0 = time.perf_counter(), time.process_time()
     stop = began + seconds
 
     async def caller(c: int) -> None:
@@ -163,6 +166,7 @@ async def run_level(
     await asyncio.gather(*(caller(c) for c in range(callers)))
     sampling.cancel()
     level.seconds = time.perf_counter() - began
+    level.cpu = time.process_time() - cpu0
     level.samples.append((level.seconds, answered, probe.learned() - learned0))
     drain_began = time.perf_counter()
     while args.learner and probe.learned() - learned0 < answered:
@@ -207,6 +211,9 @@ def report(level: Level, *, learner: bool) -> bool:
             f"drained in {level.drain:.1f} s"
         )
     print(line, flush=True)
+    print(
+        f"    process CPU per ask (whole stack, learner included): {level.cpu / asks * 1000:.1f} ms"
+    )
     if level.overheads:
         p50 = statistics.median(level.overheads) * 1000
         verdict = "ok" if p50 <= TARGET_OVERHEAD_P50_MS else "over target"
@@ -330,7 +337,8 @@ def main() -> None:
         f"Python {platform.python_version()}, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}"
     )
     print("settings: " + ", ".join(f"{k}={v}" for k, v in vars(args).items()), flush=True)
-    profiler = cProfile.Profile() if args.profile else None
+    # The loop thread's CPU time: what competes with the agent, not inflated by a busy machine.
+    profiler = cProfile.Profile(time.thread_time) if args.profile else None
     with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker(Path(tmp) / "broker") as broker:
         if profiler is not None:
             profiler.enable()
