@@ -80,6 +80,10 @@ class Soak:
         #: (minute, operation) -> latencies in ms.
         self.took: dict[tuple[int, str], list[float]] = defaultdict(list)
         self.rss: dict[int, float] = {}
+        #: (seconds since start, operation, ms) and (seconds since start, RSS MiB), for
+        #: the verdict's windows.
+        self.timeline: list[tuple[float, str, float]] = []
+        self.rss_timeline: list[tuple[float, float]] = []
         self.failed: list[str] = []
         self.stored: dict[Scope, set[str]] = defaultdict(set)
         self.asked = 0
@@ -119,14 +123,20 @@ class Soak:
             if kind != "end" or "not-found" not in str(exc):  # ending an unknown one: fine
                 self.failed.append(f"{kind}: {exc!r}"[:200])
             return
-        self.took[(minute, kind)].append((time.perf_counter() - started) * 1000)
+        took = (time.perf_counter() - started) * 1000
+        self.took[(minute, kind)].append(took)
+        self.timeline.append((started - self.began, kind, took))
 
     async def run(self, facts: FactClient, talks: ConversationClient) -> None:
         kinds = [k for k, share in MIX.items() for _ in range(round(share * 10))]
         period, n = 1 / self.args.rate, 0
         ends = self.began + self.args.minutes * self.args.minute
         next_report = self.began + self.args.minute
+        next_rss = self.began
         while (now := time.perf_counter()) < ends:
+            if now >= next_rss:
+                self.rss_timeline.append((now - self.began, rss_mib()))
+                next_rss += min(5.0, self.args.minute / 6)
             if now >= next_report:
                 self.report(self.minute() - 1)
                 next_report += self.args.minute
@@ -171,24 +181,25 @@ class Soak:
         return lost + len(self.failed)
 
     def verdict(self) -> bool:
-        minutes = self.args.minutes
-        span = 5 if minutes >= 10 else max(1, minutes // 3)
-        first, last = range(span), range(minutes - span, minutes)
+        """Last five minutes against the first five (a run under ten minutes: the last
+        third against the first), by when each operation started."""
+        total = self.args.minutes * self.args.minute
+        span = 5 * self.args.minute if self.args.minutes >= 10 else total / 3
         ratios = {}
         for kind in MIX:
-            early = [x for m in first for x in self.took.get((m, kind), [])]
-            late = [x for m in last for x in self.took.get((m, kind), [])]
+            early = [ms for t, k, ms in self.timeline if k == kind and t < span]
+            late = [ms for t, k, ms in self.timeline if k == kind and t >= total - span]
             if early and late:
                 ratios[kind] = statistics.median(late) / statistics.median(early)
-        rss_early = statistics.fmean(self.rss[m] for m in first if m in self.rss)
-        rss_late = statistics.fmean(self.rss[m] for m in last if m in self.rss)
-        ratios["RSS"] = rss_late / rss_early
+        rss_early = [m for t, m in self.rss_timeline if t < span]
+        rss_late = [m for t, m in self.rss_timeline if t >= total - span] or rss_early[-1:]
+        ratios["RSS"] = statistics.fmean(rss_late) / statistics.fmean(rss_early)
         flat = all(r <= SLOW_RATIO for k, r in ratios.items() if k != "RSS")
         flat = flat and ratios["RSS"] <= RSS_RATIO
         shown = ", ".join(f"{k} {r:.2f}x" for k, r in ratios.items())
         print(
-            f"verdict: {'flat' if flat else 'TRENDING UP'} (last {span} min over first "
-            f"{span}: {shown}; limits p50 {SLOW_RATIO}x, RSS {RSS_RATIO}x)",
+            f"verdict: {'flat' if flat else 'TRENDING UP'} (last {span:.0f} s over first "
+            f"{span:.0f} s: {shown}; limits p50 {SLOW_RATIO}x, RSS {RSS_RATIO}x)",
             flush=True,
         )
         return flat
