@@ -97,6 +97,9 @@ class Level:
     #: CPU seconds the process used over the window (every thread: agent, services,
     #: learner, broker client), which a loaded machine does not inflate as it does latency.
     cpu: float = 0.0
+    #: CPU seconds of the event loop's thread alone (where the agent, the services'
+    #: handlers and the learner run; the embedder and the broker client have threads).
+    loop_cpu: float = 0.0
 
 
 class Probe:
@@ -129,7 +132,7 @@ async def run_level(
 ) -> Level:
     level = Level(callers)
     learned0, answered = probe.learned(), 0
-    began, cpu0 = time.perf_counter(), time.process_time()
+    began, cpu0, loop0 = time.perf_counter(), time.process_time(), time.thread_time()
     stop = began + seconds
 
     async def caller(c: int) -> None:
@@ -167,6 +170,7 @@ async def run_level(
     sampling.cancel()
     level.seconds = time.perf_counter() - began
     level.cpu = time.process_time() - cpu0
+    level.loop_cpu = time.thread_time() - loop0
     level.samples.append((level.seconds, answered, probe.learned() - learned0))
     drain_began = time.perf_counter()
     while args.learner and probe.learned() - learned0 < answered:
@@ -212,7 +216,8 @@ def report(level: Level, *, learner: bool) -> bool:
         )
     print(line, flush=True)
     print(
-        f"    process CPU per ask (whole stack, learner included): {level.cpu / asks * 1000:.1f} ms"
+        f"    CPU per ask (whole stack, learner included): process "
+        f"{level.cpu / asks * 1000:.1f} ms, event-loop thread {level.loop_cpu / asks * 1000:.1f} ms"
     )
     if level.overheads:
         p50 = statistics.median(level.overheads) * 1000
