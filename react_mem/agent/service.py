@@ -409,11 +409,9 @@ class AgentProcessor(Processor):
         self, inv: Invocation, answer: str, outcome: Outcome
     ) -> asyncio.Task[None] | None:
         """Start appending the conversation turn (see :mod:`.turns`); None if there is none."""
-        if not (inv.memory_on and inv.scope.conversation):
-            return None
-        if not inv.flow.has_client(CONVERSATIONS.client):
-            return None
-        return self.turns.start(inv.scope, self.append_turn(inv, answer, outcome))
+        if inv.memory_on and inv.scope.conversation and inv.flow.has_client(CONVERSATIONS.client):
+            return self.turns.start(inv.scope, self.append_turn(inv, answer, outcome))
+        return None
 
     async def finish(
         self,
@@ -423,8 +421,7 @@ class AgentProcessor(Processor):
         error: str | None,
         turn: asyncio.Task[None] | None = None,
     ) -> None:
-        """After the reply: the conversation turn (``turn``, if started), then the
-        trajectory."""
+        """After the reply: the conversation turn (``turn``, if started), then the trajectory."""
         if not inv.memory_on:
             return
         turn = turn or self.start_turn(inv, answer, outcome)
