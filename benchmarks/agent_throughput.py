@@ -94,6 +94,12 @@ class Level:
     samples: list[tuple[float, int, int]] = field(default_factory=list)
     seconds: float = 0.0
     drain: float = 0.0
+    #: CPU seconds the process used over the window (every thread: agent, services,
+    #: learner, broker client), which a loaded machine does not inflate as it does latency.
+    cpu: float = 0.0
+    #: CPU seconds of the event loop's thread alone (where the agent, the services'
+    #: handlers and the learner run; the embedder and the broker client have threads).
+    loop_cpu: float = 0.0
 
 
 class Probe:
@@ -126,7 +132,7 @@ async def run_level(
 ) -> Level:
     level = Level(callers)
     learned0, answered = probe.learned(), 0
-    began = time.perf_counter()
+    began, cpu0, loop0 = time.perf_counter(), time.process_time(), time.thread_time()
     stop = began + seconds
 
     async def caller(c: int) -> None:
@@ -163,6 +169,8 @@ async def run_level(
     await asyncio.gather(*(caller(c) for c in range(callers)))
     sampling.cancel()
     level.seconds = time.perf_counter() - began
+    level.cpu = time.process_time() - cpu0
+    level.loop_cpu = time.thread_time() - loop0
     level.samples.append((level.seconds, answered, probe.learned() - learned0))
     drain_began = time.perf_counter()
     while args.learner and probe.learned() - learned0 < answered:
@@ -207,6 +215,10 @@ def report(level: Level, *, learner: bool) -> bool:
             f"drained in {level.drain:.1f} s"
         )
     print(line, flush=True)
+    print(
+        f"    CPU per ask (whole stack, learner included): process "
+        f"{level.cpu / asks * 1000:.1f} ms, event-loop thread {level.loop_cpu / asks * 1000:.1f} ms"
+    )
     if level.overheads:
         p50 = statistics.median(level.overheads) * 1000
         verdict = "ok" if p50 <= TARGET_OVERHEAD_P50_MS else "over target"
@@ -330,7 +342,8 @@ def main() -> None:
         f"Python {platform.python_version()}, OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}"
     )
     print("settings: " + ", ".join(f"{k}={v}" for k, v in vars(args).items()), flush=True)
-    profiler = cProfile.Profile() if args.profile else None
+    # The loop thread's CPU time: what competes with the agent, not inflated by a busy machine.
+    profiler = cProfile.Profile(time.thread_time) if args.profile else None
     with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker(Path(tmp) / "broker") as broker:
         if profiler is not None:
             profiler.enable()

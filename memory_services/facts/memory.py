@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from memory_services import when
 from memory_services.backfill import fill_missing
@@ -13,6 +14,8 @@ from memory_services.consolidation.ledger import Ledger
 from memory_services.facts import asof, changes, ingest, slots, supersede
 from memory_services.facts import records as rec
 from memory_services.facts.access import AccessLog
+from memory_services.facts.access_overlay import AccessOverlay, owner_of
+from memory_services.facts.access_table import AccessTable
 from memory_services.facts.consolidate import FactKind
 from memory_services.facts.context import Clock, FactContext, fact_ids, query_vector
 from memory_services.forget import forget
@@ -42,10 +45,10 @@ logger = logging.getLogger(__name__)
 class FactMemory:
     """Writes are serialised (checks, then writes, never interleaved); reads run freely.
 
-    Retrieval bumps ``access_count`` with a read-modify-write per fact, so two retrievals
-    of one fact at the same instant may count once. The store gets those statistics behind
-    the reply (:mod:`.access`): call :meth:`flush_access` before reading them from it, and
-    :meth:`close` when done.
+    Retrieval's access statistics go to a side table (``access_path``; None: in memory),
+    not into the indexed records, and are laid over them wherever facts are read
+    (:mod:`.access`, :mod:`.access_overlay`): everything here reads and writes the store
+    through that overlay. Call :meth:`close` when done (it writes what is pending).
     """
 
     def __init__(
@@ -57,20 +60,23 @@ class FactMemory:
         clock: Clock,
         on_change: Callable[[int], None] = lambda delta: None,
         access_delay: float = 1.0,
+        access_path: Path | None = None,
         workspace_ttl: Callable[[str], float | None] | None = None,
     ) -> None:
+        collection = f"facts-{embedder.dimension}"
+        self._access = AccessLog(AccessTable(access_path), delay=access_delay)
+        overlay = AccessOverlay(store, collection, self._access)
         self.ctx = FactContext(
-            store=store,
+            store=overlay,
             embedder=embedder,
             scopes=ScopeRegistry(store, "fact-scopes-1"),
             policy=policy,
             clock=clock,
-            collection=f"facts-{embedder.dimension}",
+            collection=collection,
             on_change=on_change,
             workspace_ttl=workspace_ttl,
         )
         self._write_lock = asyncio.Lock()
-        self._access = AccessLog(self.ctx, delay=access_delay)
         #: Facts stored before the ``tells_time`` flag or the ``slot`` key get them in the
         #: first sweep.
         self._flags_filled = False
@@ -79,10 +85,12 @@ class FactMemory:
             history_ttl=policy.consolidation_history_ttl,
         )
         ledger = Ledger(store, f"fact-consolidations-{embedder.dimension}")
-        self._consolidation = Engine(store, self.ctx.collection, ledger, kind)
+        self._consolidation = Engine(overlay, collection, ledger, kind)
 
     async def ensure(self) -> None:
-        """Create the collections if absent (the store must be open)."""
+        """Create the collections if absent and open the side table (the store must be
+        open)."""
+        await self._access.table.open()
         ctx = self.ctx
         text = ("content", "context")  # what lexical search reads
         spec = CollectionSpec(ctx.collection, ctx.embedder.dimension, rec.INDEXES, text_fields=text)
@@ -90,13 +98,20 @@ class FactMemory:
         await self.ctx.scopes.ensure()
         await self._consolidation.ledger.ensure()
 
+    @property
+    def access(self) -> AccessLog:
+        """Retrieval's access statistics (the side table and what is pending)."""
+        return self._access
+
     async def flush_access(self) -> None:
-        """Write the access statistics retrievals left pending."""
+        """Write the access statistics retrievals left pending to the side table (reads
+        see them before as well)."""
         await self._access.flush()
 
     async def close(self) -> None:
-        """Write what is pending; the store stays open."""
+        """Write what is pending and close the side table; the store stays open."""
         await self._access.close()
+        await self._access.table.close()
 
     # -- writes ------------------------------------------------------------------
     async def store(
@@ -157,6 +172,8 @@ class FactMemory:
     async def sweep(self) -> tuple[int, int]:
         """Delete expired facts in every scope that ever held facts; return how many were
         removed and how many fact records remain."""
+        await self._access.flush()
+        await self._access.table.checkpoint()  # its fsyncs, in a worker thread
         expired = [Condition(key="expires_at", lte=self.ctx.clock())]
         removed = held = 0
         scopes = await self.ctx.scopes.scopes()
@@ -275,12 +292,12 @@ class FactMemory:
         """The current facts most similar to ``query`` (embedded once, unless its embedding
         comes as ``vector``), ranked as ``retrieval`` says (hybrid by default; by ``vector``
         alone: dense), best first; each one's ``last_accessed`` and ``access_count`` are
-        updated. With ``time_boost``, a hybrid search ranks the facts whose ``valid_at``
-        falls in a time the query names higher, or, when it asks when ("when did ..."),
-        the facts that tell a time (see :mod:`memory_services.when`); a question about a slot
-        the rules read ("where do I live?", :func:`.slots.asked`) ranks the facts filling it
-        higher instead; and when it asks
-        about the past, the earlier values that held then too (:mod:`.asof`)."""
+        updated (in the side table, see :mod:`.access`). With ``time_boost``, a hybrid
+        search ranks the facts whose ``valid_at`` falls in a time the query names higher,
+        or, when it asks when ("when did ..."), the facts that tell a time (see
+        :mod:`memory_services.when`); a question about a slot the rules read ("where do I
+        live?", :func:`.slots.asked`) ranks the facts filling it higher instead; and when
+        it asks about the past, the earlier values that held then too (:mod:`.asof`)."""
         ctx = self.ctx
         if query is None and vector is None:
             raise BadRequest("retrieve needs 'query' or 'vector' (or both)")
@@ -316,7 +333,7 @@ class FactMemory:
             hits = sorted(hits, key=lambda hit: hit.payload.get("slot") != key)
         facts = []
         for hit in hits:
-            seen = self._access.seen(scope, hit.id, hit.payload, now)
+            seen = self._access.seen(owner_of(hit.payload), hit.id, hit.payload, now)
             facts.append(rec.to_fact(hit.id, {**hit.payload, **seen}, hit.score))
         if query is not None and time_boost and (past := asof.asked(query, now)):
             earlier = await ctx.search(

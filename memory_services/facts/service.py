@@ -29,6 +29,9 @@ from react_mem.schema.facts import FactRequest, FactResponse, ScopedFactOperatio
 
 logger = logging.getLogger(__name__)
 
+#: The side table of retrieval statistics, in the store's directory (:mod:`.access_table`).
+ACCESS_FILE = "fact-access.sqlite3"
+
 
 class FactMemorySettings(ConsolidationSettings):
     #: Cosine similarity at or above which a new fact reinforces an existing one.
@@ -53,8 +56,8 @@ class FactMemorySettings(ConsolidationSettings):
     #: Largest ``list`` page, and most ids in one ``get`` or ``delete``.
     max_list_limit: int = Field(default=1000, ge=1, le=10_000)
     #: Seconds a retrieval's access statistics (last_accessed, access_count) may wait
-    #: before they are written, coalesced, behind the reply; any other operation and a
-    #: stop write them first (see :mod:`.access`).
+    #: before they are written, coalesced, to the side table behind the reply (reads see
+    #: them meanwhile; a stop writes them; see :mod:`.access`).
     access_write_delay: float = Field(default=1.0, ge=0)
     #: Absorbed facts expire this many seconds after a merge (then it can no longer be
     #: undone for them); none: kept until deleted or purged.
@@ -117,6 +120,7 @@ class FactMemoryProcessor(MemoryProcessor[FactMemorySettings]):
             clock=self.clock,
             on_change=self._size.inc,
             access_delay=self.settings.access_write_delay,
+            access_path=self.settings.store_dir / ACCESS_FILE,
             workspace_ttl=self.fact_ttl.seconds,
         )
         await memory.ensure()
@@ -127,7 +131,6 @@ class FactMemoryProcessor(MemoryProcessor[FactMemorySettings]):
             await self._memory.close()
 
     async def sweep(self) -> None:
-        await self.memory.flush_access()
         removed, held = await self.memory.sweep()
         self._size.set(held)
         if removed:
@@ -137,7 +140,6 @@ class FactMemoryProcessor(MemoryProcessor[FactMemorySettings]):
     async def on_request(self, request: FactRequest, ctx: MessageContext) -> None:
         op = request.operation
         if op == "forget":  # the user's every collection: no one scope
-            await self.memory.flush_access()
             forgotten = await self.memory.forget(
                 ctx.flow.workspace, request.collection, request.user
             )
@@ -159,8 +161,6 @@ class FactMemoryProcessor(MemoryProcessor[FactMemorySettings]):
         self, op: ScopedFactOperation, scope: Scope, r: FactRequest, request_id: str | None
     ) -> FactResponse:
         memory = self.memory
-        if op != "retrieve":  # what it reads or rewrites includes the latest retrievals
-            await memory.flush_access()
         match op:
             case "store":
                 stored, evicted = await memory.store(scope, r.facts, request_id, evict=r.evict)

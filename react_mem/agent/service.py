@@ -48,6 +48,7 @@ from react_mem.agent.seal import SeenSeals, StateSealer, invocation, load_key, w
 from react_mem.agent.settings import AgentSettings, client_specs
 from react_mem.agent.sources import CONVERSATIONS, recent_state
 from react_mem.agent.tools import TOOL_CONFIG_TYPE, Tool, ToolCall, tools_from_config
+from react_mem.agent.turns import PendingTurns
 from react_mem.bus.transport import Transport
 from react_mem.clients.working import WorkingMemoryClient
 from react_mem.embedding.base import Embedder
@@ -97,6 +98,8 @@ class AgentProcessor(Processor):
         super().__init__(settings, transport, registry=registry)
         self.metrics = agent_metrics(registry)
         self.embedder = embedder
+        #: Conversation turns being appended (a follow-up's recall waits for its own).
+        self.turns = PendingTurns()
         self.counter: TokenCounter | None = None
         self.sealer: StateSealer | None = None
         self.seen_seals = SeenSeals(self.settings.memory_state_max_age)
@@ -270,8 +273,10 @@ class AgentProcessor(Processor):
             respond.model = usage.model
             outcome: Outcome = "partial" if tool_errors(inv.state.steps) else "success"
             # Learning first: the answer goes out only once its trajectory is on the
-            # persistent flow, so an answered "remember that ..." is never lost.
-            note = await self.finish(inv, decision.answer, outcome, None, answered=False)
+            # persistent flow (an answered "remember that ..." is never lost) and its turn
+            # is in conversation memory (a follow-up sees it); the two run side by side.
+            turn = self.start_turn(inv, decision.answer, outcome)
+            note = await self.finish(inv, decision.answer, outcome, None, turn, answered=False)
             await respond.answer(f"{decision.answer}\n\n({note})" if note else decision.answer)
             self.metrics.sessions.labels(processor=self.id, outcome="completed").inc()
             self.metrics.iterations.labels(processor=self.id).observe(inv.state.iteration)
@@ -301,6 +306,7 @@ class AgentProcessor(Processor):
         if not inv.memory_on or cfg.memory_token_budget == 0:
             return state
         started = time.perf_counter()
+        await self.turns.settled(inv.scope, cfg.memory_timeout)  # a follow-up sees the last turn
         recall = await MemoryRecall(inv.flow, self.embedder, cfg).recall(
             request.question, inv.scope, recent_state(request.history), request.task_type
         )
@@ -410,26 +416,33 @@ class AgentProcessor(Processor):
         )
 
     # -- invocation end ------------------------------------------------------------
+    def start_turn(
+        self, inv: Invocation, answer: str, outcome: Outcome
+    ) -> asyncio.Task[str | None] | None:
+        """Start appending the conversation turn (see :mod:`.turns`); None if there is none."""
+        if inv.memory_on and inv.scope.conversation and inv.flow.has_client(CONVERSATIONS.client):
+            return self.turns.start(inv.scope, self.append_turn(inv, answer, outcome))
+        return None
+
     async def finish(
         self,
         inv: Invocation,
         answer: str,
         outcome: Outcome,
         error: str | None,
+        turn: asyncio.Task[str | None] | None = None,
         *,
         answered: bool = True,
     ) -> str | None:
-        """The conversation turn (synchronous, cheap), then the trajectory. Before an
-        answer (``answered`` false) a trajectory that cannot be published fails the
-        iteration, which is retried and then answered with an error: never an answer
-        whose learning was lost. After an error reply it is only logged. Returns a note
-        for the answer when memory dropped something (a turn past the conversation's cap;
-        counted by conversation-memory)."""
-        note = None
+        """The conversation turn (``turn``, if started; else started here) beside the
+        trajectory. Before an answer (``answered`` false) a trajectory that cannot be
+        published fails the iteration, which is retried and then answered with an error:
+        never an answer whose learning was lost. After an error reply it is only logged.
+        Returns a note for the answer when memory dropped something (a turn past the
+        conversation's cap; counted by conversation-memory)."""
         if not inv.memory_on:
-            return note
-        if inv.scope.conversation and inv.flow.has_client(CONVERSATIONS.client):
-            note = await self.append_turn(inv, answer, outcome)
+            return None
+        turn = turn or self.start_turn(inv, answer, outcome)
         if inv.flow.has_producer("trajectory"):
             request = inv.request
             record = trajectory(request, inv.state, inv.scope, inv.cfg, answer, outcome, error)
@@ -444,7 +457,7 @@ class AgentProcessor(Processor):
                         f"is held back: {exc}"
                     ) from exc
                 logger.error("trajectory %s not published: %r", request.session_id, exc)
-        return note
+        return await turn if turn is not None else None
 
     async def append_turn(self, inv: Invocation, answer: str, outcome: Outcome) -> str | None:
         return await append_turn(

@@ -9,6 +9,7 @@ the caller can retry the record later instead of learning without the LLM.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -62,7 +63,7 @@ class JsonLLM:
             system=system,
             prompt=prompt,
             response_format="json",
-            schema=(schema or model).model_json_schema(),
+            schema=_json_schema(schema or model),
             # Learning waits for the LLM behind agent requests, and the service gives up
             # (answers llm-error) when this caller would stop waiting.
             priority="background",
@@ -99,3 +100,9 @@ def parse(text: str, model: type[M], coerce: Coerce = lambda v: v) -> M | None:
         return model.model_validate(coerce(value))
     except (ValidationError, TypeError, ValueError):
         return None
+
+
+@functools.cache
+def _json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's JSON Schema, built once (pydantic builds it afresh at every call)."""
+    return model.model_json_schema()

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
 from react_mem.errors import BadRequest
-from react_mem.schema.payload import PayloadError, check_payload, needs_check
+from react_mem.schema.payload import PayloadError, check_payload, may_hold_surrogates, may_nest
 from react_mem.schema.scope import owner_id
 
 #: The request field naming what a service is asked to do.
@@ -49,6 +49,20 @@ def _accepts_none(annotation: Any) -> bool:
     return annotation is None or annotation is Any
 
 
+#: Each wire model's fields that cannot hold None, found once per class (every message
+#: decoded asked the annotations again: a tenth of the agent stack's loop time).
+_NEVER_NONE: dict[type, frozenset[str]] = {}
+
+
+def _never_none(cls: type[BaseModel]) -> frozenset[str]:
+    found = _NEVER_NONE.get(cls)
+    if found is None:
+        fields = cls.model_fields.items()
+        found = frozenset(name for name, info in fields if not _accepts_none(info.annotation))
+        _NEVER_NONE[cls] = found
+    return found
+
+
 class WireModel(BaseModel):
     """A message on the bus. Field names and order are the wire contract."""
 
@@ -59,12 +73,11 @@ class WireModel(BaseModel):
     def _null_means_default(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
+        never = _never_none(cls)
         return {
             key: _owner_ids(key, value) if key in OWNER_FIELDS else value
             for key, value in data.items()
-            if value is not None
-            or key not in cls.model_fields
-            or _accepts_none(cls.model_fields[key].annotation)
+            if value is not None or key not in never
         }
 
     def to_wire(self) -> dict[str, Any]:
@@ -96,8 +109,9 @@ class WireModel(BaseModel):
                 type="malformed",
             )
         try:
-            if needs_check(data):
-                check_payload(payload)
+            texts = may_hold_surrogates(data)
+            if texts or may_nest(data):
+                check_payload(payload, texts=texts)
             return cls.model_validate(payload)
         except PayloadError as exc:
             raise BadRequest(f"{cls.__name__}: {exc}", type=exc.type) from exc

@@ -22,11 +22,16 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
-def needs_check(data: bytes, *, max_depth: int = MAX_DEPTH) -> bool:
-    """False when ``data`` can break neither limit: fewer brackets than the depth limit and
-    no surrogate escape. Two byte scans, so most messages skip the walk."""
-    brackets = data.count(b"[") + data.count(b"{")
-    return brackets >= max_depth or _SURROGATE_ESCAPE.search(data) is not None
+def may_nest(data: bytes, *, max_depth: int = MAX_DEPTH) -> bool:
+    """Whether ``data`` has brackets enough to nest ``max_depth`` deep (with
+    :func:`may_hold_surrogates`: two byte scans, so most messages skip the walk)."""
+    return data.count(b"[") + data.count(b"{") >= max_depth
+
+
+def may_hold_surrogates(data: bytes) -> bool:
+    """Whether a decoded string of ``data`` can hold a lone surrogate (only a JSON escape
+    can put one there)."""
+    return _SURROGATE_ESCAPE.search(data) is not None
 
 
 class PayloadError(ValueError):
@@ -38,34 +43,42 @@ class PayloadError(ValueError):
         self.type: ErrorType = type
 
 
-def check_payload(payload: Any, *, max_depth: int = MAX_DEPTH) -> None:
-    """Raise :class:`PayloadError` for the first field nested too deep or not encodable.
+def check_payload(payload: Any, *, max_depth: int = MAX_DEPTH, texts: bool = True) -> None:
+    """Raise :class:`PayloadError` for the first field nested too deep or (``texts``: the
+    strings are checked too) not encodable.
 
-    Iterative, so the check itself cannot overflow the stack.
+    Iterative, so the check itself cannot overflow the stack. A field's path is spelled out
+    only for the error (a large message has thousands of keys).
     """
-    pending: list[tuple[Any, str, int]] = [(payload, "", 0)]
+    pending: list[tuple[Any, tuple[object, ...]]] = [(payload, ())]
     while pending:
-        value, path, depth = pending.pop()
+        value, keys = pending.pop()
         if isinstance(value, str):
-            _check_text(value, path)
+            _check_text(value, keys)
             continue
         if not isinstance(value, dict | list):
             continue
-        if depth >= max_depth:
-            raise PayloadError(path, f"nested deeper than {max_depth} levels", type="malformed")
+        if len(keys) >= max_depth:
+            raise PayloadError(
+                _path(keys), f"nested deeper than {max_depth} levels", type="malformed"
+            )
         items = value.items() if isinstance(value, dict) else enumerate(value)
         for key, item in items:
-            where = f"{path}.{_printable(key)}" if path else _printable(key)
-            if isinstance(key, str):
-                _check_text(key, where)
-            pending.append((item, where, depth + 1))
+            if texts and isinstance(key, str):
+                _check_text(key, (*keys, key))
+            if isinstance(item, dict | list) or (texts and isinstance(item, str)):
+                pending.append((item, (*keys, key)))
 
 
-def _check_text(text: str, path: str) -> None:
+def _path(keys: tuple[object, ...]) -> str:
+    return ".".join(_printable(key) for key in keys)
+
+
+def _check_text(text: str, keys: tuple[object, ...]) -> None:
     found = _SURROGATE.search(text)
     if found is not None:
         raise PayloadError(
-            path,
+            _path(keys),
             f"text is not valid Unicode (lone surrogate U+{ord(found.group()):04X} "
             f"at character {found.start()})",
             type="invalid",

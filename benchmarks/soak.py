@@ -1,0 +1,275 @@
+"""Soak: the whole stack under a steady load for a long time; does anything trend upwards?
+
+One process, as ``react-mem up`` runs it: an embedded broker, the real agent, fact-,
+episode-, conversation-, working- and playbook-memory, the real memory learner, and the
+scripted LLM of ``agent_throughput.py`` (every prompt answered at once). Operations start on
+a fixed schedule (``--rate`` a second, not waiting for each other) in a steady mix: asks
+(memory on, 12 users, conversations of 5 asks), explicit fact stores, fact retrievals and
+conversation ends. Every minute it prints each operation's p50/p99 and count, the learner's
+lag (trajectories published, not yet learned), the process's RSS and the stores' size on
+disk. At the end it waits for the learner to drain, checks that nothing was lost (every
+ask answered, every stored fact there, every trajectory learned) and prints the verdict:
+the last five minutes' p50s within 1.2x of the first five's and RSS within 10% (a run
+under ten minutes compares its first and last thirds).
+
+    OMP_NUM_THREADS=1 python benchmarks/soak.py                  # 30 minutes
+    OMP_NUM_THREADS=1 python benchmarks/soak.py --minutes 1 --rate 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agent_throughput import Probe, script
+from prometheus_client import CollectorRegistry
+
+from memory_services.playbook.service import PlaybookMemoryProcessor
+from react_mem.bus.embedded import EmbeddedBroker
+from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
+from react_mem.bus.rpc import RequestResponseClient
+from react_mem.clients.conversations import ConversationClient
+from react_mem.clients.facts import FactClient
+from react_mem.schema.conversations import ConversationResponse
+from react_mem.schema.facts import FactInput, FactResponse
+from react_mem.schema.scope import Scope
+from tests.support.agent_stack import Stack, agent_stack
+
+#: The mix: operation -> share of the schedule.
+MIX = {"ask": 0.5, "store": 0.2, "retrieve": 0.2, "end": 0.1}
+USERS = 12
+PLACES = ("Lisbon", "Osaka", "Bergen", "Krakow", "Montreal", "Tbilisi", "Valparaiso")
+PETS = ("tortoise", "parrot", "ferret", "hamster", "rabbit", "kitten", "gecko")
+SLOW_RATIO, RSS_RATIO = 1.2, 1.10
+
+
+def rss_mib() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def disk_mib(root: Path) -> float:
+    total = 0
+    for path in root.rglob("*"):
+        try:
+            if path.is_file() and "broker" not in path.parts:
+                total += path.stat().st_blocks * 512
+        except OSError:
+            continue  # replaced meanwhile
+    return total / 2**20
+
+
+class Soak:
+    def __init__(self, stack: Stack, probe: Probe, root: Path, args: argparse.Namespace) -> None:
+        self.stack, self.probe, self.root, self.args = stack, probe, root, args
+        #: (minute, operation) -> latencies in ms.
+        self.took: dict[tuple[int, str], list[float]] = defaultdict(list)
+        self.rss: dict[int, float] = {}
+        #: (seconds since start, operation, ms) and (seconds since start, RSS MiB), for
+        #: the verdict's windows.
+        self.timeline: list[tuple[float, str, float]] = []
+        self.rss_timeline: list[tuple[float, float]] = []
+        self.failed: list[str] = []
+        self.stored: dict[Scope, set[str]] = defaultdict(set)
+        self.asked = 0
+        self.began = time.perf_counter()
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def minute(self) -> int:
+        return int((time.perf_counter() - self.began) // self.args.minute)
+
+    async def op(self, kind: str, n: int, facts: FactClient, talks: ConversationClient) -> None:
+        user = f"soak-user-{n % USERS}"
+        talk = n // (USERS * 5)  # each user's conversation takes about five asks
+        scope = Scope("default", "default", user)
+        place, pet = PLACES[n % len(PLACES)], PETS[(n // 7) % len(PETS)]
+        started, minute = time.perf_counter(), self.minute()
+        try:
+            if kind == "ask":
+                self.asked += 1
+                got = await self.stack.ask(
+                    f"Can you plan a weekend in {place} with my {pet}?",
+                    user=user,
+                    conversation_id=f"soak-{talk}",
+                    timeout=self.args.timeout,
+                )
+                if got[-1].error is not None:
+                    self.failed.append(f"ask: {got[-1].error.message}"[:200])
+                    return
+            elif kind == "store":
+                fact = FactInput(content=f"{user} once took a {pet} to {place} (note {n}).")
+                response = await facts.store(scope, [fact])
+                self.stored[scope].update(s.id for s in response.stored)
+            elif kind == "retrieve":
+                await facts.retrieve(scope, f"Where did I take my {pet}?", top_k=5)
+            else:
+                await talks.end(scope.with_conversation(f"soak-{talk - 1}"))
+        except Exception as exc:  # noqa: BLE001 - counted and reported, the soak goes on
+            if kind != "end" or "not-found" not in str(exc):  # ending an unknown one: fine
+                self.failed.append(f"{kind}: {exc!r}"[:200])
+            return
+        took = (time.perf_counter() - started) * 1000
+        self.took[(minute, kind)].append(took)
+        self.timeline.append((started - self.began, kind, took))
+
+    async def run(self, facts: FactClient, talks: ConversationClient) -> None:
+        kinds = [k for k, share in MIX.items() for _ in range(round(share * 10))]
+        period, n = 1 / self.args.rate, 0
+        ends = self.began + self.args.minutes * self.args.minute
+        next_report = self.began + self.args.minute
+        next_rss = self.began
+        while (now := time.perf_counter()) < ends:
+            if now >= next_rss:
+                self.rss_timeline.append((now - self.began, rss_mib()))
+                next_rss += min(5.0, self.args.minute / 6)
+            if now >= next_report:
+                self.report(self.minute() - 1)
+                next_report += self.args.minute
+            task = asyncio.create_task(self.op(kinds[n % len(kinds)], n, facts, talks))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+            n += 1
+            await asyncio.sleep(max(0.0, self.began + n * period - time.perf_counter()))
+        await asyncio.gather(*self.tasks)
+        self.report(self.minute() if self.minute() < self.args.minutes else self.args.minutes - 1)
+
+    def report(self, minute: int) -> None:
+        self.rss[minute] = rss_mib()
+        cells = []
+        for kind in MIX:
+            took = self.took.get((minute, kind), [])
+            if took:
+                cells.append(f"{kind} {_p(took, 50):.0f}/{_p(took, 99):.0f} ms ({len(took)})")
+        lag = self.asked - self.probe.learned()
+        print(
+            f"minute {minute + 1:>3}: " + ", ".join(cells) + f" | learner lag {lag} | "
+            f"RSS {self.rss[minute]:.0f} MiB | disk {disk_mib(self.root):.1f} MiB",
+            flush=True,
+        )
+
+    async def check(self, facts: FactClient) -> int:
+        """Wait for the learner to drain; return how much was lost."""
+        waited = time.perf_counter()
+        while self.probe.learned() < self.asked and time.perf_counter() - waited < 300:  # noqa: ASYNC110
+            await asyncio.sleep(0.2)
+        lost = self.asked - self.probe.learned()
+        for scope, ids in self.stored.items():
+            wanted = sorted(ids)
+            for start in range(0, len(wanted), 500):
+                _, missing = await facts.get(scope, wanted[start : start + 500])
+                lost += len(missing)
+        drained = time.perf_counter() - waited
+        print(f"drained in {drained:.1f} s; failed operations {len(self.failed)}; "
+              f"lost {lost} (asks not learned, stored facts missing)")  # fmt: skip
+        for line in self.failed[:5]:
+            print(f"  failed: {line}")
+        return lost + len(self.failed)
+
+    def verdict(self) -> bool:
+        """Last five minutes against the first five (a run under ten minutes: the last
+        third against the first), by when each operation started."""
+        total = self.args.minutes * self.args.minute
+        span = 5 * self.args.minute if self.args.minutes >= 10 else total / 3
+        ratios = {}
+        for kind in MIX:
+            early = [ms for t, k, ms in self.timeline if k == kind and t < span]
+            late = [ms for t, k, ms in self.timeline if k == kind and t >= total - span]
+            if early and late:
+                ratios[kind] = statistics.median(late) / statistics.median(early)
+        rss_early = [m for t, m in self.rss_timeline if t < span]
+        rss_late = [m for t, m in self.rss_timeline if t >= total - span] or rss_early[-1:]
+        ratios["RSS"] = statistics.fmean(rss_late) / statistics.fmean(rss_early)
+        flat = all(r <= SLOW_RATIO for k, r in ratios.items() if k != "RSS")
+        flat = flat and ratios["RSS"] <= RSS_RATIO
+        shown = ", ".join(f"{k} {r:.2f}x" for k, r in ratios.items())
+        print(
+            f"verdict: {'flat' if flat else 'TRENDING UP'} (last {span:.0f} s over first "
+            f"{span:.0f} s: {shown}; limits p50 {SLOW_RATIO}x, RSS {RSS_RATIO}x)",
+            flush=True,
+        )
+        return flat
+
+
+def _p(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * pct / 100))]
+
+
+async def soak(url: str, root: Path, args: argparse.Namespace) -> int:
+    transport = PulsarTransport(PulsarOptions(url=url))
+    await transport.connect()
+    registry = CollectorRegistry()
+    try:
+        async with agent_stack(
+            transport,
+            root,
+            uuid.uuid4().hex[:10],
+            script=script,
+            learner=True,
+            registry=registry,
+            playbook=PlaybookMemoryProcessor,
+        ) as stack:
+            clients: list[RequestResponseClient[Any, Any]] = []
+            services = (
+                ("fact-memory", FactResponse),
+                ("conversation-memory", ConversationResponse),
+            )
+            for name, kind in services:
+                topics = stack.topics[name]
+                rpc: RequestResponseClient[Any, Any] = RequestResponseClient(
+                    transport, topics["request"], topics["response"], kind
+                )
+                await rpc.start()
+                clients.append(rpc)
+            facts = FactClient(clients[0], timeout=args.timeout)
+            talks = ConversationClient(clients[1], timeout=args.timeout)
+            run = Soak(stack, Probe(stack, registry, learner=True), root, args)
+            print(f"started: {args.rate:g} operations/s for {args.minutes} x "
+                  f"{args.minute:g} s ({', '.join(f'{k} {v:.0%}' for k, v in MIX.items())})",
+                  flush=True)  # fmt: skip
+            await run.run(facts, talks)
+            bad = await run.check(facts)
+            run.verdict()
+            for rpc in clients:
+                await rpc.close()
+            return bad
+    finally:
+        await transport.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=int, default=30)
+    parser.add_argument("--rate", type=float, default=8.0, help="operations started a second")
+    parser.add_argument(
+        "--minute", type=float, default=60.0, help="seconds in a reported minute (tests: less)"
+    )
+    parser.add_argument("--timeout", type=float, default=60.0, help="wait per operation, s")
+    args = parser.parse_args()
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
+          f"settings: {vars(args)}", flush=True)  # fmt: skip
+    with (
+        tempfile.TemporaryDirectory(prefix="soak-") as tmp,
+        EmbeddedBroker(Path(tmp) / "broker") as broker,
+    ):
+        bad = asyncio.run(soak(broker.url, Path(tmp), args))
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

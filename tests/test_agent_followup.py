@@ -1,0 +1,51 @@
+"""A follow-up asked the moment an answer arrives sees that answer's turn, however long the
+conversation append takes (it runs beside the answer, and the follow-up's recall waits for
+it). Real broker, agent and conversation memory; scripted LLM; the append slowed to make the
+race certain."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from react_mem.bus.pulsar import PulsarTransport
+from react_mem.schema import TextCompletionRequest
+from tests.support.agent_stack import agent_stack
+
+pytestmark = pytest.mark.broker
+
+FIRST = "My tortoise is called Sheldon."
+
+
+def llm(request: TextCompletionRequest) -> str:
+    return "Thought: noted\nFinal Answer: Got it."
+
+
+async def test_a_follow_up_right_after_the_answer_sees_the_previous_turn(
+    transport: PulsarTransport, tmp_path: Path, unique: str
+) -> None:
+    services = ("conversation-memory",)
+    async with agent_stack(transport, tmp_path, unique, script=llm, services=services) as stack:
+        conversations = stack.services["conversation-memory"]
+        screen = conversations.pii.screen  # type: ignore[attr-defined]
+        appends: list[float] = []
+
+        async def slow_screen(workspace: str, request: Any) -> Any:
+            if request.operation == "append":  # a slow append: the follow-up comes first
+                appends.append(asyncio.get_running_loop().time())
+                await asyncio.sleep(0.5)
+            return await screen(workspace, request)
+
+        conversations.pii.screen = slow_screen  # type: ignore[attr-defined]
+        fields = {"conversation_id": "pets", "user": "ada"}
+        first = await stack.ask(FIRST, **fields)
+        assert first[-1].content == "Got it."
+        answered = asyncio.get_running_loop().time()
+        second = await stack.ask("What is my tortoise called?", **fields)
+        assert second[-1].content == "Got it."
+        [_, follow_up] = stack.prompts()
+        assert appends and answered < appends[0] + 0.5  # asked while the append was under way
+        assert FIRST in follow_up

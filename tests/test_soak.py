@@ -1,0 +1,36 @@
+"""The soak benchmark runs the whole stack (a very short version here): it completes, prints
+a line a minute and its verdict, and loses nothing (every ask answered and learned, every
+stored fact there). Its figures are not asserted: speed is for the benchmark to print."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.broker
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_a_short_soak_completes_and_loses_nothing() -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    args = ["--minutes", "3", "--minute", "7", "--rate", "3"]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "soak.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr[-3000:]
+    assert [line[:10] for line in out.splitlines() if line.startswith("minute")] == [
+        f"minute {n:>3}" for n in (1, 2, 3)
+    ], out
+    assert "failed operations 0; lost 0" in out, out
+    assert any(line.startswith("verdict: ") for line in out.splitlines()), out
