@@ -403,3 +403,31 @@ async def test_a_malformed_reply_is_logged_without_the_words_it_echoes(
     with caplog.at_level(logging.DEBUG):
         assert await JsonLLM(echo).ask("s", ADA, SummaryReply) is None
     assert "malformed reply" in caplog.text and "peanuts" not in caplog.text
+
+
+async def test_a_forget_waits_out_the_users_learning_under_way() -> None:
+    """What the learner is learning from a user when a forget arrives lands first, so the
+    memory services' forget (sent after the learner's) removes it too."""
+    import asyncio
+
+    from react_mem.learner.locks import InFlight
+
+    learning = InFlight()
+    release = asyncio.Event()
+    order: list[str] = []
+
+    async def learn() -> None:
+        async with learning.running(("ws", "alice")):
+            await release.wait()
+            order.append("learned")
+
+    task = asyncio.create_task(learn())
+    await asyncio.sleep(0)
+    assert await learning.idle(("ws", "bob"), 1)  # another owner's forget does not wait
+    assert not await learning.idle(("ws", "alice"), 0.01)  # bounded
+    waiting = asyncio.create_task(learning.idle(("ws", "alice"), 10))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    release.set()
+    assert await waiting and order == ["learned"]
+    await task

@@ -1,7 +1,7 @@
 """``react-mem memory forget --user U [--collection C]``: forget a user everywhere.
 
-Sends ``forget`` to every memory service that holds a user's data (each memory kind that
-names a ``client``) and the learner at once and prints one line per service: what it
+Sends ``forget`` to the learner, then to every memory service that holds a user's data
+(each memory kind that names a ``client``) at once, and prints one line per service: what it
 removed, or why it could not. Dead letters are not reached (see :data:`DEAD_LETTERS`).
 """
 
@@ -93,8 +93,8 @@ async def forget_user(
     timeout: float = 120.0,
     progress: Progress | None = None,
 ) -> list[Report]:
-    """Send ``forget`` to each of ``to`` at once; one report per service, in order (and a
-    line on ``progress`` as each answers)."""
+    """Send ``forget`` to the learner, then to the other services of ``to`` at once; one
+    report per service, in order (and a line on ``progress`` as each answers)."""
     started, answered = time.monotonic(), 0
 
     async def one(name: str, queues: ServiceQueues) -> Report:
@@ -106,7 +106,13 @@ async def forget_user(
             progress.line(f"forget: {answered}/{len(to)} {name} {report.status} ({took:.1f}s)")
         return report
 
-    reports = await asyncio.gather(*(one(name, queues) for name, queues in to.items()))
+    # The learner first: it waits out what it is learning from the user, so those writes
+    # land before the memory services forget, never after.
+    first = [one(name, queues) for name, queues in to.items() if name == LEARNER]
+    learner = await asyncio.gather(*first)
+    rest = await asyncio.gather(*(one(n, q) for n, q in to.items() if n != LEARNER))
+    by_name = {r.service: r for r in (*learner, *rest)}
+    reports = [by_name[name] for name in to]
     return [*reports, Report("dead-letters", "not reached", detail=DEAD_LETTERS)]
 
 

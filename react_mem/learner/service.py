@@ -42,7 +42,7 @@ from react_mem.learner.checks import MAX_ID_CHARS, check_feedback, checked_traje
 from react_mem.learner.cipher import LedgerCipher, load_key
 from react_mem.learner.ledger import Ledger
 from react_mem.learner.llm import JsonLLM
-from react_mem.learner.locks import KeyedLocks
+from react_mem.learner.locks import InFlight, KeyedLocks
 from react_mem.learner.metrics import Lag, LearnerMetrics
 from react_mem.learner.planner import Plan, Planner
 from react_mem.learner.settings import LearnerSettings
@@ -64,6 +64,8 @@ from react_mem.schema.trajectory import Trajectory
 logger = logging.getLogger(__name__)
 
 AGENT_MEM = "agent-mem"
+#: Seconds a forget waits for the user's learning under way to land (then it goes on).
+FORGET_WAIT = 60.0
 
 Write = Callable[[Scope, Plan], Awaitable[bool]]
 #: The metric kind of what each step writes.
@@ -95,6 +97,8 @@ class MemoryLearnerProcessor(Processor):
         self._ace = self.learner_settings.ace()
         self._ledger: Ledger | None = None
         self._locks = KeyedLocks()
+        #: Each owner's learning under way, which a forget waits out.
+        self._learning = InFlight()
         #: Per workspace: agent-mem's (enable-auto-fact-extraction, enable-episode-recording).
         self._agent_mem: dict[str, tuple[bool, bool]] = {}
         self.ledger_retention = WorkspaceRetention(
@@ -304,6 +308,11 @@ class MemoryLearnerProcessor(Processor):
         :meth:`Ledger.forget`); a record being learned now holds its owner's lock."""
         if not request.user:
             raise BadRequest("forget needs 'user'")
+        # What is being learned from the user now lands first, so the memory services'
+        # forget (sent after the learner's: react_mem.commands.forget) removes it too.
+        owner = (ctx.flow.workspace, request.user)
+        if not await self._learning.idle(owner, FORGET_WAIT):
+            logger.warning("forget: learning for a user still under way after %ss", FORGET_WAIT)
         removed = await self.ledger.forget(ctx.flow.workspace, request.collection, request.user)
         forgotten = Forgotten(
             collections=[request.collection] if request.collection else [],
@@ -348,7 +357,7 @@ class MemoryLearnerProcessor(Processor):
         workspace = ctx.flow.workspace
         # One conversation at a time: its rolling summary is read, merged and written.
         lock = (workspace, to.collection, to.user, to.conversation or key)
-        async with self._locks.hold(lock):
+        async with self._learning.running((workspace, to.user)), self._locks.hold(lock):
             entry = await self.ledger.get(workspace, key)
             if entry is not None and entry.done:
                 self.metrics.duplicate(kind)
