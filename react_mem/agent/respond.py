@@ -38,7 +38,7 @@ from react_mem.schema.services import (
 )
 from react_mem.schema.trajectory import PARSE_ERROR_ACTION
 
-Triples_For = Callable[[str | None], list[Triple]]
+TriplesFor = Callable[[str | None], list[Triple]]
 #: The flow's producer for provenance triples (agent-manager's spec name).
 EXPLAINABILITY = "explainability"
 #: The librarian, where agent-manager keeps thought, observation and answer texts.
@@ -110,7 +110,7 @@ class Responder:
         await self._provenance(uri, lambda _: triples)
 
     async def _provenance(
-        self, uri: str, triples_for: Triples_For, document: Document | None = None
+        self, uri: str, triples_for: TriplesFor, document: Document | None = None
     ) -> None:
         flow = self.ctx.flow
         to_graph = flow.has_producer(EXPLAINABILITY)
