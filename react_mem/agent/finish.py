@@ -7,7 +7,7 @@ import time
 
 from react_mem.agent.config import AgentMemConfig
 from react_mem.clients.conversations import ConversationClient
-from react_mem.errors import ReactMemError
+from react_mem.errors import BadRequest, ReactMemError, TransientError
 from react_mem.processor.flow import Flow
 from react_mem.schema import AgentRequest, AgentStep
 from react_mem.schema.agent import MemoryState
@@ -103,3 +103,20 @@ async def append_turn(
                 "saved to it. Start a new conversation to keep the next ones."
             )
     return None
+
+
+async def publish_trajectory(flow: Flow, record: Trajectory, *, answered: bool) -> None:
+    """``record`` on the flow's persistent ``trajectory`` queue. Before an answer
+    (``answered`` false) a failure is raised, so the iteration is retried and the answer held
+    back; after a reply it is only logged."""
+    try:
+        await flow.send("trajectory", record, id=record.session_id)
+    except Exception as exc:
+        if not answered:
+            if isinstance(exc, BadRequest):  # too large to publish: never retried
+                raise
+            raise TransientError(
+                f"trajectory {record.session_id} not published, so the answer "
+                f"is held back: {exc}"
+            ) from exc
+        logger.error("trajectory %s not published: %r", record.session_id, exc)

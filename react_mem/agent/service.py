@@ -29,6 +29,7 @@ from react_mem.agent.config import AGENT_CONFIG_TYPE, AgentMemConfig, agent_valu
 from react_mem.agent.data_tools import TOOL_SERVICE_CONFIG_TYPE
 from react_mem.agent.finish import (
     append_turn,
+    publish_trajectory,
     short,
     tool_errors,
     trajectory,
@@ -52,7 +53,7 @@ from react_mem.agent.turns import PendingTurns
 from react_mem.bus.transport import Transport
 from react_mem.clients.working import WorkingMemoryClient
 from react_mem.embedding.base import Embedder
-from react_mem.errors import BadRequest, ConfigurationError, ReactMemError, TransientError
+from react_mem.errors import ConfigurationError, ReactMemError
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
@@ -444,19 +445,8 @@ class AgentProcessor(Processor):
             return None
         turn = turn or self.start_turn(inv, answer, outcome)
         if inv.flow.has_producer("trajectory"):
-            request = inv.request
-            record = trajectory(request, inv.state, inv.scope, inv.cfg, answer, outcome, error)
-            try:
-                await inv.flow.send("trajectory", record, id=request.session_id)
-            except Exception as exc:
-                if not answered:
-                    if isinstance(exc, BadRequest):  # too large to publish: never retried
-                        raise
-                    raise TransientError(
-                        f"trajectory {request.session_id} not published, so the answer "
-                        f"is held back: {exc}"
-                    ) from exc
-                logger.error("trajectory %s not published: %r", request.session_id, exc)
+            record = trajectory(inv.request, inv.state, inv.scope, inv.cfg, answer, outcome, error)
+            await publish_trajectory(inv.flow, record, answered=answered)
         return await turn if turn is not None else None
 
     async def append_turn(self, inv: Invocation, answer: str, outcome: Outcome) -> str | None:
