@@ -10,10 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from memory_services.retry import retrying
 from memory_services.store.base import AllOwners, Condition, VectorStore
 
-STORE = "vector store"
 PAGE = 256
 
 
@@ -33,20 +31,14 @@ async def fill_missing(
     for scope in scopes:
         offset: str | None = None
         while True:
-            page, offset = await retrying(
-                STORE,
-                store.scroll,
-                collection,
-                scope=scope,
-                where=missing,
-                limit=PAGE,
-                offset=offset,
+            page, offset = await store.scroll(
+                collection, scope=scope, where=missing, limit=PAGE, offset=offset
             )
             by_value: dict[Any, list[str]] = {}
             for record in page:
                 by_value.setdefault(value_of(record.payload), []).append(record.id)
             for value, ids in by_value.items():
-                await retrying(STORE, store.set_payload, collection, ids, {key: value}, scope=scope)
+                await store.set_payload(collection, ids, {key: value}, scope=scope)
             filled += len(page)
             if offset is None:
                 break

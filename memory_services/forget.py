@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from memory_services.retry import retrying
 from memory_services.scope_registry import ScopeRegistry
 from memory_services.store.base import Scope, VectorStore
 from react_mem.errors import BadRequest
@@ -56,7 +55,7 @@ async def forget(
     removed: Counter[str] = Counter()
     for scope in scopes:
         removed.update(await purge(scope))
-    compacted = [c for c in collections if await retrying("vector store", store.compact, c)]
+    compacted = [c for c in collections if await store.compact(c)]
     return Forgotten(
         collections=[s.collection for s in scopes], records=dict(removed), compacted=compacted
     )

@@ -30,6 +30,7 @@ from memory_services.partition import Partition
 from memory_services.pii.fields import stores
 from memory_services.pii.guard import CONFIG_TYPE as PII_CONFIG_TYPE
 from memory_services.pii.guard import PiiGuard
+from memory_services.retry import retrying_embedder, retrying_store
 from memory_services.runtime import MemorySettings, make_store
 from memory_services.store.base import Scope, VectorStore
 from react_mem.bus.transport import Transport
@@ -156,11 +157,13 @@ class MemoryProcessor(Processor, Generic[SettingsT]):
     async def start(self) -> None:
         if self._given_store is None and self.settings.vector_store == "edge":
             self.disk.check_start()  # before its files are mapped: a clear stop, not SIGBUS
-        store = self._given_store or make_store(self.settings, on_indexed=self._indexed)
+        store = retrying_store(
+            self._given_store or make_store(self.settings, on_indexed=self._indexed)
+        )
         await store.open()
         self._store = store
         try:
-            embedder = self._given_embedder or shared_embedder(self.settings)
+            embedder = retrying_embedder(self._given_embedder or shared_embedder(self.settings))
             await asyncio.gather(embedder.start(), self.pii.start())
             self._embedder = embedder
             await self.open_memory(store, embedder)

@@ -17,7 +17,6 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from memory_services.retry import retrying
 from memory_services.store.base import (
     AllOwners,
     CollectionSpec,
@@ -52,7 +51,7 @@ class ScopeRegistry:
             vector_size=len(_VECTOR),
             indexes={"workspace": FieldType.KEYWORD, "collection": FieldType.KEYWORD},
         )
-        await retrying("vector store", self._store.ensure, spec)
+        await self._store.ensure(spec)
         for scope in await self.scopes():
             self._know((scope.workspace, scope.collection))
 
@@ -69,7 +68,7 @@ class ScopeRegistry:
             | {"workspace": scope.workspace, "collection": scope.collection},
             vector=_VECTOR,
         )
-        await retrying("vector store", self._store.upsert, self.collection, [record])
+        await self._store.upsert(self.collection, [record])
         self._know(pair)
 
     def _know(self, pair: tuple[str, str]) -> None:
@@ -83,13 +82,8 @@ class ScopeRegistry:
         found: list[AllOwners] = []
         offset: str | None = None
         while True:
-            page, offset = await retrying(
-                "vector store",
-                self._store.scroll,
-                self.collection,
-                scope=REGISTRY_SCOPE,
-                limit=256,
-                offset=offset,
+            page, offset = await self._store.scroll(
+                self.collection, scope=REGISTRY_SCOPE, limit=256, offset=offset
             )
             found.extend(_scopes(r.payload for r in page))
             if offset is None:

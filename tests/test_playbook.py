@@ -20,13 +20,16 @@ from memory_services.playbook.memory import PlaybookMemory
 from memory_services.playbook.records import SECONDS_PER_DAY, PlaybookPolicy, ScopeKey
 from memory_services.playbook.scoring import DecayRates, jaccard, words
 from memory_services.playbook.service import PlaybookMemoryProcessor, PlaybookMemorySettings
+from memory_services.runtime import make_store
 from memory_services.store.base import Record, VectorStore
 from memory_services.store.edge import EdgeStore
 from memory_services.store.qdrant_server import QdrantServerStore
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue
+from react_mem.bus.transport import Transport
 from react_mem.embedding.base import Embedder
 from react_mem.embedding.shared import shared_embedder
+from react_mem.processor.settings import ProcessorSettings
 from react_mem.schema.playbook import (
     OPERATIONS,
     Bullet,
@@ -467,11 +470,14 @@ class FlakyStore:
 
 
 class FlakyPlaybook(PlaybookMemoryProcessor):
+    """Its store fails under the retry policy the service wraps it in, as a real one does."""
+
     flaky: ClassVar[FlakyStore | None] = None
 
-    async def open_memory(self, store: VectorStore, embedder: Embedder) -> None:
-        FlakyPlaybook.flaky = FlakyStore(store)
-        await super().open_memory(FlakyPlaybook.flaky, embedder)
+    def __init__(self, settings: ProcessorSettings, transport: Transport, **kwargs: Any) -> None:
+        assert isinstance(settings, PlaybookMemorySettings)
+        FlakyPlaybook.flaky = FlakyStore(make_store(settings))
+        super().__init__(settings, transport, store=FlakyPlaybook.flaky, **kwargs)  # type: ignore[arg-type]
 
 
 async def test_a_delta_redelivered_after_a_failed_commit_applies_once(

@@ -20,12 +20,10 @@ from typing import Any, Protocol
 
 from memory_services.consolidation.cluster import star_clusters
 from memory_services.consolidation.ledger import Entry, Ledger
-from memory_services.retry import retrying
 from memory_services.store.base import AllOwners, Condition, Record, Scope, VectorStore
 from react_mem.errors import BadRequest
 from react_mem.schema.consolidation import ConsolidationCluster, ConsolidationReport
 
-STORE = "vector store"
 #: Seed 002's consolidation defaults: never change memories at or above 0.8 importance,
 #: merge only those below 0.5 (docs/ace.md).
 IMPORTANCE_THRESHOLD, MIN_IMPORTANCE = 0.8, 0.5
@@ -263,14 +261,8 @@ class Engine:
         found: dict[Scope, None] = {}
         offset: str | None = None
         while True:
-            page, offset = await retrying(
-                STORE,
-                self.store.scroll,
-                self.collection,
-                scope=everyone,
-                where=where,
-                limit=_PAGE,
-                offset=offset,
+            page, offset = await self.store.scroll(
+                self.collection, scope=everyone, where=where, limit=_PAGE, offset=offset
             )
             found.update((Scope.of_payload(r.payload).owner(), None) for r in page)
             if offset is None:
@@ -284,14 +276,8 @@ class Engine:
         offset: str | None = None
         while True:
             limit = min(_PAGE, options.max_candidates - len(records))
-            page, offset = await retrying(
-                STORE,
-                self.store.scroll,
-                self.collection,
-                scope=scope,
-                where=where,
-                limit=limit,
-                offset=offset,
+            page, offset = await self.store.scroll(
+                self.collection, scope=scope, where=where, limit=limit, offset=offset
             )
             records.extend(page)
             if offset is None:
@@ -353,20 +339,18 @@ class Engine:
 
     # -- store access --------------------------------------------------------------
     async def _count(self, scope: Scope, where: list[Condition]) -> int:
-        return await retrying(STORE, self.store.count, self.collection, scope=scope, where=where)
+        return await self.store.count(self.collection, scope=scope, where=where)
 
     async def _records(self, scope: Scope, ids: list[str]) -> dict[str, Record]:
         found: dict[str, Record] = {}
         for start in range(0, len(ids), _PAGE):
             chunk = ids[start : start + _PAGE]
-            for record in await retrying(
-                STORE, self.store.get, self.collection, chunk, scope=scope
-            ):
+            for record in await self.store.get(self.collection, chunk, scope=scope):
                 found[record.id] = record
         return found
 
     async def _set(self, ids: list[str], payload: dict[str, Any], scope: Scope) -> None:
-        await retrying(STORE, self.store.set_payload, self.collection, ids, payload, scope=scope)
+        await self.store.set_payload(self.collection, ids, payload, scope=scope)
 
 
 def _owner(scope: Scope) -> Scope:

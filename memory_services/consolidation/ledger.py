@@ -12,13 +12,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_services.retry import retrying
 from memory_services.store.base import CollectionSpec, Record, Scope, VectorStore
 from react_mem.schema.consolidation import ConsolidationReport
 
 _NAMESPACE = uuid.UUID("3b0e5a7c-2d41-5c8e-9f16-7a2b4c6d8e90")
 _VECTOR = [1.0]  # entries are read by id, never searched
-STORE = "vector store"
 
 
 @dataclass
@@ -38,12 +36,10 @@ class Ledger:
         self.collection = collection
 
     async def ensure(self) -> None:
-        await retrying(STORE, self._store.ensure, CollectionSpec(self.collection, len(_VECTOR)))
+        await self._store.ensure(CollectionSpec(self.collection, len(_VECTOR)))
 
     async def get(self, scope: Scope, consolidation_id: str) -> Entry | None:
-        found = await retrying(
-            STORE, self._store.get, self.collection, [_id(scope, consolidation_id)], scope=scope
-        )
+        found = await self._store.get(self.collection, [_id(scope, consolidation_id)], scope=scope)
         if not found:
             return None
         p = found[0].payload
@@ -63,13 +59,13 @@ class Ledger:
             "updated_at": now,
         }
         record = Record(_id(scope, entry.consolidation_id), payload, _VECTOR)
-        await retrying(STORE, self._store.upsert, self.collection, [record])
+        await self._store.upsert(self.collection, [record])
 
     async def purge(self, scope: Scope) -> int:
         """Forget the passes of a purged collection or user (their plans hold field values
         of the purged memories); a conversation's purge leaves them. Returns how many."""
         if scope.conversation is None:
-            return await retrying(STORE, self._store.delete, self.collection, scope=scope)
+            return await self._store.delete(self.collection, scope=scope)
         return 0
 
 

@@ -21,7 +21,6 @@ from memory_services.conversations.records import (
     turn_text,
 )
 from memory_services.forget import forget
-from memory_services.retry import retrying
 from memory_services.scope_registry import ScopeRegistry
 from memory_services.store.base import (
     DEFAULT_RETRIEVAL,
@@ -39,7 +38,6 @@ from react_mem.errors import BadRequest
 from react_mem.schema.conversations import ConversationRequest, ConversationTurn
 from react_mem.schema.forget import Forgotten
 
-STORE, EMBEDDER = "vector store", "embedder"
 Payload = dict[str, Any]
 
 
@@ -94,32 +92,24 @@ class ConversationMemory:
             },
             text_fields=("query", "answer"),
         )
-        await retrying(STORE, self._store.ensure, spec)
+        await self._store.ensure(spec)
         await self.registry.ensure()
 
     # -- headers -------------------------------------------------------------------
     async def header(self, scope: Scope) -> Payload | None:
-        found = await retrying(
-            STORE, self._store.get, self.collection, [header_id(scope)], scope=scope
-        )
+        found = await self._store.get(self.collection, [header_id(scope)], scope=scope)
         return dict(found[0].payload) if found else None
 
     async def write_header(self, scope: Scope, payload: Mapping[str, Any]) -> None:
         vector = placeholder_vector(self._embedder.dimension)
         record = Record(id=header_id(scope), payload=dict(payload), vector=vector)
-        await retrying(STORE, self._store.upsert, self.collection, [record])
+        await self._store.upsert(self.collection, [record])
 
     async def headers(
         self, scope: StoreScope, where: Sequence[Condition], *, limit: int, offset: str | None
     ) -> tuple[list[Payload], str | None]:
-        page, next_offset = await retrying(
-            STORE,
-            self._store.scroll,
-            self.collection,
-            scope=scope,
-            where=[IS_HEADER, *where],
-            limit=limit,
-            offset=offset,
+        page, next_offset = await self._store.scroll(
+            self.collection, scope=scope, where=[IS_HEADER, *where], limit=limit, offset=offset
         )
         return [dict(r.payload) for r in page], next_offset
 
@@ -148,7 +138,7 @@ class ConversationMemory:
         header counts it (the header write may not have happened before a crash).
         """
         record_id = turn_record_id(scope, key)
-        found = await retrying(STORE, self._store.get, self.collection, [record_id], scope=scope)
+        found = await self._store.get(self.collection, [record_id], scope=scope)
         now = self._clock()
         if found:
             stored = found[0].payload
@@ -164,10 +154,10 @@ class ConversationMemory:
                 type="quota-exceeded",
             )
         payload = turn_payload(scope, request, key=key, sequence=sequence, now=now)
-        [vector] = await retrying(EMBEDDER, self._embedder.embed, [turn_text(payload)])
+        [vector] = await self._embedder.embed([turn_text(payload)])
         await self.registry.remember(scope)
         record = Record(id=record_id, payload=payload, vector=vector)
-        await retrying(STORE, self._store.upsert, self.collection, [record])
+        await self._store.upsert(self.collection, [record])
         updated = header or new_header(scope, now=now, flow=flow)
         updated |= {"turn_count": sequence + 1, "last_activity": now, "flow": flow}
         if updated["ended"]:  # a new turn reopens an ended conversation
@@ -186,14 +176,8 @@ class ConversationMemory:
         found: list[ConversationTurn] = []
         offset: str | None = None
         while True:
-            page, offset = await retrying(
-                STORE,
-                self._store.scroll,
-                self.collection,
-                scope=scope,
-                where=[IS_TURN],
-                limit=256,
-                offset=offset,
+            page, offset = await self._store.scroll(
+                self.collection, scope=scope, where=[IS_TURN], limit=256, offset=offset
             )
             found += [to_turn(r.payload) for r in page]
             if offset is None:
@@ -215,14 +199,12 @@ class ConversationMemory:
         turns comes back whole. A turn appears once. A hybrid search ranks the turns of a
         time ``text`` names ("last week", "in May 2023") higher, or, when it asks when, the
         turns that tell a time ("yesterday", "on Friday")."""
-        [vector] = await retrying(EMBEDDER, self._embedder.embed, [text])
+        [vector] = await self._embedder.embed([text])
         named = when.span(text, self._clock(), after=when.DAY)
         boost = [] if named is None else [Condition("time", gte=named[0], lt=named[1])]
         if named is None and when.asks_when(text):
             boost = [Condition("tells_time", equals=True)]
-        hits = await retrying(
-            STORE,
-            self._store.search,
+        hits = await self._store.search(
             self.collection,
             vector,
             scope=scope,
@@ -259,9 +241,7 @@ class ConversationMemory:
             IS_TURN,
             Condition("sequence", gte=hit.sequence - window, lte=hit.sequence + window),
         ]
-        records, _ = await retrying(
-            STORE,
-            self._store.scroll,
+        records, _ = await self._store.scroll(
             self.collection,
             scope=scope.with_conversation(hit.conversation_id),
             where=where,
@@ -273,7 +253,7 @@ class ConversationMemory:
     # -- removal and size ------------------------------------------------------------
     async def delete(self, scope: Scope) -> int:
         """Every record (headers and turns) inside ``scope``."""
-        return await retrying(STORE, self._store.delete, self.collection, scope=scope)
+        return await self._store.delete(self.collection, scope=scope)
 
     async def forget(self, workspace: str, collection: str, user: str | None) -> Forgotten:
         """Every conversation of ``user`` (summaries and turns) in ``collection`` or (``""``)
@@ -295,4 +275,4 @@ class ConversationMemory:
         )
 
     async def count(self, scope: StoreScope, kind: Condition) -> int:
-        return await retrying(STORE, self._store.count, self.collection, scope=scope, where=[kind])
+        return await self._store.count(self.collection, scope=scope, where=[kind])

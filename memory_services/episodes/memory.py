@@ -44,7 +44,6 @@ from memory_services.episodes.records import (
 )
 from memory_services.forget import forget
 from memory_services.retrieval import resolve
-from memory_services.retry import retrying
 from memory_services.scope_registry import ScopeRegistry
 from memory_services.store.base import (
     CollectionSpec,
@@ -61,7 +60,6 @@ from react_mem.schema.consolidation import ConsolidationReport
 from react_mem.schema.episodes import Episode, EpisodeRequest
 from react_mem.schema.forget import Forgotten
 
-STORE, EMBEDDER = "vector store", "embedder"
 #: Consolidation defaults (the service passes its settings).
 CONSOLIDATION = Options(
     similarity_threshold=0.85,
@@ -120,7 +118,7 @@ class EpisodeMemory:
             },
             text_fields=("goal", "lessons"),
         )
-        await retrying(STORE, self._store.ensure, spec)
+        await self._store.ensure(spec)
         await self._registry.ensure()
         await self._consolidation.ledger.ensure()
 
@@ -129,22 +127,20 @@ class EpisodeMemory:
         """Store one episode; return (id, created, evicted). Idempotent under redelivery."""
         validate_store(request, self._limits)
         record_id = episode_id(scope, request)
-        found = await retrying(STORE, self._store.get, self.collection, [record_id], scope=scope)
+        found = await self._store.get(self.collection, [record_id], scope=scope)
         created_at = float(found[0].payload["created_at"]) if found else self._clock()
         payload = episode_payload(scope, request, created_at=created_at, limits=self._limits)
         if _same(found, payload):
             return record_id, False, 0  # a redelivery: already stored, nothing to do
-        [vector] = await retrying(EMBEDDER, self._embedder.embed, [embedded_text(payload)])
+        [vector] = await self._embedder.embed([embedded_text(payload)])
         async with self._writing:
-            found = await retrying(
-                STORE, self._store.get, self.collection, [record_id], scope=scope
-            )
+            found = await self._store.get(self.collection, [record_id], scope=scope)
             if _same(found, payload):
                 return record_id, False, 0
             payload = keep_lineage(found[0].payload if found else None, payload)
             await self._registry.remember(scope)
             record = Record(id=record_id, payload=payload, vector=vector)
-            await retrying(STORE, self._store.upsert, self.collection, [record])
+            await self._store.upsert(self.collection, [record])
         return record_id, not found, await self._enforce_count(scope)
 
     async def retrieve(self, scope: Scope, request: EpisodeRequest) -> list[Episode]:
@@ -158,10 +154,8 @@ class EpisodeMemory:
             text = words[: self._limits.max_goal_chars + self._limits.max_context_chars] or None
         else:
             text = query_text(request, self._limits)
-            [vector] = await retrying(EMBEDDER, self._embedder.embed, [text])
-        hits = await retrying(
-            STORE,
-            self._store.search,
+            [vector] = await self._embedder.embed([text])
+        hits = await self._store.search(
             self.collection,
             vector,
             scope=scope,
@@ -175,7 +169,7 @@ class EpisodeMemory:
 
     async def get(self, scope: Scope, ids: Sequence[str]) -> list[Episode]:
         ids = self._checked_ids(ids)
-        records = await retrying(STORE, self._store.get, self.collection, ids, scope=scope)
+        records = await self._store.get(self.collection, ids, scope=scope)
         oldest = self._oldest_kept(scope.workspace)
         by_id = {r.id: r for r in records if float(r.payload.get("created_at", 0)) >= oldest}
         return [to_episode(i, by_id[i].payload, None) for i in ids if i in by_id]
@@ -185,9 +179,7 @@ class EpisodeMemory:
             raise BadRequest(f"list: limit {request.limit} exceeds {self._limits.max_page}")
         if request.offset is not None:
             self._checked_ids([request.offset])
-        page, next_offset = await retrying(
-            STORE,
-            self._store.scroll,
+        page, next_offset = await self._store.scroll(
             self.collection,
             scope=scope,
             where=[*self._fresh(scope.workspace), *_narrowed(request), _UNMERGED],
@@ -198,10 +190,10 @@ class EpisodeMemory:
 
     async def delete(self, scope: Scope, ids: Sequence[str]) -> int:
         ids = self._checked_ids(ids)
-        return await retrying(STORE, self._store.delete, self.collection, scope=scope, ids=ids)
+        return await self._store.delete(self.collection, scope=scope, ids=ids)
 
     async def purge(self, scope: Scope) -> int:
-        removed = await retrying(STORE, self._store.delete, self.collection, scope=scope)
+        removed = await self._store.delete(self.collection, scope=scope)
         await self._consolidation.ledger.purge(scope)
         return removed
 
@@ -210,7 +202,7 @@ class EpisodeMemory:
         every collection, with no bytes left on disk (see :mod:`memory_services.forget`)."""
 
         async def purge(scope: Scope) -> dict[str, int]:
-            episodes = await retrying(STORE, self._store.delete, self.collection, scope=scope)
+            episodes = await self._store.delete(self.collection, scope=scope)
             return {
                 "episodes": episodes,
                 "consolidations": await self._consolidation.ledger.purge(scope),
@@ -274,29 +266,22 @@ class EpisodeMemory:
             oldest = self._oldest_kept(scope.workspace)
             if not math.isinf(oldest):
                 cutoff = [Condition("created_at", lt=oldest)]
-                removed += await retrying(
-                    STORE, self._store.delete, self.collection, scope=scope, where=cutoff
-                )
-            held += await retrying(STORE, self._store.count, self.collection, scope=scope)
+                removed += await self._store.delete(self.collection, scope=scope, where=cutoff)
+            held += await self._store.count(self.collection, scope=scope)
         return removed, held
 
     async def _enforce_count(self, scope: Scope) -> int:
         bucket = scope.owner()
         async with self._evicting:
-            held = await retrying(STORE, self._store.count, self.collection, scope=bucket)
+            held = await self._store.count(self.collection, scope=bucket)
             if held <= self._max_per_scope:
                 return 0
             now = self._clock()
             values: list[tuple[float, float, str]] = []
             offset: str | None = None
             while True:
-                page, offset = await retrying(
-                    STORE,
-                    self._store.scroll,
-                    self.collection,
-                    scope=bucket,
-                    limit=512,
-                    offset=offset,
+                page, offset = await self._store.scroll(
+                    self.collection, scope=bucket, limit=512, offset=offset
                 )
                 for r in page:
                     created = float(r.payload.get("created_at", 0))
@@ -307,9 +292,7 @@ class EpisodeMemory:
             victims = [i for _, _, i in sorted(values)[: max(len(values) - keep, 0)]]
             if not victims:
                 return 0
-            return await retrying(
-                STORE, self._store.delete, self.collection, scope=bucket, ids=victims
-            )
+            return await self._store.delete(self.collection, scope=bucket, ids=victims)
 
     def _value(self, payload: Mapping[str, object], created: float, now: float) -> float:
         """What keeping an episode is worth: its score plus its recency (module doc)."""

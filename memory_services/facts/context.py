@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_services.facts.records import FactPolicy
-from memory_services.retry import retrying
 from memory_services.scope_registry import ScopeRegistry
 from memory_services.store.base import (
     DEFAULT_RETRIEVAL,
@@ -47,15 +46,13 @@ class FactContext:
         return self.workspace_ttl(workspace)
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        return await retrying("embedder", self.embedder.embed, texts)
+        return await self.embedder.embed(texts)
 
     async def get(self, ids: Sequence[str], scope: Scope) -> list[Record]:
-        return await retrying("vector store", self.store.get, self.collection, ids, scope=scope)
+        return await self.store.get(self.collection, ids, scope=scope)
 
     async def count(self, scope: StoreScope, where: Sequence[Condition]) -> int:
-        return await retrying(
-            "vector store", self.store.count, self.collection, scope=scope, where=where
-        )
+        return await self.store.count(self.collection, scope=scope, where=where)
 
     async def search(
         self,
@@ -69,9 +66,7 @@ class FactContext:
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
         boost: Sequence[Condition] = (),
     ) -> list[Hit]:
-        return await retrying(
-            "vector store",
-            self.store.search,
+        return await self.store.search(
             self.collection,
             vector,
             scope=scope,
@@ -92,24 +87,15 @@ class FactContext:
         min_score: float | None,
         where: Sequence[Condition],
     ) -> list[list[Hit]]:
-        return await retrying(
-            "vector store",
-            self.store.search_many,
-            self.collection,
-            vectors,
-            scope=scope,
-            limit=limit,
-            min_score=min_score,
-            where=where,
+        return await self.store.search_many(
+            self.collection, vectors, scope=scope, limit=limit, min_score=min_score, where=where
         )
 
     async def upsert(self, records: Sequence[Record]) -> None:
-        await retrying("vector store", self.store.upsert, self.collection, records)
+        await self.store.upsert(self.collection, records)
 
     async def set_payload(self, id: str, payload: dict[str, Any], scope: Scope) -> None:
-        await retrying(
-            "vector store", self.store.set_payload, self.collection, [id], payload, scope=scope
-        )
+        await self.store.set_payload(self.collection, [id], payload, scope=scope)
 
     async def delete(
         self,
@@ -118,21 +104,13 @@ class FactContext:
         ids: Sequence[str] | None = None,
         where: Sequence[Condition] = (),
     ) -> int:
-        return await retrying(
-            "vector store", self.store.delete, self.collection, scope=scope, ids=ids, where=where
-        )
+        return await self.store.delete(self.collection, scope=scope, ids=ids, where=where)
 
     async def scroll(
         self, scope: Scope, where: Sequence[Condition], limit: int, offset: str | None
     ) -> tuple[list[Record], str | None]:
-        return await retrying(
-            "vector store",
-            self.store.scroll,
-            self.collection,
-            scope=scope,
-            where=where,
-            limit=limit,
-            offset=offset,
+        return await self.store.scroll(
+            self.collection, scope=scope, where=where, limit=limit, offset=offset
         )
 
     def content(self, text: str, where: str) -> str:

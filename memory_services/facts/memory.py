@@ -19,7 +19,6 @@ from memory_services.facts.access_table import AccessTable
 from memory_services.facts.consolidate import FactKind
 from memory_services.facts.context import Clock, FactContext, fact_ids, query_vector
 from memory_services.forget import forget
-from memory_services.retry import retrying
 from memory_services.scope_registry import ScopeRegistry
 from memory_services.store.base import (
     DEFAULT_RETRIEVAL,
@@ -94,7 +93,7 @@ class FactMemory:
         ctx = self.ctx
         text = ("content", "context")  # what lexical search reads
         spec = CollectionSpec(ctx.collection, ctx.embedder.dimension, rec.INDEXES, text_fields=text)
-        await retrying("vector store", self.ctx.store.ensure, spec)
+        await self.ctx.store.ensure(spec)
         await self.ctx.scopes.ensure()
         await self._consolidation.ledger.ensure()
 

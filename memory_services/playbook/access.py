@@ -20,7 +20,6 @@ from typing import Literal
 
 from memory_services.playbook.records import ScopeKey
 from memory_services.playbook.versions import COLLECTION
-from memory_services.retry import retrying
 from memory_services.store.base import Condition, Record, VectorStore
 
 Relation = Literal["owner", "editor", "viewer"]
@@ -40,9 +39,7 @@ class Access:
 
     async def acl(self, key: ScopeKey) -> Acl:
         id = key.record_id("acl")
-        found = await retrying(
-            "vector store", self._store.get, COLLECTION, [id], scope=key.store_scope
-        )
+        found = await self._store.get(COLLECTION, [id], scope=key.store_scope)
         for record in found:
             if record.payload.get("context_key") == key.context_key:
                 p = record.payload
@@ -70,13 +67,8 @@ class Access:
             return []
         mine = key.of(user)
         where = [*mine.where(), Condition(key="kind", equals="grant")]
-        page, _ = await retrying(
-            "vector store",
-            self._store.scroll,
-            COLLECTION,
-            scope=mine.store_scope,
-            where=where,
-            limit=1000,
+        page, _ = await self._store.scroll(
+            COLLECTION, scope=mine.store_scope, where=where, limit=1000
         )
         owners = sorted(
             {str(r.payload["playbook_owner"]) for r in page if r.payload.get("playbook_owner")}
@@ -141,9 +133,7 @@ class Access:
         payload: dict[str, object] = {**key.store_scope.payload(), "context_key": key.context_key}
         payload |= fields
         record = Record(id=id, payload=payload, vector=_VECTOR)
-        await retrying("vector store", self._store.upsert, COLLECTION, [record])
+        await self._store.upsert(COLLECTION, [record])
 
     async def _delete(self, key: ScopeKey, ids: list[str]) -> None:
-        await retrying(
-            "vector store", self._store.delete, COLLECTION, scope=key.store_scope, ids=ids
-        )
+        await self._store.delete(COLLECTION, scope=key.store_scope, ids=ids)

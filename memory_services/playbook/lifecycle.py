@@ -28,7 +28,6 @@ from memory_services.playbook.records import PlaybookPolicy, ScopeKey, content_h
 from memory_services.playbook.scoring import DecayRates
 from memory_services.playbook.store import BulletStore
 from memory_services.playbook.versions import History, State
-from memory_services.retry import retrying
 from memory_services.scope_registry import ScopeRegistry
 from memory_services.store.base import VectorStore
 from react_mem.embedding.base import Embedder
@@ -232,7 +231,7 @@ class Playbooks:
     async def embed(self, texts: Sequence[str]) -> dict[str, Vector]:
         if not texts:
             return {}
-        vectors = await retrying("embedder", self.embedder.embed, list(texts))
+        vectors = await self.embedder.embed(list(texts))
         return {t: as_vector(v) for t, v in zip(texts, vectors, strict=True)}
 
     def _remember(self, pb: Playbook) -> None:

@@ -16,7 +16,6 @@ from memory_services.playbook.records import ScopeKey, expires_at, stored
 from memory_services.playbook.retrieve import Query, rank
 from memory_services.playbook.scoring import resolve_weights
 from memory_services.playbook.versions import State
-from memory_services.retry import retrying
 from react_mem.errors import BadRequest
 from react_mem.schema.playbook import Bullet, BulletChange, Delta, DeltaRecord, Weights
 
@@ -127,7 +126,7 @@ class PlaybookMemory(Erasing):
                 f"query has {len(query)} characters; at most {self.policy.max_content_chars}",
                 type="bad-query",
             )
-        [embedded] = await retrying("embedder", self.embedder.embed, [query])
+        [embedded] = await self.embedder.embed([query])
         return as_vector(embedded)
 
     async def get(self, keys: ScopeKey | Sequence[ScopeKey], ids: Sequence[str]) -> list[Bullet]:

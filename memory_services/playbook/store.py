@@ -7,7 +7,6 @@ from collections.abc import Iterable, Sequence
 
 from memory_services.playbook.playbook import Vector, as_vector
 from memory_services.playbook.records import BULLET_INDEXES, ScopeKey, from_payload, to_payload
-from memory_services.retry import retrying
 from memory_services.store.base import CollectionSpec, Condition, Record, StoreScope, VectorStore
 from react_mem.schema.playbook import Bullet, MemoryType
 
@@ -22,7 +21,7 @@ class BulletStore:
 
     async def ensure(self) -> None:
         spec = CollectionSpec(self.collection, self.dim, BULLET_INDEXES)
-        await retrying("vector store", self._store.ensure, spec)
+        await self._store.ensure(spec)
 
     async def load(self, key: ScopeKey) -> tuple[dict[str, Bullet], dict[str, Vector]]:
         """Every bullet of the playbook (expired ones included) and its vector."""
@@ -30,14 +29,8 @@ class BulletStore:
         vectors: dict[str, Vector] = {}
         offset: str | None = None
         while True:
-            page, offset = await retrying(
-                "vector store",
-                self._store.scroll,
-                self.collection,
-                scope=key.store_scope,
-                where=key.where(),
-                limit=PAGE,
-                offset=offset,
+            page, offset = await self._store.scroll(
+                self.collection, scope=key.store_scope, where=key.where(), limit=PAGE, offset=offset
             )
             for record in page:
                 bullets[record.id] = from_payload(record.id, record.payload)
@@ -52,39 +45,23 @@ class BulletStore:
             records = [Record(b.id, to_payload(key, b), vector.tolist()) for b, vector in upserts]
             for start in range(0, len(records), PAGE):
                 chunk = records[start : start + PAGE]
-                await retrying("vector store", self._store.upsert, self.collection, chunk)
+                await self._store.upsert(self.collection, chunk)
         if deletes:
-            await retrying(
-                "vector store",
-                self._store.delete,
-                self.collection,
-                scope=key.store_scope,
-                ids=list(deletes),
-                where=key.where(),
+            await self._store.delete(
+                self.collection, scope=key.store_scope, ids=list(deletes), where=key.where()
             )
 
     async def drop(self, key: ScopeKey) -> int:
         """Delete every bullet of the playbook ``key``; how many."""
-        return await retrying(
-            "vector store",
-            self._store.delete,
-            self.collection,
-            scope=key.store_scope,
-            where=key.where(),
-        )
+        return await self._store.delete(self.collection, scope=key.store_scope, where=key.where())
 
     async def contexts(self, scope: StoreScope) -> set[str]:
         """The context scopes in which ``scope``'s owner has bullets."""
         found: set[str] = set()
         offset: str | None = None
         while True:
-            page, offset = await retrying(
-                "vector store",
-                self._store.scroll,
-                self.collection,
-                scope=scope,
-                limit=PAGE,
-                offset=offset,
+            page, offset = await self._store.scroll(
+                self.collection, scope=scope, limit=PAGE, offset=offset
             )
             found.update(str(r.payload.get("context_scope_id", "")) for r in page)
             if offset is None:
@@ -98,14 +75,7 @@ class BulletStore:
             by_type.setdefault(bullet.memory_type, []).append(bullet.id)
         for kind, ids in sorted(by_type.items()):
             payload = {f"{kind}_access_index": clock, "last_used": now}
-            await retrying(
-                "vector store",
-                self._store.set_payload,
-                self.collection,
-                ids,
-                payload,
-                scope=key.store_scope,
-            )
+            await self._store.set_payload(self.collection, ids, payload, scope=key.store_scope)
 
     async def expired_contexts(self, scope: StoreScope, now: float) -> set[tuple[str, str]]:
         """The (owner, context) pairs of ``scope`` (workspace + collection) holding expired
@@ -114,14 +84,8 @@ class BulletStore:
         offset: str | None = None
         where = [Condition(key="expires_at", lte=now)]
         while True:
-            page, offset = await retrying(
-                "vector store",
-                self._store.scroll,
-                self.collection,
-                scope=scope,
-                where=where,
-                limit=PAGE,
-                offset=offset,
+            page, offset = await self._store.scroll(
+                self.collection, scope=scope, where=where, limit=PAGE, offset=offset
             )
             found.update(
                 (str(r.payload.get("scope_user") or ""), str(r.payload.get("context_scope_id", "")))
@@ -131,4 +95,4 @@ class BulletStore:
                 return found
 
     async def count(self, scope: StoreScope) -> int:
-        return await retrying("vector store", self._store.count, self.collection, scope=scope)
+        return await self._store.count(self.collection, scope=scope)

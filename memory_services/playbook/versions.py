@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_services.playbook.records import ScopeKey, stored
-from memory_services.retry import retrying
 from memory_services.store.base import (
     CollectionSpec,
     Condition,
@@ -70,7 +69,7 @@ class History:
 
     async def ensure(self) -> None:
         spec = CollectionSpec(COLLECTION, vector_size=len(_VECTOR), indexes=INDEXES)
-        await retrying("vector store", self._store.ensure, spec)
+        await self._store.ensure(spec)
 
     # -- records ---------------------------------------------------------------------
     def _record(self, key: ScopeKey, id: str, kind: str, fields: dict[str, Any]) -> Record:
@@ -78,12 +77,10 @@ class History:
         return Record(id=id, payload=base | fields, vector=_VECTOR)
 
     async def _put(self, record: Record) -> None:
-        await retrying("vector store", self._store.upsert, COLLECTION, [record])
+        await self._store.upsert(COLLECTION, [record])
 
     async def _get(self, key: ScopeKey, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        found = await retrying(
-            "vector store", self._store.get, COLLECTION, ids, scope=key.store_scope
-        )
+        found = await self._store.get(COLLECTION, ids, scope=key.store_scope)
         return {
             r.id: dict(r.payload) for r in found if r.payload.get("context_key") == key.context_key
         }
@@ -136,14 +133,7 @@ class History:
             Condition(key="delta_id", equals=delta_id),
             Condition(key="version", lte=upto),
         ]
-        page, _ = await retrying(
-            "vector store",
-            self._store.scroll,
-            COLLECTION,
-            scope=key.store_scope,
-            where=where,
-            limit=1,
-        )
+        page, _ = await self._store.scroll(COLLECTION, scope=key.store_scope, where=where, limit=1)
         return int(page[0].payload["version"]) if page else None
 
     # -- snapshots -------------------------------------------------------------------
@@ -163,14 +153,8 @@ class History:
         found: list[Record] = []
         offset: str | None = None
         while True:
-            page, offset = await retrying(
-                "vector store",
-                self._store.scroll,
-                COLLECTION,
-                scope=key.store_scope,
-                where=where,
-                limit=1000,
-                offset=offset,
+            page, offset = await self._store.scroll(
+                COLLECTION, scope=key.store_scope, where=where, limit=1000, offset=offset
             )
             found += page
             if offset is None:
@@ -179,20 +163,15 @@ class History:
     async def rewrite(self, records: Sequence[Record]) -> None:
         """Put back records changed in place (a scrubbed snapshot or delta record)."""
         if records:
-            await retrying("vector store", self._store.upsert, COLLECTION, list(records))
+            await self._store.upsert(COLLECTION, list(records))
 
     async def contexts(self, scope: Scope) -> set[str]:
         """The context scopes in which ``scope``'s owner has history (or relations)."""
         found: set[str] = set()
         offset: str | None = None
         while True:
-            page, offset = await retrying(
-                "vector store",
-                self._store.scroll,
-                COLLECTION,
-                scope=scope,
-                limit=1000,
-                offset=offset,
+            page, offset = await self._store.scroll(
+                COLLECTION, scope=scope, limit=1000, offset=offset
             )
             found.update(str(r.payload.get("context_key", "c:"))[2:] for r in page)
             if offset is None:
@@ -203,9 +182,7 @@ class History:
         counts: dict[str, int] = {}
         for kind in ("version", "snapshot", "state"):
             where = [*key.where(), Condition(key="kind", equals=kind)]
-            counts[kind] = await retrying(
-                "vector store", self._store.delete, COLLECTION, scope=key.store_scope, where=where
-            )
+            counts[kind] = await self._store.delete(COLLECTION, scope=key.store_scope, where=where)
         return counts
 
     async def trim(self, key: ScopeKey, version: int, *, snapshots: int, records: int) -> None:
@@ -217,6 +194,4 @@ class History:
         if version - records >= 1:
             ids.append(key.record_id("version", str(version - records)))
         if ids:
-            await retrying(
-                "vector store", self._store.delete, COLLECTION, scope=key.store_scope, ids=ids
-            )
+            await self._store.delete(COLLECTION, scope=key.store_scope, ids=ids)

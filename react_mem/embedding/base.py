@@ -11,10 +11,14 @@ DEFAULT_BACKEND: Backend = "onnx-int8"
 
 
 class Embedder(Protocol):
-    #: Vector size, e.g. 384 for all-MiniLM-L6-v2.
-    dimension: int
-    #: A name for logs and collection metadata.
-    model_name: str
+    # Read-only to its users (an attribute satisfies them; a wrapper reads them through).
+    @property
+    def dimension(self) -> int:
+        """Vector size, e.g. 384 for all-MiniLM-L6-v2."""
+
+    @property
+    def model_name(self) -> str:
+        """A name for logs and collection metadata."""
 
     async def start(self) -> None:
         """Load the model (I/O happens here, never in ``__init__``)."""
