@@ -130,7 +130,7 @@ async def test_an_abandoned_build_leaves_the_collection_as_it_was(tmp_path: Path
     points = [point(rng, HOME, kind="kept") for _ in range(2_000)]
     await store.upsert(BIG.name, points)
     build = asyncio.create_task(store.optimize(BIG.name))
-    await eventually(lambda: bool(store._touched))  # the build has started
+    await eventually(lambda: bool(store._indexer.touched))  # the build has started
     build.cancel()
     await asyncio.gather(build, return_exceptions=True)
     try:

@@ -13,6 +13,7 @@ from typing import Annotated, Any, cast
 import pytest
 from pydantic import BaseModel, Field
 
+from devtools import topology
 from react_mem.agent.config import AgentMemConfig, Key
 from react_mem.agent.items import Item, clean
 from react_mem.agent.memory import MemoryRecall
@@ -20,7 +21,7 @@ from react_mem.agent.prompt import render_context, user_prompt
 from react_mem.agent.settings import client_specs
 from react_mem.agent.sources import Ask, MemorySource, register, registered, setting
 from react_mem.clients.base import Service, ServiceClient
-from react_mem.commands import forget, topology
+from react_mem.commands import forget
 from react_mem.errors import ConfigurationError
 from react_mem.processor import kinds
 from react_mem.processor.flow import Flow

@@ -1,4 +1,5 @@
-"""The queue topology is described once (``react_mem.commands.topology``): the committed
+"""The queue topology is described once (``devtools/topology.py``, a development tool run from
+the repository's root, not part of the installed package): the committed
 flow files and the TrustGraph blueprint are what it generates, and a change to the
 description shows as a difference."""
 
@@ -6,13 +7,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
 
-from react_mem.commands import topology
+from devtools import topology
 from react_mem.processor import kinds
 from react_mem.processor.kinds import Deploy, MemoryKind, Resources
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECK = ["--check", "--root", str(ROOT)]
 
 NOTES = MemoryKind(
     name="note-memory",
@@ -32,20 +37,20 @@ def notes() -> Iterator[MemoryKind]:
 
 
 def test_committed_files_are_what_the_description_generates() -> None:
-    files = topology.generated()
-    stale = [p for p, text in files.items() if p.read_text(encoding="utf-8") != text]
-    assert not stale, f"run `python -m react_mem.commands.topology --write`: {stale}"
-    assert topology.main(["--check"]) == 0
+    files = topology.generated(ROOT)
+    stale = [p for p, text in files.items() if (ROOT / p).read_text(encoding="utf-8") != text]
+    assert not stale, f"run `python -m devtools.topology --write`: {stale}"
+    assert topology.main(CHECK) == 0
     assert {p.name for p in files} >= {"stack.yaml", "flow-blueprint.json", "fact-memory.yaml"}
 
 
 def test_a_new_kind_is_a_difference(
     notes: MemoryKind, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert topology.main(["--check"]) == 1
+    assert topology.main(CHECK) == 1
     out = capsys.readouterr().out
     assert "stack.yaml" in out and "flow-blueprint.json" in out and "values.yaml" in out
-    stack = yaml.safe_load(topology.generated()[topology.FLOWS / "stack.yaml"])["default"]
+    stack = yaml.safe_load(topology.generated(ROOT)[topology.FLOWS / "stack.yaml"])["default"]
     assert stack["processor:note-memory"]["default"]["topics"] == {
         "request": "request:tg:note-memory:default:default",
         "response": "response:tg:note-memory:default:default",
@@ -63,7 +68,7 @@ def test_every_wired_queue_has_a_processor_at_its_other_end() -> None:
         for t in n.topics:
             if t.spec.endswith("-request"):
                 assert t.queue("w", "f") in served, (n.id, t.spec)
-    blueprint = json.loads(topology.generated()[topology.BLUEPRINT])
+    blueprint = json.loads(topology.generated(ROOT)[topology.BLUEPRINT])
     assert "text-completion:{id}" not in blueprint["flow"]  # TrustGraph runs its own
     agent = blueprint["flow"]["agent-mem:{id}"]["topics"]
     assert agent["prompt-request"] == "request:tg:prompt-rag:{workspace}:{id}"
@@ -84,7 +89,7 @@ def test_the_memory_services_are_the_installed_kinds() -> None:
 
 def test_a_new_memory_kind_reaches_the_group_compose_chart_and_alerts(notes: MemoryKind) -> None:
     """The deployment lists of memory services come from the kinds too."""
-    files = topology.generated()
+    files = topology.generated(ROOT)
     group = yaml.safe_load(files[topology.GROUP])["processors"]
     assert group[-1] == {"class": "note-memory", "params": {"id": "note-memory", "concurrency": 3}}
     assert [e["class"] for e in group[:4]] == [  # the hand-kept entries stay
@@ -116,3 +121,11 @@ def test_a_new_memory_kind_reaches_the_group_compose_chart_and_alerts(notes: Mem
     assert values["agent-mem"]["enabled"] is True  # the hand-kept entries stay
     watched = "fact-memory|episode-memory|conversation-memory|playbook-memory|note-memory"
     assert f'processor=~"{watched}"' in files[topology.ALERTS]
+
+
+def test_it_writes_only_into_a_checkout_of_this_repository(tmp_path: Path) -> None:
+    (tmp_path / "docker-compose.yml").write_text("services: {}\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="not the react-mem repository"):
+        topology.main(["--write", "--root", str(tmp_path)])
+    assert (tmp_path / "docker-compose.yml").read_text(encoding="utf-8") == "services: {}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docker-compose.yml"]

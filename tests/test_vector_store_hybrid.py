@@ -242,5 +242,5 @@ async def test_edge_counts_a_text_collections_unindexed_points(tmp_path: Path) -
     store = EdgeStore(tmp_path / "edge", index_after=50, flush_interval=0)
     await store.open()
     await store.ensure(SPEC)
-    assert store._written[C] == 80  # known again after a restart
+    assert store._indexer.written[C] == 80  # known again after a restart
     await store.close()

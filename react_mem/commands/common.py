@@ -7,11 +7,10 @@ import contextlib
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TextIO, TypeAlias
+from typing import Literal, TextIO, TypeAlias
 
 from react_mem.bus.backends import open_bus
 from react_mem.bus.transport import BrokerNotRunning, Transport
-from react_mem.commands.topology import queue
 from react_mem.processor.settings import BusSettings
 
 # A string: the class is not subscriptable at run time.
@@ -21,6 +20,13 @@ Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 BusArgs = Callable[[argparse.ArgumentParser], None]
 
 NO_STACK_HINT = "is `react-mem up` running?"
+
+
+def queue(
+    cls: Literal["request", "response", "flow"], topic: str, workspace: str, flow: str
+) -> str:
+    """TrustGraph's queue naming: ``<class>:tg:<topic>:<workspace>:<flow>``."""
+    return f"{cls}:tg:{topic}:{workspace}:{flow}"
 
 
 @dataclass(frozen=True, slots=True)

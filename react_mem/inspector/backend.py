@@ -22,9 +22,8 @@ from react_mem.clients.conversations import ConversationClient
 from react_mem.clients.episodes import EpisodeClient
 from react_mem.clients.facts import FactClient
 from react_mem.clients.playbook import PlaybookClient
-from react_mem.commands.common import ServiceQueues
+from react_mem.commands.common import ServiceQueues, queue
 from react_mem.commands.forget import Report, forget_user, targets
-from react_mem.commands.topology import queue
 from react_mem.schema.audit import MEMORY_AUDIT, AuditEvent
 
 C = TypeVar("C", bound=ServiceClient[Any, Any])

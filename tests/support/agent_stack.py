@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from prometheus_client import CollectorRegistry
 
+from devtools.topology import node
 from memory_services.conversations.service import ConversationMemoryProcessor
 from memory_services.episodes.service import EpisodeMemoryProcessor
 from memory_services.facts.service import FactMemoryProcessor
@@ -28,7 +29,6 @@ from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
 from react_mem.clients.facts import FactClient
 from react_mem.commands.common import ServiceQueues
-from react_mem.commands.topology import node
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings

@@ -3,7 +3,7 @@ The flow file: {workspace: {config-type: {key: value}}}, what `react-mem run --f
 config service's seed read. Each enabled processor gets `processor:<id>` with one entry per
 flow, mapping its spec names to queues (TrustGraph's request:tg:<service>:<workspace>:<flow>
 naming); the agent's optional clients are wired only to services that run.
-Generated from react_mem/commands/topology.py (`--write`): edit that, not this file.
+Generated from devtools/topology.py (`--write`): edit that, not this file.
 */}}
 {{- define "react-mem.flowFile" -}}
 {{- $v := .Values -}}

@@ -2,8 +2,8 @@
 
 Each processor is listed with its topics: the spec names it registers and the queue each
 is wired to (TrustGraph's ``<class>:tg:<topic>:<workspace>:<flow>`` naming). From this one
-description ``react-mem-topology --write`` (or ``python -m react_mem.commands.topology``)
-writes the topology parts of
+description ``python -m devtools.topology --write``, run from the repository root (or given
+``--root``), writes the topology parts of
 
 - ``config/flows/stack.yaml`` (below its marker line; the settings above it are by hand),
 - ``config/flows/<processor>.yaml`` (one processor's flow; the comment header is kept),
@@ -19,6 +19,8 @@ writes the topology parts of
 - the memory services the Qdrant-latency alert of ``deploy/prometheus/alerts.yml`` watches,
 
 and ``--check`` fails when a committed file differs (``tests/test_topology.py`` runs it).
+A development tool: it edits a checkout, so it is not part of the installed package (the
+runtime shares only the queue naming, :func:`react_mem.commands.common.queue`).
 The memory services come from their kinds (:mod:`react_mem.processor.kinds`): a new one is
 declared in its own package and registered in ``pyproject.toml``, not here.
 """
@@ -27,37 +29,31 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from devtools.splice import alerts, between, header, schema
+from react_mem.commands.common import queue
 from react_mem.processor.kinds import Deploy, MemoryKind, kinds
 
 QueueClass = Literal["request", "response", "flow"]
-ROOT = Path(__file__).resolve().parents[2]
-FLOWS = ROOT / "config" / "flows"
-BLUEPRINT = ROOT / "config" / "trustgraph" / "flow-blueprint.json"
-HELM_FLOWS = ROOT / "helm" / "react-mem" / "templates" / "_flows.tpl"
-GROUP = ROOT / "config" / "groups" / "stack.yaml"
-MEMORY_GROUP = ROOT / "config" / "groups" / "memory.yaml"
-COMPOSE = ROOT / "docker-compose.yml"
-PROMETHEUS = ROOT / "deploy" / "prometheus" / "prometheus.yml"
-SCHEMA = ROOT / "helm" / "react-mem" / "values.schema.json"
-VALUES = ROOT / "helm" / "react-mem" / "values.yaml"
-ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
-#: The Qdrant-latency alert's selector of the memory services that keep vectors there.
-ALERT_SELECTOR = re.compile(r'(tg_consumer_request_duration_seconds_bucket\{processor=~")[^"]*(")')
-SCHEMA_PROCESSORS = """    "processors": {
-      "type": "object",
-      "additionalProperties": false,
-      "properties": {
-"""
-MARKER = "  # -- topology: generated from react_mem/commands/topology.py (--write); edit that --"
+#: The generated files, relative to the repository root (``--root``, the working directory).
+FLOWS = Path("config/flows")
+BLUEPRINT = Path("config/trustgraph/flow-blueprint.json")
+HELM_FLOWS = Path("helm/react-mem/templates/_flows.tpl")
+GROUP = Path("config/groups/stack.yaml")
+MEMORY_GROUP = Path("config/groups/memory.yaml")
+COMPOSE = Path("docker-compose.yml")
+PROMETHEUS = Path("deploy/prometheus/prometheus.yml")
+SCHEMA = Path("helm/react-mem/values.schema.json")
+VALUES = Path("helm/react-mem/values.yaml")
+ALERTS = Path("deploy/prometheus/alerts.yml")
+MARKER = "  # -- topology: generated from devtools/topology.py (--write); edit that --"
 SERVICES_MARKER = (
-    "  # -- memory services: generated from react_mem/commands/topology.py (--write); edit that --"
+    "  # -- memory services: generated from devtools/topology.py (--write); edit that --"
 )
 SERVICES_END = "  # -- end of the generated memory services --"
 
@@ -76,11 +72,6 @@ class Topic:
         if self.per_workspace:
             return f"{self.cls}:tg:{self.name}:{workspace}"
         return queue(self.cls, self.name, workspace, flow)
-
-
-def queue(cls: QueueClass, topic: str, workspace: str, flow: str) -> str:
-    """TrustGraph's queue naming: ``<class>:tg:<topic>:<workspace>:<flow>``."""
-    return f"{cls}:tg:{topic}:{workspace}:{flow}"
 
 
 def serves(service: str, *, next_: bool = False) -> tuple[Topic, ...]:
@@ -263,7 +254,7 @@ The flow file: {workspace: {config-type: {key: value}}}, what `react-mem run --f
 config service's seed read. Each enabled processor gets `processor:<id>` with one entry per
 flow, mapping its spec names to queues (TrustGraph's request:tg:<service>:<workspace>:<flow>
 naming); the agent's optional clients are wired only to services that run.
-Generated from react_mem/commands/topology.py (`--write`): edit that, not this file.
+Generated from devtools/topology.py (`--write`): edit that, not this file.
 */}}
 {{- define "react-mem.flowFile" -}}
 {{- $v := .Values -}}
@@ -366,70 +357,21 @@ def values_entries() -> str:
     return "\n".join(blocks)
 
 
-def _alerts() -> str:
-    """The alerts with the Qdrant-latency alert watching every Qdrant-backed service."""
-    text = ALERTS.read_text(encoding="utf-8")
-    watched = "|".join(name for name, d in memory_services() if d.qdrant)
-    new, found = ALERT_SELECTOR.subn(lambda m: m[1] + watched + m[2], text)
-    if found != 1:
-        raise SystemExit(f"{ALERTS}: expected one {ALERT_SELECTOR.pattern!r}, found {found}")
-    return new
-
-
-def _between(path: Path, begin: str, end: str, content: str) -> str:
-    """``path`` with what lies between its ``begin`` and ``end`` lines replaced."""
-    text = path.read_text(encoding="utf-8")
-    head, found, rest = text.partition(begin + "\n")
-    _, found_end, tail = rest.partition(end + "\n")
-    if not (found and found_end):
-        raise SystemExit(f"{path}: no marker lines {begin!r} ... {end!r}")
-    return head + found + content + found_end + tail
-
-
-def _schema() -> str:
-    """The chart's values schema with its processor names (the config service's, and
-    every node's) from the description."""
-    text = SCHEMA.read_text(encoding="utf-8")
-    head, found, rest = text.partition(SCHEMA_PROCESSORS)
-    _, found_end, tail = rest.partition("\n      }\n")
-    if not (found and found_end):
-        raise SystemExit(f"{SCHEMA}: no processors.properties object in its expected shape")
-    names = [n.id for n in nodes()] + ["config-service"]
-    ref = '{"$ref": "#/definitions/processor"}'
-    body = ",\n".join(f'        "{name}": {ref}' for name in names)
-    return head + found + body + found_end + tail
-
-
-def _header(path: Path, marker: str | None) -> str:
-    """The hand-written part of a generated file: up to ``marker``, or its leading comments."""
-    text = path.read_text(encoding="utf-8")
-    if marker is not None:
-        head, found, _ = text.partition(marker + "\n")
-        if not found:
-            raise SystemExit(f"{path}: no marker line {marker!r}")
-        return head + found
-    lines = text.splitlines(keepends=True)
-    return "".join(line for line in lines[: _comments(lines)])
-
-
-def _comments(lines: list[str]) -> int:
-    return next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
-
-
-def generated() -> dict[Path, str]:
-    """Every generated file and its content."""
+def generated(root: Path) -> dict[Path, str]:
+    """Every generated file (relative to the repository ``root``) and its content."""
+    stack = FLOWS / "stack.yaml"
     files = {
-        FLOWS / "stack.yaml": _header(FLOWS / "stack.yaml", MARKER) + flow_yaml(nodes()),
+        stack: header(root / stack, MARKER) + flow_yaml(nodes()),
         BLUEPRINT: json.dumps(blueprint(), indent=2, ensure_ascii=False) + "\n",
         HELM_FLOWS: helm_flows(),
-        GROUP: _header(GROUP, SERVICES_MARKER) + group_entries(),
-        MEMORY_GROUP: _header(MEMORY_GROUP, SERVICES_MARKER) + group_entries(own_flows=True),
-        COMPOSE: _between(COMPOSE, SERVICES_MARKER, SERVICES_END, compose_services()),
-        SCHEMA: _schema(),
-        VALUES: _between(VALUES, SERVICES_MARKER, SERVICES_END, values_entries()),
-        ALERTS: _alerts(),
-        PROMETHEUS: _between(
-            PROMETHEUS,
+        GROUP: header(root / GROUP, SERVICES_MARKER) + group_entries(),
+        MEMORY_GROUP: header(root / MEMORY_GROUP, SERVICES_MARKER) + group_entries(own_flows=True),
+        COMPOSE: between(root / COMPOSE, SERVICES_MARKER, SERVICES_END, compose_services()),
+        SCHEMA: schema(root / SCHEMA, [n.id for n in nodes()] + ["config-service"]),
+        VALUES: between(root / VALUES, SERVICES_MARKER, SERVICES_END, values_entries()),
+        ALERTS: alerts(root / ALERTS, [name for name, d in memory_services() if d.qdrant]),
+        PROMETHEUS: between(
+            root / PROMETHEUS,
             "          " + SERVICES_MARKER.lstrip(),
             "          " + SERVICES_END.lstrip(),
             "".join(f"          - {name}\n" for name, _ in memory_services()),
@@ -437,28 +379,43 @@ def generated() -> dict[Path, str]:
     }
     for n in nodes():
         path = FLOWS / f"{n.id}.yaml"
-        if path.exists():
-            files[path] = _header(path, None) + "default:\n" + flow_yaml([n])
+        if (root / path).exists():
+            files[path] = header(root / path, None) + "default:\n" + flow_yaml([n])
         elif n.deploy is not None:  # config/groups/memory.yaml runs it on this file
             head = f"# The {n.id} processor's flow in the default workspace.\n"
             files[path] = head + "default:\n" + flow_yaml([n])
     return files
 
 
+def repository(root: Path) -> Path:
+    """``root`` if it is this repository's checkout (the files are written there)."""
+    project = root / "pyproject.toml"
+    if not project.is_file() or 'name = "react-mem"' not in project.read_text("utf-8"):
+        raise SystemExit(f"{root} is not the react-mem repository: run from its root or --root")
+    return root
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="react-mem-topology", description="Generate the queue topology files."
+        prog="python -m devtools.topology", description="Generate the queue topology files."
     )
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--write", action="store_true", help="write the generated files")
     mode.add_argument("--check", action="store_true", help="fail when a file differs")
+    parser.add_argument(
+        "--root", type=Path, default=Path.cwd(), help="the repository (default: here)"
+    )
     args = parser.parse_args(argv)
-    files = generated()
-    stale = [p for p, text in files.items() if not p.exists() or p.read_text("utf-8") != text]
+    root = repository(args.root)
+    files = generated(root)
+    stale = [
+        p for p, text in files.items()
+        if not (root / p).exists() or (root / p).read_text("utf-8") != text
+    ]  # fmt: skip
     for path in stale:
         if args.write:
-            path.write_text(files[path], encoding="utf-8")
-        print(f"{'wrote' if args.write else 'differs'}: {path.relative_to(ROOT)}")
+            (root / path).write_text(files[path], encoding="utf-8")
+        print(f"{'wrote' if args.write else 'differs'}: {path}")
     return 1 if stale and args.check else 0
 
 

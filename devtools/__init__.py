@@ -1,0 +1,1 @@
+"""Development tools run from a checkout of the repository; not part of the installed package."""

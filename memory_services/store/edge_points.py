@@ -1,0 +1,194 @@
+"""The point operations of the edge store: upsert, search, get, scroll, count, set payloads,
+delete. Each is one engine call (two for a delete) on the event loop (:mod:`.edge_shards` says
+why), under the scope's filter (:mod:`.edge_filter`); writes are counted towards the next
+index run (:mod:`.edge_index`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import qdrant_edge as qe
+
+from memory_services.store import checks, edge_query
+from memory_services.store.base import (
+    DEFAULT_RETRIEVAL,
+    Condition,
+    Hit,
+    Record,
+    Retrieval,
+    StoreScope,
+    require_scope,
+)
+from memory_services.store.edge_filter import scope_filter
+from memory_services.store.edge_index import Indexer
+from memory_services.store.edge_shards import Shards
+
+
+class EdgePoints:
+    """The record operations of :class:`~memory_services.store.edge.EdgeStore`, over the
+    shards and the indexer's counts it builds."""
+
+    _shards: Shards
+    _indexer: Indexer
+
+    async def upsert(self, collection: str, records: Sequence[Record]) -> None:
+        shard, size = self._shards[collection], self._shards.sizes[collection]
+        fields = self._shards.fields[collection]
+        points = [
+            qe.Point(i, edge_query.vectors(v, p, fields), p)
+            for i, v, p in (checks.record(rec, size) for rec in records)
+        ]
+        if points:
+            self._shards.call(lambda: shard.update(qe.UpdateOperation.upsert_points(points)))
+            self._indexer.wrote(collection, [str(p.id) for p in points])
+
+    async def search(
+        self,
+        collection: str,
+        vector: Sequence[float],
+        *,
+        scope: StoreScope,
+        limit: int,
+        min_score: float | None = None,
+        where: Sequence[Condition] = (),
+        text: str | None = None,
+        retrieval: Retrieval = DEFAULT_RETRIEVAL,
+        boost: Sequence[Condition] = (),
+    ) -> list[Hit]:
+        [hits] = await self.search_many(
+            collection,
+            [vector],
+            scope=scope,
+            limit=limit,
+            min_score=min_score,
+            where=where,
+            texts=None if text is None else [text],
+            retrieval=retrieval,
+            boost=boost,
+        )
+        return hits
+
+    async def search_many(
+        self,
+        collection: str,
+        vectors: Sequence[Sequence[float]],
+        *,
+        scope: StoreScope,
+        limit: int,
+        min_score: float | None = None,
+        where: Sequence[Condition] = (),
+        texts: Sequence[str] | None = None,
+        retrieval: Retrieval = DEFAULT_RETRIEVAL,
+        boost: Sequence[Condition] = (),
+    ) -> list[list[Hit]]:
+        shard, size = self._shards[collection], self._shards.sizes[collection]
+        selected, limit = scope_filter(scope, where), checks.limit(limit)
+        boosted = scope_filter(scope, [*where, *boost]) if boost else None
+        if not self._shards.fields[collection]:
+            texts = None  # no lexical vectors: dense
+        probes = [checks.vector(vector, size) for vector in vectors]
+        planned = [
+            edge_query.requests(
+                probe,
+                text,
+                selected=selected,
+                limit=limit,
+                min_score=min_score,
+                retrieval=retrieval,
+                boosted=boosted,
+            )
+            for probe, text in zip(
+                probes, edge_query.search_texts(texts, len(vectors)), strict=True
+            )
+        ]
+        requests = [request for batch, _ in planned for request in batch]
+        if not requests:
+            return []
+        if len(requests) == 1:
+            found = [self._shards.call(lambda: shard.query(requests[0]))]
+        else:
+            found = self._shards.call(lambda: shard.query_batch(qe.QueryBatchRequest(requests)))
+        results, at = [], 0
+        for (batch, kinds), probe in zip(planned, probes, strict=True):
+            lists, at = found[at : at + len(batch)], at + len(batch)
+            results.append(edge_query.hits(lists, kinds, probe, limit, retrieval))
+        return results
+
+    async def get(self, collection: str, ids: Sequence[str], *, scope: StoreScope) -> list[Record]:
+        shard, wanted = self._shards[collection], checks.record_ids(ids)
+        if not wanted:
+            require_scope(scope)
+            return []
+        checks.limit(len(wanted), name="number of ids")
+        request = qe.ScrollRequest(
+            limit=len(wanted),
+            filter=scope_filter(scope, ids=wanted),
+            with_payload=True,
+            with_vector=True,
+        )
+        found = {str(r.id): r for r in self._shards.call(lambda: shard.scroll(request))[0]}
+        return [_record(found[i]) for i in wanted if i in found]
+
+    async def scroll(
+        self,
+        collection: str,
+        *,
+        scope: StoreScope,
+        where: Sequence[Condition] = (),
+        limit: int = 100,
+        offset: str | None = None,
+    ) -> tuple[list[Record], str | None]:
+        shard = self._shards[collection]
+        request = qe.ScrollRequest(
+            offset=None if offset is None else checks.record_id(offset),
+            limit=checks.limit(limit),
+            filter=scope_filter(scope, where),
+            with_payload=True,
+            with_vector=True,
+        )
+        page, following = self._shards.call(lambda: shard.scroll(request))
+        return [_record(r) for r in page], None if following is None else str(following)
+
+    async def count(
+        self, collection: str, *, scope: StoreScope, where: Sequence[Condition] = ()
+    ) -> int:
+        shard = self._shards[collection]
+        request = qe.CountRequest(exact=True, filter=scope_filter(scope, where))
+        return self._shards.call(lambda: shard.count(request))
+
+    async def set_payload(
+        self, collection: str, ids: Sequence[str], payload: Mapping[str, Any], *, scope: StoreScope
+    ) -> None:
+        shard, wanted = self._shards[collection], checks.record_ids(ids)
+        update, selected = checks.payload_update(payload), scope_filter(scope, ids=wanted)
+        if wanted and update:
+            op = qe.UpdateOperation.set_payload_by_filter(selected, update)
+            self._shards.call(lambda: shard.update(op))
+            self._indexer.wrote(collection, wanted, payloads=True)
+
+    async def delete(
+        self,
+        collection: str,
+        *,
+        scope: StoreScope,
+        ids: Sequence[str] | None = None,
+        where: Sequence[Condition] = (),
+    ) -> int:
+        shard = self._shards[collection]
+        selected = scope_filter(scope, where, None if ids is None else checks.record_ids(ids))
+        if ids is not None and not ids:
+            return 0
+        # No await between counting and deleting: nothing else on this loop writes in between.
+        counted = qe.CountRequest(exact=True, filter=selected)
+        doomed = self._shards.call(lambda: shard.count(counted))
+        if doomed:
+            self._indexer.deleting(collection, shard, selected, doomed)
+            delete = qe.UpdateOperation.delete_points_by_filter(selected)
+            self._shards.call(lambda: shard.update(delete))
+            self._indexer.deleted(collection, doomed)
+        return doomed
+
+
+def _record(rec: qe.Record) -> Record:
+    return Record(str(rec.id), rec.payload or {}, edge_query.dense_of(rec.vector))
