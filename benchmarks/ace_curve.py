@@ -81,6 +81,7 @@ from memory_services.playbook.service import PlaybookMemoryProcessor
 from react_mem.agent import json_reply, prompt
 from react_mem.agent.config import AgentMemConfig
 from react_mem.agent.items import bullet_items, episode_items
+from react_mem.agent.sources import Sources
 from react_mem.agent.tools import Tool
 from react_mem.bus.memory import MemoryTransport
 from react_mem.bus.rpc import RequestResponseClient
@@ -91,6 +92,7 @@ from react_mem.embedding.base import Embedder
 from react_mem.learner.ace import AceConfig
 from react_mem.learner.heuristic import matches
 from react_mem.learner.planner import Limits, Planner
+from react_mem.processor.kinds import MemoryKinds
 from react_mem.schema import AgentStep
 from react_mem.schema.episodes import EpisodeResponse
 from react_mem.schema.playbook import Delta, DeltaOperation, PlaybookResponse
@@ -238,6 +240,7 @@ async def attempt(
         s.counter,
         cfg.memory_token_budget,
         sections,
+        prompt.Layout.of(Sources.of(MemoryKinds.from_entry_points())),
         playbook_share=cfg.playbook_token_share,
         post_context=cfg.playbook_injection == "post_context",
     )

@@ -41,6 +41,7 @@ from react_mem.schema.playbook import (
 from react_mem.schema.trajectory import Trajectory
 from react_mem.tokens import HFTokenCounter
 from tests.support.agent_stack import Stack, agent_stack, trajectory_queue
+from tests.support.kinds import LAYOUT
 
 BULLETS = [
     Bullet(
@@ -419,6 +420,7 @@ def test_bullets_take_their_share_of_the_budget_and_are_never_cut(
             counter,
             budget,
             {"facts": facts, "playbook": prompt.bullet_items(many_bullets(30))},
+            LAYOUT,
             playbook_share=0.25,
             post_context=post_context,
         )

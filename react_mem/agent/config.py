@@ -5,16 +5,17 @@ JSON (``"5"``, ``"true"``) or plain text (``additional-context``). Keys use Trus
 hyphenated spelling. An unknown key is refused, naming the closest valid one; a bad value
 is logged and the previous configuration kept, so one typo cannot take an agent down.
 
-Besides its own fields, the config takes the keys memory sources declare (``Key``, through
-``declare``, which ``react_mem.agent.sources.register`` calls): a new memory source brings
-its keys, defaults and bounds with it, read back with ``AgentMemConfig.declared``.
+Besides its own fields, the config takes the keys memory sources declare (``Key``): a memory
+kind's source brings its keys, defaults and bounds with it, ``parse`` is given them (the
+agent's ``Sources.keys``, read once from its memory kinds) and ``AgentMemConfig.declared``
+reads them back. What the config accepts depends only on the keys it is given.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Self
 
@@ -23,6 +24,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     create_model,
     model_validator,
 )
@@ -62,25 +64,17 @@ class Key:
     default: Any
 
 
-#: Keys declared by registered memory sources, by name.
-DECLARED: dict[str, Key] = {}
-
-
-def declare(keys: Iterable[Key]) -> None:
-    """Make ``keys`` ``agent-mem`` keys; a name the config already has is refused."""
+def check_keys(keys: Iterable[Key]) -> None:
+    """Refuse declared keys the config already has (or another source declares), spelt
+    otherwise than hyphenated, or whose type or default is bad: at start-up, not at the
+    first parse."""
     keys = list(keys)
-    taken = _field_keys() | SHARED_KEYS | set(DECLARED)
+    taken = _field_keys() | SHARED_KEYS
     for key in keys:
         if key.name in taken or key.name != key.name.replace("_", "-"):
             raise ConfigurationError(f"{CONFIG_TYPE} key {key.name!r} is taken or misspelt")
         taken.add(key.name)
-    _declared_model(keys)  # a bad type or default fails here, not at the first parse
-    DECLARED.update((key.name, key) for key in keys)
-
-
-def undeclare(names: Iterable[str]) -> None:
-    for name in names:
-        DECLARED.pop(name, None)
+    _declared_model(keys)
 
 
 def _declared_model(keys: Iterable[Key]) -> type[BaseModel]:
@@ -159,14 +153,16 @@ class AgentMemConfig(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _declared(cls, data: Any) -> Any:
-        """The declared keys validated, defaults filled in; any other extra dropped."""
+    def _declared(cls, data: Any, info: ValidationInfo) -> Any:
+        """The declared keys (``keys`` of the validation context) validated, defaults
+        filled in; any other extra dropped."""
         if not isinstance(data, dict):
             return data
+        keys: Sequence[Key] = (info.context or {}).get("keys", ())
         own = _field_keys() | set(cls.model_fields)
-        values = {k: v for k, v in data.items() if k in DECLARED}
+        values = {k: v for k, v in data.items() if k in {key.name for key in keys}}
         try:
-            declared = _declared_model(DECLARED.values()).model_validate(values)
+            declared = _declared_model(keys).model_validate(values)
         except ValidationError as exc:
             error = exc.errors()[0]
             where = ".".join(str(part) for part in error["loc"])
@@ -196,10 +192,17 @@ class AgentMemConfig(BaseModel):
         return self.enable_memory if requested is None else requested
 
     @classmethod
-    def parse(cls, values: dict[str, str], *, defaults: dict[str, Any] | None = None) -> Self:
-        """Build from a config map (string values, JSON where it parses)."""
+    def parse(
+        cls,
+        values: dict[str, str],
+        *,
+        keys: Sequence[Key] = (),
+        defaults: dict[str, Any] | None = None,
+    ) -> Self:
+        """Build from a config map (string values, JSON where it parses); ``keys``: those
+        the memory sources declare (the agent's ``Sources.keys``)."""
         data: dict[str, Any] = dict(defaults or {})
-        known = _field_keys() | set(DECLARED) | SHARED_KEYS
+        known = _field_keys() | {k.name for k in keys} | SHARED_KEYS
         for key, raw in values.items():
             key = key.replace("_", "-")
             if key not in known:
@@ -209,7 +212,7 @@ class AgentMemConfig(BaseModel):
             if key not in SHARED_KEYS:
                 data[key] = _value(raw)
         try:
-            return cls.model_validate(data)
+            return cls.model_validate(data, context={"keys": keys})
         except ValidationError as exc:
             raise ConfigurationError(f"invalid {CONFIG_TYPE} config: {exc}") from exc
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from react_mem.processor.kinds import Deploy, MemoryKind, kinds
+from react_mem.processor.kinds import Deploy, MemoryKind, MemoryKinds
 
 QueueClass = Literal["request", "response", "flow"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -165,7 +165,7 @@ LEARNER = Node(
 TEXT_COMPLETION = Node("text-completion", serves("text-completion"), blueprint=False)
 
 
-def agent(memory: Sequence[MemoryKind]) -> Node:
+def agent(memory: Iterable[MemoryKind]) -> Node:
     """The agent, with an optional client of each memory service it calls."""
     return Node(
         "agent-mem",
@@ -194,16 +194,15 @@ def memory_node(kind: MemoryKind) -> Node:
     )
 
 
-def nodes() -> tuple[Node, ...]:
+def nodes(memory: MemoryKinds) -> tuple[Node, ...]:
     """The stack, in the order of ``config/flows/stack.yaml``: the agent, the learner, the
-    text completion, then every registered memory kind."""
-    memory = kinds()
+    text completion, then every memory kind."""
     return (agent(memory), LEARNER, TEXT_COMPLETION, *(memory_node(k) for k in memory))
 
 
-def interfaces() -> tuple[str, ...]:
+def interfaces(memory: MemoryKinds) -> tuple[str, ...]:
     """What a TrustGraph client may call directly: the agent and the memory services."""
-    return ("agent", *(k.name for k in kinds() if k.interface))
+    return ("agent", *(k.name for k in memory if k.interface))
 
 
 FLOW_INTERFACES = ("agent-feedback", "memory-audit")
@@ -217,8 +216,8 @@ BLUEPRINT_HEAD = {
 }
 
 
-def node(node_id: str) -> Node:
-    return next(n for n in nodes() if n.id == node_id)
+def node(node_id: str, memory: MemoryKinds) -> Node:
+    return next(n for n in nodes(memory) if n.id == node_id)
 
 
 def topics(n: Node, workspace: str, flow_name: str, *, trustgraph: bool = False) -> dict[str, str]:
@@ -241,18 +240,18 @@ def flow_yaml(nodes: Sequence[Node], workspace: str = "default", flow_name: str 
     return "\n\n".join(blocks) + "\n"
 
 
-def blueprint() -> dict[str, Any]:
+def blueprint(memory: MemoryKinds) -> dict[str, Any]:
     served: dict[str, dict[str, str]] = {
         name: {
             "request": f"request:tg:{name}:{{workspace}}:{{id}}",
             "response": f"response:tg:{name}:{{workspace}}:{{id}}",
         }
-        for name in interfaces()
+        for name in interfaces(memory)
     }
     served |= {name: {"flow": f"flow:tg:{name}:{{workspace}}:{{id}}"} for name in FLOW_INTERFACES}
     entries = {
         f"{n.id}:{{id}}": {"topics": topics(n, "{workspace}", "{id}", trustgraph=True)}
-        for n in nodes()
+        for n in nodes(memory)
         if n.blueprint
     }
     return {**BLUEPRINT_HEAD, "interfaces": served, "blueprint": {}, "flow": entries}
@@ -298,10 +297,10 @@ HELM_STORES = """
 """
 
 
-def helm_flows() -> str:
+def helm_flows(memory: MemoryKinds) -> str:
     """The chart's flow-file template: each enabled processor's topics per flow."""
     lines = []
-    for n in nodes():
+    for n in nodes(memory):
         lines += [f'{{{{- if hasKey $on "{n.id}" -}}}}', "{{- $t := dict -}}"]
         for t in n.topics:
             scope = "$ws" if t.per_workspace else "$s"
@@ -312,19 +311,19 @@ def helm_flows() -> str:
             else:
                 lines.append(f'{{{{- if hasKey $on "{t.when}" }}}}{{{{ {set_} }}}}{{{{ end -}}}}')
         lines += [f'{{{{- $_ := set $topics "{n.id}" $t -}}}}', "{{- end -}}"]
-    stores = " ".join(name for name, d in memory_services() if d.qdrant)
+    stores = " ".join(name for name, d in memory_services(memory) if d.qdrant)
     return HELM_HEAD + "\n".join(lines) + "\n" + HELM_TAIL + HELM_STORES.format(stores)
 
 
-def memory_services() -> list[tuple[str, Deploy]]:
-    return [(k.name, k.deploy) for k in kinds()]
+def memory_services(memory: MemoryKinds) -> list[tuple[str, Deploy]]:
+    return [(k.name, k.deploy) for k in memory]
 
 
-def group_entries(*, own_flows: bool = False) -> str:
+def group_entries(memory: MemoryKinds, *, own_flows: bool = False) -> str:
     """The memory services' entries in ``config/groups/stack.yaml``, or with ``own_flows``
     in ``memory.yaml`` (each on its own flow file)."""
     lines = []
-    for name, d in memory_services():
+    for name, d in memory_services(memory):
         if own_flows:
             flows = f"../flows/{name}.yaml"
             lines += [
@@ -339,10 +338,10 @@ def group_entries(*, own_flows: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def compose_services() -> str:
+def compose_services(memory: MemoryKinds) -> str:
     """The memory services' blocks in ``docker-compose.yml``."""
     blocks = []
-    for name, d in memory_services():
+    for name, d in memory_services(memory):
         base, env = ("memory-service", "memory-env") if d.qdrant else ("react-mem", "react-mem-env")
         blocks.append(
             f'  {name}:\n    <<: *{base}\n    command: ["run", "{name}"]\n'
@@ -352,10 +351,10 @@ def compose_services() -> str:
     return "\n".join(blocks)
 
 
-def values_entries() -> str:
+def values_entries(memory: MemoryKinds) -> str:
     """The memory services' entries under ``processors:`` in the chart's ``values.yaml``."""
     blocks = []
-    for name, d in memory_services():
+    for name, d in memory_services(memory):
         r = d.resources
         blocks.append(
             f"  {name}:\n    enabled: true\n    id: {name}\n    replicas: 1\n"
@@ -366,10 +365,10 @@ def values_entries() -> str:
     return "\n".join(blocks)
 
 
-def _alerts() -> str:
+def _alerts(memory: MemoryKinds) -> str:
     """The alerts with the Qdrant-latency alert watching every Qdrant-backed service."""
     text = ALERTS.read_text(encoding="utf-8")
-    watched = "|".join(name for name, d in memory_services() if d.qdrant)
+    watched = "|".join(name for name, d in memory_services(memory) if d.qdrant)
     new, found = ALERT_SELECTOR.subn(lambda m: m[1] + watched + m[2], text)
     if found != 1:
         raise SystemExit(f"{ALERTS}: expected one {ALERT_SELECTOR.pattern!r}, found {found}")
@@ -386,7 +385,7 @@ def _between(path: Path, begin: str, end: str, content: str) -> str:
     return head + found + content + found_end + tail
 
 
-def _schema() -> str:
+def _schema(memory: MemoryKinds) -> str:
     """The chart's values schema with its processor names (the config service's, and
     every node's) from the description."""
     text = SCHEMA.read_text(encoding="utf-8")
@@ -394,7 +393,7 @@ def _schema() -> str:
     _, found_end, tail = rest.partition("\n      }\n")
     if not (found and found_end):
         raise SystemExit(f"{SCHEMA}: no processors.properties object in its expected shape")
-    names = [n.id for n in nodes()] + ["config-service"]
+    names = [n.id for n in nodes(memory)] + ["config-service"]
     ref = '{"$ref": "#/definitions/processor"}'
     body = ",\n".join(f'        "{name}": {ref}' for name in names)
     return head + found + body + found_end + tail
@@ -416,26 +415,27 @@ def _comments(lines: list[str]) -> int:
     return next((i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))
 
 
-def generated() -> dict[Path, str]:
-    """Every generated file and its content."""
+def generated(memory: MemoryKinds) -> dict[Path, str]:
+    """Every generated file and its content, for the memory kinds ``memory``."""
+    own_flows = group_entries(memory, own_flows=True)
     files = {
-        FLOWS / "stack.yaml": _header(FLOWS / "stack.yaml", MARKER) + flow_yaml(nodes()),
-        BLUEPRINT: json.dumps(blueprint(), indent=2, ensure_ascii=False) + "\n",
-        HELM_FLOWS: helm_flows(),
-        GROUP: _header(GROUP, SERVICES_MARKER) + group_entries(),
-        MEMORY_GROUP: _header(MEMORY_GROUP, SERVICES_MARKER) + group_entries(own_flows=True),
-        COMPOSE: _between(COMPOSE, SERVICES_MARKER, SERVICES_END, compose_services()),
-        SCHEMA: _schema(),
-        VALUES: _between(VALUES, SERVICES_MARKER, SERVICES_END, values_entries()),
-        ALERTS: _alerts(),
+        FLOWS / "stack.yaml": _header(FLOWS / "stack.yaml", MARKER) + flow_yaml(nodes(memory)),
+        BLUEPRINT: json.dumps(blueprint(memory), indent=2, ensure_ascii=False) + "\n",
+        HELM_FLOWS: helm_flows(memory),
+        GROUP: _header(GROUP, SERVICES_MARKER) + group_entries(memory),
+        MEMORY_GROUP: _header(MEMORY_GROUP, SERVICES_MARKER) + own_flows,
+        COMPOSE: _between(COMPOSE, SERVICES_MARKER, SERVICES_END, compose_services(memory)),
+        SCHEMA: _schema(memory),
+        VALUES: _between(VALUES, SERVICES_MARKER, SERVICES_END, values_entries(memory)),
+        ALERTS: _alerts(memory),
         PROMETHEUS: _between(
             PROMETHEUS,
             "          " + SERVICES_MARKER.lstrip(),
             "          " + SERVICES_END.lstrip(),
-            "".join(f"          - {name}\n" for name, _ in memory_services()),
+            "".join(f"          - {name}\n" for name, _ in memory_services(memory)),
         ),
     }
-    for n in nodes():
+    for n in nodes(memory):
         path = FLOWS / f"{n.id}.yaml"
         if path.exists():
             files[path] = _header(path, None) + "default:\n" + flow_yaml([n])
@@ -445,7 +445,8 @@ def generated() -> dict[Path, str]:
     return files
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, memory: MemoryKinds | None = None) -> int:
+    """``memory``: the memory kinds (by default the installed packages')."""
     parser = argparse.ArgumentParser(
         prog="react-mem-topology", description="Generate the queue topology files."
     )
@@ -453,7 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode.add_argument("--write", action="store_true", help="write the generated files")
     mode.add_argument("--check", action="store_true", help="fail when a file differs")
     args = parser.parse_args(argv)
-    files = generated()
+    files = generated(MemoryKinds.from_entry_points() if memory is None else memory)
     stale = [p for p, text in files.items() if not p.exists() or p.read_text("utf-8") != text]
     for path in stale:
         if args.write:
