@@ -117,7 +117,7 @@ async def test_a_registered_source_is_asked_with_its_settings_and_the_vector() -
             embeds=lambda cfg: True,
         ),
         source("off", by_vector, top_k="episode-retrieval-top-k"),
-        source("absent", by_vector, top_k="playbook-top-k"),
+        source("absent", by_vector, top_k="fact-retrieval-top-k"),
     ]
     cfg = AgentMemConfig(**{"fact-retrieval-top-k": 7, "episode-retrieval-top-k": 0})
     flow = cast(Flow, FlowWith("by-id-memory-request", "by-vector-memory-request"))

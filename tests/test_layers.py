@@ -152,9 +152,9 @@ def string_imports() -> list[str]:
     found = []
     for _, path in modules():
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                if STRING_IMPORT.match(node.value):
-                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value}")
+            text = node.value if isinstance(node, ast.Constant) else None
+            if isinstance(text, str) and STRING_IMPORT.match(text):
+                found.append(f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}: {text}")
     return found
 
 

@@ -3,13 +3,18 @@ request's own conversation loaded by id (named by ``kind.py``)."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
+from pydantic import Field
+
+from react_mem.agent.config import Key
 from react_mem.agent.items import Item, conversation_items
-from react_mem.agent.sources import Ask, MemorySource
+from react_mem.agent.sources import Ask, MemorySource, setting
 from react_mem.clients.conversations import CONVERSATION_MEMORY, ConversationClient
 
 
 async def _conversation(ask: Ask) -> list[Item]:
-    turns = ask.cfg.conversation_turns
+    turns = int(setting(ask.cfg, "conversation-turns"))
     conversation = await ConversationClient.of(ask.flow).get(ask.scope, limit=max(turns, 1))
     return conversation_items(conversation, turns)
 
@@ -22,4 +27,8 @@ CONVERSATIONS = MemorySource(
     section=30,
     fetch=_conversation,
     needs=lambda scope: scope.conversation is not None,
+    keys=(
+        # The conversation's most recent turns shown besides its rolling summary.
+        Key("conversation-turns", Annotated[int, Field(ge=0, le=100)], 5),
+    ),
 )

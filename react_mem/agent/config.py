@@ -8,7 +8,12 @@ is logged and the previous configuration kept, so one typo cannot take an agent 
 Besides its own fields, the config takes the keys memory sources declare (``Key``): a memory
 kind's source brings its keys, defaults and bounds with it, ``parse`` is given them (the
 agent's ``Sources.keys``, read once from its memory kinds) and ``AgentMemConfig.declared``
-reads them back. What the config accepts depends only on the keys it is given.
+reads them back (``sources.setting`` reads either kind). What the config accepts depends
+only on the keys it is given. Its own fields are what the agent itself reads: a recall
+source's top-k and minimum score stay here where the agent's memory tools read them too
+(``fact-*``, ``episode-*``), as do the playbook's place and share in the prompt and its
+context scope; a key only a source reads (``conversation-turns``, ``reflection-*``,
+``playbook-top-k``, ``playbook-weights``, ``playbook-relevance``) is declared by it.
 """
 
 from __future__ import annotations
@@ -30,7 +35,6 @@ from pydantic import (
 )
 
 from react_mem.errors import ConfigurationError
-from react_mem.schema.playbook import Weights
 from react_mem.schema.retrieval import FusionMethod, RetrievalMode, RetrievalOptions
 
 CONFIG_TYPE = "agent-mem"
@@ -77,9 +81,13 @@ def check_keys(keys: Iterable[Key]) -> None:
     _declared_model(keys)
 
 
+def _field_name(key: Key) -> str:
+    return key.name.replace("-", "_")
+
+
 def _declared_model(keys: Iterable[Key]) -> type[BaseModel]:
     fields: dict[str, Any] = {
-        k.name.replace("-", "_"): (k.type, Field(default=k.default, alias=k.name)) for k in keys
+        _field_name(k): (k.type, Field(default=k.default, alias=k.name)) for k in keys
     }
     return create_model("DeclaredKeys", __config__=ConfigDict(populate_by_name=True), **fields)
 
@@ -95,16 +103,9 @@ class AgentMemConfig(BaseModel):
     working_memory_keep_recent: int = Field(default=3, ge=0, alias="working-memory-keep-recent")
     fact_retrieval_top_k: int = Field(default=5, ge=0, le=100, alias="fact-retrieval-top-k")
     episode_retrieval_top_k: int = Field(default=3, ge=0, le=50, alias="episode-retrieval-top-k")
-    #: The conversation's most recent turns shown besides its rolling summary.
-    conversation_turns: int = Field(default=5, ge=0, le=100, alias="conversation-turns")
     #: Facts and episodes less similar than this (cosine) are left out of the prompt.
     fact_min_score: float = Field(default=0.15, ge=-1.0, le=1.0, alias="fact-min-score")
     episode_min_score: float = Field(default=0.3, ge=-1.0, le=1.0, alias="episode-min-score")
-    #: Recent reflections in the prompt (seed 003): the lessons of up to this many of the
-    #: owner's episodes from the last ``reflection-window-days``, of the request's task type
-    #: when it names one, most relevant first, beside the episodes recalled; 0: none.
-    reflection_top_k: int = Field(default=3, ge=0, le=20, alias="reflection-top-k")
-    reflection_window_days: float = Field(default=7.0, gt=0, alias="reflection-window-days")
     #: How facts and episodes are ranked: by meaning (``dense``), by words (``lexical``,
     #: BM25) or both fused (``hybrid``: ``rrf`` ranks or ``dbsf`` scores), and RRF's
     #: weights as ``[dense, lexical]``.
@@ -117,15 +118,6 @@ class AgentMemConfig(BaseModel):
     memory_token_budget: int = Field(default=800, ge=0, alias="memory-token-budget")
     #: Seconds each memory service may take at invocation start; a late one is left out.
     memory_timeout: float = Field(default=2.0, gt=0, le=60, alias="memory-timeout")
-    #: Playbook bullets (ACE strategies) recalled per invocation; 0 turns the playbook off.
-    playbook_top_k: int = Field(default=8, ge=0, le=200, alias="playbook-top-k")
-    #: Retrieval weights: a preset (``default``, ``relevance-dominant``) or JSON weights.
-    playbook_weights: Literal["default", "relevance-dominant"] | Weights = Field(
-        default="default", alias="playbook-weights"
-    )
-    playbook_relevance: Literal["embedding", "jaccard", "hybrid"] = Field(
-        default="embedding", alias="playbook-relevance"
-    )
     #: The context scope bullets are recalled from (seed 001 enhancement 1; "" is shared).
     playbook_context_scope: str = Field(default="", alias="playbook-context-scope")
     #: ``pre_context``: first in the memory section. ``post_context``: right before the
@@ -168,7 +160,8 @@ class AgentMemConfig(BaseModel):
             where = ".".join(str(part) for part in error["loc"])
             raise ValueError(f"{where}: {error['msg']} (got {error.get('input')!r})") from None
         kept = {k: v for k, v in data.items() if k in own}
-        return kept | declared.model_dump(by_alias=True)
+        # The validated values themselves (a model stays a model), by their hyphenated names.
+        return kept | {k.name: getattr(declared, _field_name(k)) for k in keys}
 
     def declared(self, key: str) -> Any:
         """The value of a key a memory source declared (``KeyError`` for any other)."""

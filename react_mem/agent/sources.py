@@ -132,17 +132,19 @@ class Sources:
         if twice:
             raise ConfigurationError(f"memory sources named twice: {', '.join(twice)}")
         check_keys(k for s in sources for k in s.keys)
-        ordered = tuple(sorted(sources, key=lambda s: s.section))
+        ordered = tuple(sorted(sources, key=lambda s: (s.section, s.name)))
         object.__setattr__(self, "sources", ordered)
 
     @classmethod
     def of(cls, kinds: MemoryKinds) -> Sources:
         """The sources the memory kinds name."""
-        named = [k.source for k in kinds if k.source is not None]
+        named = []
         for kind in kinds:
-            if kind.source is not None and not isinstance(kind.source, MemorySource):
+            if isinstance(kind.source, MemorySource):
+                named.append(kind.source)
+            elif kind.source is not None:
                 raise ConfigurationError(f"the source of {kind.name} is not a MemorySource")
-        return cls([s for s in named if isinstance(s, MemorySource)])
+        return cls(named)
 
     @property
     def keys(self) -> tuple[Key, ...]:
