@@ -20,8 +20,10 @@ from react_mem.agent.config import AgentMemConfig, Key
 from react_mem.agent.items import Item, clean
 from react_mem.agent.memory import MemoryRecall
 from react_mem.agent.prompt import Layout, render_context, user_prompt
+from react_mem.agent.service import AgentProcessor
 from react_mem.agent.settings import client_specs
 from react_mem.agent.sources import Ask, MemorySource, Sources, setting
+from react_mem.bus.memory import MemoryTransport
 from react_mem.clients.base import Service, ServiceClient
 from react_mem.commands import forget, topology
 from react_mem.errors import ConfigurationError
@@ -30,6 +32,7 @@ from react_mem.processor.base import Processor
 from react_mem.processor.flow import Flow
 from react_mem.processor.kinds import MemoryKind, MemoryKinds
 from react_mem.processor.runtime import resolve_processor
+from react_mem.processor.specs import RequestResponseSpec
 from react_mem.schema.agent import MemoryRef
 from react_mem.schema.forget import Forgotten
 from react_mem.schema.scope import Scope
@@ -138,6 +141,20 @@ def test_one_registration_reaches_the_runtime_the_topology_and_forget() -> None:
         "request:tg:note-memory:ws:default"
     )
     assert forget.clients(WITH_NOTES)["note-memory"] is NoteClient
+
+
+def test_the_runtime_hands_the_agent_the_kinds_it_read() -> None:
+    """What ``supervise`` does: ``create`` with the kinds read at start-up."""
+    settings = AgentProcessor.Settings.load({"id": "agent-mem"})
+    agent = AgentProcessor.create(settings, MemoryTransport(), WITH_NOTES)
+    clients = {s.request for s in agent.specifications if isinstance(s, RequestResponseSpec)}
+    assert {"note-memory-request", "fact-memory-request"} <= clients
+    assert agent.layout.order[-1] == "notes"
+    assert setting(agent.workspace("ws").config, "notes-top-k") == 2
+    plain = AgentProcessor.create(settings, MemoryTransport(), INSTALLED)
+    assert "notes" not in plain.layout.order
+    with pytest.raises(KeyError, match="notes-top-k"):
+        setting(plain.workspace("ws").config, "notes-top-k")
 
 
 def test_without_its_kind_nothing_of_it_is_known_whatever_was_built_first() -> None:
