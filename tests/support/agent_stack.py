@@ -323,7 +323,8 @@ async def agent_stack(
             await put_config("default", workspace, transport)
         else:
             values["flows"] = write_flows(tmp_path / f"flows-{pid}.yaml", workspace)
-        agent = AgentProcessor(AgentProcessor.Settings.load(values), transport, registry=registry)
+        settings = AgentProcessor.Settings.load(values)
+        agent = AgentProcessor(settings, transport, registry=registry, kinds=INSTALLED)
         await start(agent)
         await client.start()
         yield Stack(transport, unique, llm, agent, rag, up, client, topics, others, book, registry)
