@@ -81,6 +81,7 @@ from memory_services.playbook.service import PlaybookMemoryProcessor
 from react_mem.agent import json_reply, prompt
 from react_mem.agent.config import AgentMemConfig
 from react_mem.agent.items import bullet_items, episode_items
+from react_mem.agent.sources import Sources, setting
 from react_mem.agent.tools import Tool
 from react_mem.bus.memory import MemoryTransport
 from react_mem.bus.rpc import RequestResponseClient
@@ -91,12 +92,17 @@ from react_mem.embedding.base import Embedder
 from react_mem.learner.ace import AceConfig
 from react_mem.learner.heuristic import matches
 from react_mem.learner.planner import Limits, Planner
+from react_mem.processor.kinds import MemoryKinds
 from react_mem.schema import AgentStep
 from react_mem.schema.episodes import EpisodeResponse
 from react_mem.schema.playbook import Delta, DeltaOperation, PlaybookResponse
 from react_mem.schema.scope import Scope
 from react_mem.schema.trajectory import Trajectory
 from react_mem.tokens import HFTokenCounter, TokenCounter
+
+#: The memory kinds' recall sources and the agent-mem keys they declare, read once.
+SOURCES = Sources.of(MemoryKinds.from_entry_points())
+KEYS = SOURCES.keys
 
 WS, FLOW = "default", "curve"
 #: (name, learns a playbook, stores episodes, seeded with the right strategies only)
@@ -114,7 +120,7 @@ class Services:
     episodes: EpisodeClient
     embedder: Embedder
     counter: TokenCounter
-    cfg: AgentMemConfig = field(default_factory=lambda: AgentMemConfig.parse({}))
+    cfg: AgentMemConfig = field(default_factory=lambda: AgentMemConfig.parse({}, keys=KEYS))
 
 
 #: What answers a prompt: (task, system, user prompt, ids shown, rng) -> decision, tokens.
@@ -219,9 +225,9 @@ async def attempt(
         Playbook(collection=arm),
         task.question,
         vector=vector,
-        top_k=cfg.playbook_top_k,
-        relevance=cfg.playbook_relevance,
-        weights=cfg.playbook_weights,
+        top_k=setting(cfg, "playbook-top-k"),
+        relevance=setting(cfg, "playbook-relevance"),
+        weights=setting(cfg, "playbook-weights"),
     )
     sections = {"playbook": bullet_items(bullets)}
     if episodes:
@@ -238,6 +244,7 @@ async def attempt(
         s.counter,
         cfg.memory_token_budget,
         sections,
+        prompt.Layout.of(SOURCES),
         playbook_share=cfg.playbook_token_share,
         post_context=cfg.playbook_injection == "post_context",
     )

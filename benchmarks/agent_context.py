@@ -573,9 +573,12 @@ async def assemble(s: Stack, question: str, scope: Scope) -> tuple[float, Recall
     """Total seconds, the recall, render seconds and the memory section, as ``begin``."""
     cfg = s.config
     started = time.perf_counter()
-    recall = await MemoryRecall(s.flow, s.agent.embedder, cfg).recall(question, scope)
+    recall = await MemoryRecall(s.flow, s.agent.embedder, cfg, s.agent.sources).recall(
+        question, scope
+    )
     rendered = time.perf_counter()
-    context, _ = prompt.render_memory(s.counter, cfg.memory_token_budget, recall.items)
+    budget = cfg.memory_token_budget
+    context, _ = prompt.render_memory(s.counter, budget, recall.items, s.agent.layout)
     done = time.perf_counter()
     return done - started, recall, done - rendered, context
 

@@ -23,6 +23,7 @@ from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
 from react_mem.errors import RequestTimeout
 from react_mem.ping.service import PingProcessor
+from react_mem.processor.kinds import MemoryKinds
 from react_mem.processor.runtime import ProcessorEntry, serve
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.schema.ping import PingRequest, PingResponse
@@ -147,7 +148,8 @@ async def in_process(url: str, flows: Path, args: argparse.Namespace, broker: in
         finally:
             stopping.set()
 
-    await serve([ProcessorEntry(PingProcessor, settings)], settings, stopping=stopping, ready=ready)
+    entry = ProcessorEntry(PingProcessor, settings, MemoryKinds())  # the ping needs no kinds
+    await serve([entry], settings, stopping=stopping, ready=ready)
     return result
 
 

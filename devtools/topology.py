@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 from devtools.splice import alerts, between, header, schema
 from react_mem.commands.common import queue
-from react_mem.processor.kinds import Deploy, MemoryKind, kinds
+from react_mem.processor.kinds import Deploy, MemoryKind, MemoryKinds
 
 QueueClass = Literal["request", "response", "flow"]
 #: The generated files, relative to the repository root (``--root``, the working directory).
@@ -156,7 +156,7 @@ LEARNER = Node(
 TEXT_COMPLETION = Node("text-completion", serves("text-completion"), blueprint=False)
 
 
-def agent(memory: Sequence[MemoryKind]) -> Node:
+def agent(memory: Iterable[MemoryKind]) -> Node:
     """The agent, with an optional client of each memory service it calls."""
     return Node(
         "agent-mem",
@@ -185,16 +185,15 @@ def memory_node(kind: MemoryKind) -> Node:
     )
 
 
-def nodes() -> tuple[Node, ...]:
+def nodes(memory: MemoryKinds) -> tuple[Node, ...]:
     """The stack, in the order of ``config/flows/stack.yaml``: the agent, the learner, the
-    text completion, then every registered memory kind."""
-    memory = kinds()
+    text completion, then every memory kind."""
     return (agent(memory), LEARNER, TEXT_COMPLETION, *(memory_node(k) for k in memory))
 
 
-def interfaces() -> tuple[str, ...]:
+def interfaces(memory: MemoryKinds) -> tuple[str, ...]:
     """What a TrustGraph client may call directly: the agent and the memory services."""
-    return ("agent", *(k.name for k in kinds() if k.interface))
+    return ("agent", *(k.name for k in memory if k.interface))
 
 
 FLOW_INTERFACES = ("agent-feedback", "memory-audit")
@@ -208,8 +207,8 @@ BLUEPRINT_HEAD = {
 }
 
 
-def node(node_id: str) -> Node:
-    return next(n for n in nodes() if n.id == node_id)
+def node(node_id: str, memory: MemoryKinds) -> Node:
+    return next(n for n in nodes(memory) if n.id == node_id)
 
 
 def topics(n: Node, workspace: str, flow_name: str, *, trustgraph: bool = False) -> dict[str, str]:
@@ -232,18 +231,18 @@ def flow_yaml(nodes: Sequence[Node], workspace: str = "default", flow_name: str 
     return "\n\n".join(blocks) + "\n"
 
 
-def blueprint() -> dict[str, Any]:
+def blueprint(memory: MemoryKinds) -> dict[str, Any]:
     served: dict[str, dict[str, str]] = {
         name: {
             "request": f"request:tg:{name}:{{workspace}}:{{id}}",
             "response": f"response:tg:{name}:{{workspace}}:{{id}}",
         }
-        for name in interfaces()
+        for name in interfaces(memory)
     }
     served |= {name: {"flow": f"flow:tg:{name}:{{workspace}}:{{id}}"} for name in FLOW_INTERFACES}
     entries = {
         f"{n.id}:{{id}}": {"topics": topics(n, "{workspace}", "{id}", trustgraph=True)}
-        for n in nodes()
+        for n in nodes(memory)
         if n.blueprint
     }
     return {**BLUEPRINT_HEAD, "interfaces": served, "blueprint": {}, "flow": entries}
@@ -289,10 +288,10 @@ HELM_STORES = """
 """
 
 
-def helm_flows() -> str:
+def helm_flows(memory: MemoryKinds) -> str:
     """The chart's flow-file template: each enabled processor's topics per flow."""
     lines = []
-    for n in nodes():
+    for n in nodes(memory):
         lines += [f'{{{{- if hasKey $on "{n.id}" -}}}}', "{{- $t := dict -}}"]
         for t in n.topics:
             scope = "$ws" if t.per_workspace else "$s"
@@ -303,19 +302,19 @@ def helm_flows() -> str:
             else:
                 lines.append(f'{{{{- if hasKey $on "{t.when}" }}}}{{{{ {set_} }}}}{{{{ end -}}}}')
         lines += [f'{{{{- $_ := set $topics "{n.id}" $t -}}}}', "{{- end -}}"]
-    stores = " ".join(name for name, d in memory_services() if d.qdrant)
+    stores = " ".join(name for name, d in memory_services(memory) if d.qdrant)
     return HELM_HEAD + "\n".join(lines) + "\n" + HELM_TAIL + HELM_STORES.format(stores)
 
 
-def memory_services() -> list[tuple[str, Deploy]]:
-    return [(k.name, k.deploy) for k in kinds()]
+def memory_services(memory: MemoryKinds) -> list[tuple[str, Deploy]]:
+    return [(k.name, k.deploy) for k in memory]
 
 
-def group_entries(*, own_flows: bool = False) -> str:
+def group_entries(memory: MemoryKinds, *, own_flows: bool = False) -> str:
     """The memory services' entries in ``config/groups/stack.yaml``, or with ``own_flows``
     in ``memory.yaml`` (each on its own flow file)."""
     lines = []
-    for name, d in memory_services():
+    for name, d in memory_services(memory):
         if own_flows:
             flows = f"../flows/{name}.yaml"
             lines += [
@@ -330,10 +329,10 @@ def group_entries(*, own_flows: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def compose_services() -> str:
+def compose_services(memory: MemoryKinds) -> str:
     """The memory services' blocks in ``docker-compose.yml``."""
     blocks = []
-    for name, d in memory_services():
+    for name, d in memory_services(memory):
         base, env = ("memory-service", "memory-env") if d.qdrant else ("react-mem", "react-mem-env")
         blocks.append(
             f'  {name}:\n    <<: *{base}\n    command: ["run", "{name}"]\n'
@@ -343,10 +342,10 @@ def compose_services() -> str:
     return "\n".join(blocks)
 
 
-def values_entries() -> str:
+def values_entries(memory: MemoryKinds) -> str:
     """The memory services' entries under ``processors:`` in the chart's ``values.yaml``."""
     blocks = []
-    for name, d in memory_services():
+    for name, d in memory_services(memory):
         r = d.resources
         blocks.append(
             f"  {name}:\n    enabled: true\n    id: {name}\n    replicas: 1\n"
@@ -357,27 +356,29 @@ def values_entries() -> str:
     return "\n".join(blocks)
 
 
-def generated(root: Path) -> dict[Path, str]:
-    """Every generated file (relative to the repository ``root``) and its content."""
+def generated(root: Path, memory: MemoryKinds) -> dict[Path, str]:
+    """Every generated file (relative to the repository ``root``) and its content, for the
+    memory kinds ``memory``."""
     stack = FLOWS / "stack.yaml"
     files = {
-        stack: header(root / stack, MARKER) + flow_yaml(nodes()),
-        BLUEPRINT: json.dumps(blueprint(), indent=2, ensure_ascii=False) + "\n",
-        HELM_FLOWS: helm_flows(),
-        GROUP: header(root / GROUP, SERVICES_MARKER) + group_entries(),
-        MEMORY_GROUP: header(root / MEMORY_GROUP, SERVICES_MARKER) + group_entries(own_flows=True),
-        COMPOSE: between(root / COMPOSE, SERVICES_MARKER, SERVICES_END, compose_services()),
-        SCHEMA: schema(root / SCHEMA, [n.id for n in nodes()] + ["config-service"]),
-        VALUES: between(root / VALUES, SERVICES_MARKER, SERVICES_END, values_entries()),
-        ALERTS: alerts(root / ALERTS, [name for name, d in memory_services() if d.qdrant]),
+        stack: header(root / stack, MARKER) + flow_yaml(nodes(memory)),
+        BLUEPRINT: json.dumps(blueprint(memory), indent=2, ensure_ascii=False) + "\n",
+        HELM_FLOWS: helm_flows(memory),
+        GROUP: header(root / GROUP, SERVICES_MARKER) + group_entries(memory),
+        MEMORY_GROUP: header(root / MEMORY_GROUP, SERVICES_MARKER)
+        + group_entries(memory, own_flows=True),
+        COMPOSE: between(root / COMPOSE, SERVICES_MARKER, SERVICES_END, compose_services(memory)),
+        SCHEMA: schema(root / SCHEMA, [n.id for n in nodes(memory)] + ["config-service"]),
+        VALUES: between(root / VALUES, SERVICES_MARKER, SERVICES_END, values_entries(memory)),
+        ALERTS: alerts(root / ALERTS, [name for name, d in memory_services(memory) if d.qdrant]),
         PROMETHEUS: between(
             root / PROMETHEUS,
             "          " + SERVICES_MARKER.lstrip(),
             "          " + SERVICES_END.lstrip(),
-            "".join(f"          - {name}\n" for name, _ in memory_services()),
+            "".join(f"          - {name}\n" for name, _ in memory_services(memory)),
         ),
     }
-    for n in nodes():
+    for n in nodes(memory):
         path = FLOWS / f"{n.id}.yaml"
         if (root / path).exists():
             files[path] = header(root / path, None) + "default:\n" + flow_yaml([n])
@@ -395,7 +396,8 @@ def repository(root: Path) -> Path:
     return root
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, memory: MemoryKinds | None = None) -> int:
+    """``memory``: the memory kinds (by default the installed packages')."""
     parser = argparse.ArgumentParser(
         prog="python -m devtools.topology", description="Generate the queue topology files."
     )
@@ -407,7 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     root = repository(args.root)
-    files = generated(root)
+    files = generated(root, MemoryKinds.from_entry_points() if memory is None else memory)
     stale = [
         p for p, text in files.items()
         if not (root / p).exists() or (root / p).read_text("utf-8") != text

@@ -22,6 +22,7 @@ from react_mem.demo import run_demo
 from react_mem.errors import ReactMemError, RequestTimeout
 from react_mem.ownership import DirectoryOwner
 from react_mem.processor.group import load_group
+from react_mem.processor.kinds import MemoryKinds
 from react_mem.processor.runtime import (
     ProcessorEntry,
     free_port,
@@ -258,15 +259,19 @@ async def _demo(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> None:
-    cls = resolve_processor(args.processor)
+    kinds = MemoryKinds.from_entry_points()
+    cls = resolve_processor(args.processor, kinds)
     values = _given(args, "processor")
     values.setdefault("id", cls.default_id)
     settings = cls.Settings.load(values, file=args.settings)
-    await serve([ProcessorEntry(cls, settings)], settings)
+    await serve([ProcessorEntry(cls, settings, kinds)], settings)
 
 
 async def _group(args: argparse.Namespace) -> None:
-    entries = load_group(args.config, settings_file=args.settings, shared=_bus_given(args))
+    kinds = MemoryKinds.from_entry_points()
+    entries = load_group(
+        args.config, kinds=kinds, settings_file=args.settings, shared=_bus_given(args)
+    )
     await serve(entries, _bus_settings(args))
 
 

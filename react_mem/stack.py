@@ -19,6 +19,7 @@ from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
 from react_mem.errors import ConfigurationError, RequestTimeout
 from react_mem.processor.group import load_group
+from react_mem.processor.kinds import MemoryKinds
 from react_mem.processor.runtime import ProcessorEntry, resolve_processor
 from react_mem.schema import (
     AgentRequest,
@@ -50,14 +51,16 @@ def stack_entries(
     llm_settings: dict[str, Any] | None = None,
 ) -> list[ProcessorEntry]:
     """The stack's processors; ``llm`` picks the text-completion backend
-    (``llama-cpp`` or ``openai``), ``llm_settings`` are its extra settings."""
-    entries = load_group(STACK_GROUP, settings_file=settings_file, shared=shared)
-    cls = resolve_processor(f"text-completion-{llm}")
+    (``llama-cpp`` or ``openai``), ``llm_settings`` are its extra settings. The memory kinds
+    are read here, once, and passed to every processor."""
+    kinds = MemoryKinds.from_entry_points()
+    entries = load_group(STACK_GROUP, kinds=kinds, settings_file=settings_file, shared=shared)
+    cls = resolve_processor(f"text-completion-{llm}", kinds)
     result = []
     for entry in entries:
         if entry.settings.id == LLM_ID:
             values = {**entry.settings.model_dump(exclude_unset=True), **(llm_settings or {})}
-            entry = ProcessorEntry(cls, cls.Settings.load(values, file=settings_file))
+            entry = ProcessorEntry(cls, cls.Settings.load(values, file=settings_file), kinds)
             if llm == "openai":
                 _check_endpoint(entry.settings)
         result.append(entry)

@@ -26,6 +26,8 @@ from memory_services.playbook.records import PlaybookPolicy
 from memory_services.playbook.service import PlaybookMemorySettings
 from memory_services.runtime import MemorySettings
 from react_mem.agent.config import AgentMemConfig
+from react_mem.agent.sources import setting
+from tests.support.kinds import SOURCES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -113,17 +115,16 @@ def test_the_meta_strategy_seeds_are_on_by_default_and_apply_to_any_task() -> No
 def test_agent_mem_playbook_keys_in_the_shipped_flows_are_the_agents_defaults() -> None:
     """The embedded stack's flows may set agent-mem keys; the playbook's must equal the
     agent's defaults (the TrustGraph file is compared in test_trustgraph_config)."""
-    defaults = AgentMemConfig()
+    defaults = AgentMemConfig.parse({}, keys=SOURCES.keys)
     for path in sorted((ROOT / "config" / "flows").glob("*.yaml")):
         for key, value in _walk(yaml.safe_load(path.read_text())):
             if key != "agent-mem" or not isinstance(value, dict):
                 continue
             playbook = {k: str(v) for k, v in value.items() if k.startswith("playbook-")}
             if playbook:
-                parsed = AgentMemConfig.parse(playbook)
+                parsed = AgentMemConfig.parse(playbook, keys=SOURCES.keys)
                 for k in playbook:
-                    name = k.replace("-", "_")
-                    assert getattr(parsed, name) == getattr(defaults, name), (path.name, k)
+                    assert setting(parsed, k) == setting(defaults, k), (path.name, k)
 
 
 @pytest.mark.parametrize("field", ["reinforcement_gain", "min_relevance", "harmful_margin"])

@@ -20,6 +20,7 @@ from react_mem.bus.pulsar import PulsarTransport
 from react_mem.schema import AgentRequest, AgentStep
 from react_mem.schema.agent import MemoryRef, MemoryState
 from tests.support.agent_stack import Stack, agent_stack, write_flows
+from tests.support.kinds import INSTALLED
 from tests.test_agent_playbook import (
     LOOKUP,
     next_trajectory,
@@ -131,7 +132,7 @@ async def test_another_replica_with_the_same_key_continues_the_invocation(
             {"id": pid, "flows": flows, "memory_state_key": KEY if same_key else "y" * 40}
         )
         registry = CollectorRegistry()
-        replica = AgentProcessor(settings, transport, registry=registry)
+        replica = AgentProcessor(settings, transport, registry=registry, kinds=INSTALLED)
         await replica.start()
         try:
             got = await stack.ask("Where are my backups?", user="ada", conversation_id="c1")

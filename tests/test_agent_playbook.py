@@ -41,6 +41,7 @@ from react_mem.schema.playbook import (
 from react_mem.schema.trajectory import Trajectory
 from react_mem.tokens import HFTokenCounter
 from tests.support.agent_stack import Stack, agent_stack, trajectory_queue
+from tests.support.kinds import LAYOUT, SOURCES
 
 BULLETS = [
     Bullet(
@@ -419,6 +420,7 @@ def test_bullets_take_their_share_of_the_budget_and_are_never_cut(
             counter,
             budget,
             {"facts": facts, "playbook": prompt.bullet_items(many_bullets(30))},
+            LAYOUT,
             playbook_share=0.25,
             post_context=post_context,
         )
@@ -454,20 +456,19 @@ def test_post_context_goes_between_working_memory_and_the_question() -> None:
 
 def test_playbook_config_keys_parse_presets_json_weights_and_refuse_typos() -> None:
     from react_mem.agent.config import AgentMemConfig
+    from react_mem.agent.sources import setting
     from react_mem.errors import ConfigurationError
     from react_mem.schema.playbook import Weights
 
-    cfg = AgentMemConfig.parse({})
-    assert (cfg.playbook_top_k, cfg.playbook_weights, cfg.playbook_relevance) == (
-        8,
-        "default",
-        "embedding",
-    )
+    keys = SOURCES.keys  # the playbook's own keys come with its kind's source
+    cfg = AgentMemConfig.parse({}, keys=keys)
+    named = ("playbook-top-k", "playbook-weights", "playbook-relevance")
+    assert tuple(setting(cfg, k) for k in named) == (8, "default", "embedding")
     assert (cfg.playbook_injection, cfg.playbook_context_scope) == ("pre_context", "")
     cfg = AgentMemConfig.parse(
-        {"playbook-weights": '{"relevance": 0.6, "strength": 0.3, "type": 0.1}'}
+        {"playbook-weights": '{"relevance": 0.6, "strength": 0.3, "type": 0.1}'}, keys=keys
     )
-    assert cfg.playbook_weights == Weights(relevance=0.6, strength=0.3, type=0.1)
+    assert setting(cfg, "playbook-weights") == Weights(relevance=0.6, strength=0.3, type=0.1)
     for bad in ({"playbook-weights": "strongest"}, {"playbook-injection": "middle"}):
         with pytest.raises(ConfigurationError):
-            AgentMemConfig.parse(bad)
+            AgentMemConfig.parse(bad, keys=keys)

@@ -1,5 +1,6 @@
-"""The agent's memory sources are declared once (``react_mem.agent.sources``): the recall
-fan-out, the client specs and the prompt layout all follow the registry."""
+"""The agent's memory sources are declared once, each in its kind's package, and read once
+from the memory kinds (``react_mem.agent.sources.Sources``): the recall fan-out, the client
+specs and the prompt layout all follow them."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from react_mem.agent.config import AgentMemConfig
 from react_mem.agent.items import Item
 from react_mem.agent.memory import MemoryRecall
 from react_mem.agent.settings import client_specs
-from react_mem.agent.sources import SOURCES, Ask, MemorySource, setting
+from react_mem.agent.sources import Ask, MemorySource, Sources, setting
 from react_mem.clients.base import Service
 from react_mem.processor.flow import Flow
 from react_mem.schema.agent import MemoryRef
 from react_mem.schema.facts import FactRequest, FactResponse
 from react_mem.schema.scope import Scope
+from tests.support.kinds import INSTALLED, LAYOUT, SOURCES
 
 SCOPE = Scope("ws", "default", "ada", "conv-1")
 
@@ -48,6 +50,7 @@ def source(name: str, fetch: Any, **kw: Any) -> MemorySource:
         service=Service(f"{name}-memory", FactRequest, FactResponse),
         title=f"{name}:",
         share=0.5,
+        section=kw.pop("section", 50),
         fetch=fetch,
         **kw,
     )
@@ -58,7 +61,7 @@ def item(text: str) -> Item:
 
 
 def test_every_declared_key_is_an_agent_mem_key() -> None:
-    cfg = AgentMemConfig()
+    cfg = AgentMemConfig.parse({}, keys=SOURCES.keys)
     for s in SOURCES:
         for key in (s.top_k, s.min_score, s.share_key):
             if key is not None:
@@ -66,13 +69,29 @@ def test_every_declared_key_is_an_agent_mem_key() -> None:
     assert setting(cfg, "fact-retrieval-top-k") == cfg.fact_retrieval_top_k
 
 
-def test_clients_and_layout_follow_the_registry() -> None:
-    requests = {spec.request for spec in client_specs()}
+def test_the_built_in_kinds_declare_their_sources_in_their_own_packages() -> None:
+    """As a new kind does: ``memory_services/<kind>/source.py``, named by its ``kind.py``."""
+    packages = {
+        "fact-memory": "facts",
+        "episode-memory": "episodes",
+        "conversation-memory": "conversations",
+        "playbook-memory": "playbook",
+    }
+    named = {k.name: k.source for k in INSTALLED if k.source is not None}
+    assert {k: cast(MemorySource, s).fetch.__module__ for k, s in named.items()} == {
+        k: f"memory_services.{p}.source" for k, p in packages.items()
+    }
+    assert {s.name for s in SOURCES} == {"facts", "episodes", "conversation", "playbook"}
+
+
+def test_clients_and_layout_follow_the_kinds() -> None:
+    requests = {spec.request for spec in client_specs(SOURCES)}
     assert {s.client for s in SOURCES} <= requests
-    assert tuple(s.name for s in SOURCES) == prompt.ORDER
-    assert {s.name: s.title for s in SOURCES} == prompt.TITLES
+    assert LAYOUT.order == ("playbook", "facts", "episodes", "conversation")
+    assert {s.name: s.title for s in SOURCES} == LAYOUT.titles
     # Leftover budget: larger shares first, the configured (playbook) share last.
-    assert prompt.FILL == ("facts", "conversation", "episodes", "playbook")
+    assert LAYOUT.fill == ("facts", "conversation", "episodes", "playbook")
+    assert prompt.Layout.of(Sources()).order == ()  # no kinds, no sections
 
 
 async def test_a_registered_source_is_asked_with_its_settings_and_the_vector() -> None:
@@ -98,7 +117,7 @@ async def test_a_registered_source_is_asked_with_its_settings_and_the_vector() -
             embeds=lambda cfg: True,
         ),
         source("off", by_vector, top_k="episode-retrieval-top-k"),
-        source("absent", by_vector, top_k="playbook-top-k"),
+        source("absent", by_vector, top_k="fact-retrieval-top-k"),
     ]
     cfg = AgentMemConfig(**{"fact-retrieval-top-k": 7, "episode-retrieval-top-k": 0})
     flow = cast(Flow, FlowWith("by-id-memory-request", "by-vector-memory-request"))

@@ -36,6 +36,7 @@ from react_mem.processor.config_source import read_config_file
 from react_mem.processor.flow import FlowDefinition
 from react_mem.processor.runtime import registered_processors, resolve_processor
 from react_mem.processor.settings import BusSettings
+from tests.support.kinds import SOURCES
 from tests.test_trustgraph_config import check_flow
 
 CHART = Path(__file__).resolve().parent.parent / "helm" / "react-mem"
@@ -178,7 +179,9 @@ def test_every_processor_is_deployed(
     deployed = workloads(docs)
     assert set(deployed) == enabled
     runs = {p.get("run", name) for name, p in values["processors"].items()}
-    assert set(registered_processors()) - runs == set(NOT_DEPLOYED), "a processor has no place in the chart"
+    assert set(registered_processors()) - runs == set(NOT_DEPLOYED), (
+        "a processor has no place in the chart"
+    )
     for name, workload in deployed.items():
         (container,) = workload["spec"]["template"]["spec"]["containers"]
         p = values["processors"][name]
@@ -398,7 +401,7 @@ def test_agent_settings_and_tools_reach_the_agent_as_config_strings(tmp_path: Pa
     path = tmp_path / "flows.yaml"
     path.write_text(flow_file(docs))
     (config,) = read_config_file(path).values()
-    parsed = AgentMemConfig.parse(config["agent-mem"])
+    parsed = AgentMemConfig.parse(config["agent-mem"], keys=SOURCES.keys)
     assert parsed.max_iterations == 6 and parsed.reply_format == "json"
     assert parsed.fact_retrieval_top_k == 5  # the chart's default, as the agent's
     (tool,) = tools_from_config(config["tool"]).values()

@@ -19,6 +19,7 @@ from react_mem.commands.forget import LEARNER, Report, forget_user
 from react_mem.commands.progress import Progress
 from react_mem.schema import TextCompletionRequest
 from tests.support.agent_stack import Stack, agent_stack, facts_of, forget_queues
+from tests.support.kinds import INSTALLED
 from tests.support.memory_services import until
 
 pytestmark = pytest.mark.broker
@@ -103,7 +104,7 @@ async def test_forgetting_a_user_leaves_no_byte_of_their_canary(
         terminal = Terminal()
         progress = Progress(terminal, "forget")
         reports = await forget_user(
-            stack.transport, to, user="alice", timeout=120, progress=progress
+            stack.transport, to, kinds=INSTALLED, user="alice", timeout=120, progress=progress
         )
         lines = [line.split() for line in terminal.getvalue().splitlines()]
         assert [words[1] for words in lines] == [f"{n}/5" for n in range(1, 6)]  # as they answer

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -139,6 +140,28 @@ def crossings() -> list[str]:
 
 def test_no_import_crosses_a_layer() -> None:
     assert crossings() == []
+
+
+#: ``"package.module:attribute"``: a name loaded at run time, an import no layer check sees.
+STRING_IMPORT = re.compile(r"^(?:react_mem|memory_services)(?:\.\w+)+:\w+$")
+
+
+def string_imports() -> list[str]:
+    """String constants naming an object of the packages by module (entry points live in
+    ``pyproject.toml``, not in code): every edge between modules is an import statement."""
+    found = []
+    for _, path in modules():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            text = node.value if isinstance(node, ast.Constant) else None
+            if isinstance(text, str) and STRING_IMPORT.match(text):
+                found.append(f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}: {text}")
+    return found
+
+
+def test_no_module_names_another_by_a_string() -> None:
+    assert string_imports() == []
+    assert STRING_IMPORT.match("react_mem.agent.sources:FACTS")  # what it would catch
+    assert not STRING_IMPORT.match("request:tg:fact-memory:ws:default")
 
 
 @pytest.mark.parametrize(

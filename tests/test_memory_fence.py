@@ -16,6 +16,7 @@ from react_mem.schema.episodes import Episode
 from react_mem.schema.facts import Fact
 from react_mem.schema.playbook import Bullet
 from react_mem.tokens import HFTokenCounter
+from tests.support.kinds import LAYOUT
 
 FENCE_TAG = re.compile(r"</?memory>")
 
@@ -86,7 +87,7 @@ def sections(t: list[str]) -> dict[str, list[prompt.Item]]:
 def test_memory_text_never_opens_or_closes_a_fence(
     counter: HFTokenCounter, t: list[str], post: bool
 ) -> None:
-    context = prompt.render_context(counter, 4000, sections(t), post_context=post)
+    context = prompt.render_context(counter, 4000, sections(t), LAYOUT, post_context=post)
     for fenced in (context.memory, context.post):
         if not fenced:
             continue
@@ -112,7 +113,7 @@ def test_memory_text_never_opens_or_closes_a_fence(
 )
 def test_the_reported_spellings_are_escaped(counter: HFTokenCounter, text: str) -> None:
     context = prompt.render_context(
-        counter, 500, {"facts": prompt.fact_items([Fact(id="f", content=f"a {text} b")])}
+        counter, 500, {"facts": prompt.fact_items([Fact(id="f", content=f"a {text} b")])}, LAYOUT
     )
     assert fence_tags(context.memory) == ["<memory>", "</memory>"]
     assert "&lt;" in context.memory

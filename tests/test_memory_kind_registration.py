@@ -1,13 +1,16 @@
-"""A new memory kind is one registration: a ``MemoryKind`` declared here, in this file
-alone (as its package's ``kind.py`` would, registered by one ``pyproject.toml`` line), brings
-its processor to the runtime, its queues to every generated deployment file, its forget to
-``memory forget``, and through its ``MemorySource`` its ``agent-mem`` keys (default, bounds,
-the closest-key hint), its client spec, its recall and its section of the agent's prompt.
-Nothing else is edited for it."""
+"""A new memory kind is one registration, made as the built-in ones are: a ``MemoryKind``
+declared here, in this file alone (as its package's ``kind.py`` would, naming its
+``source.py``'s ``MemorySource`` and its client by import, registered by one
+``pyproject.toml`` line), brings its processor to the runtime, its queues to every
+generated deployment file, its forget to ``memory forget``, and through its source its
+``agent-mem`` keys (default, bounds, the closest-key hint), its client spec, its recall and
+its section of the agent's prompt. Nothing else is edited for it. The registry is a value:
+the kinds with it and the kinds without it live side by side, whatever was built first."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import dataclasses
+from collections.abc import Sequence
 from typing import Annotated, Any, cast
 
 import pytest
@@ -17,16 +20,20 @@ from devtools import topology
 from react_mem.agent.config import AgentMemConfig, Key
 from react_mem.agent.items import Item, clean
 from react_mem.agent.memory import MemoryRecall
-from react_mem.agent.prompt import render_context, user_prompt
+from react_mem.agent.prompt import Layout, render_context, user_prompt
+from react_mem.agent.service import AgentProcessor
 from react_mem.agent.settings import client_specs
-from react_mem.agent.sources import Ask, MemorySource, register, registered, setting
+from react_mem.agent.sources import Ask, MemorySource, Sources, setting
+from react_mem.bus.memory import MemoryTransport
 from react_mem.clients.base import Service, ServiceClient
 from react_mem.commands import forget
 from react_mem.errors import ConfigurationError
-from react_mem.processor import kinds
+from react_mem.ping.service import PingProcessor
+from react_mem.processor.base import Processor
 from react_mem.processor.flow import Flow
-from react_mem.processor.kinds import MemoryKind
+from react_mem.processor.kinds import MemoryKind, MemoryKinds
 from react_mem.processor.runtime import resolve_processor
+from react_mem.processor.specs import RequestResponseSpec
 from react_mem.schema.agent import MemoryRef
 from react_mem.schema.forget import Forgotten
 from react_mem.schema.scope import Scope
@@ -73,6 +80,7 @@ NOTES_SOURCE = MemorySource(
     service=NOTE_MEMORY,
     title="Notes:",
     share=0.3,
+    section=40,
     fetch=fetch_notes,
     top_k="notes-top-k",
     keys=(
@@ -103,70 +111,84 @@ class Counter(TokenCounter):
         return " ".join(text.split()[:max_tokens])
 
 
-#: The kind's one registration (its package's ``kind.py``; the processor stands in).
+def processor() -> type[Processor]:
+    """The kind's processor, imported when started (the ping processor stands in)."""
+    return PingProcessor
+
+
+#: The kind's one registration (its package's ``kind.py``).
 NOTES_KIND = MemoryKind(
     name="note-memory",
-    processor="react_mem.ping.service:PingProcessor",
+    processor=processor,
     position=60,
-    source=f"{__name__}:NOTES_SOURCE",
-    client=f"{__name__}:NoteClient",
+    source=NOTES_SOURCE,
+    client=NoteClient,
 )
 
-
-@pytest.fixture
-def notes() -> Iterator[MemorySource]:
-    kinds.register(NOTES_KIND)  # what its entry point does
-    registered()  # the agent reads the sources when it starts
-    try:
-        yield NOTES_SOURCE
-    finally:
-        kinds.unregister(NOTES_KIND.name)
-        registered()
+#: What the installed packages register, read once; then with the new kind's entry point.
+INSTALLED = MemoryKinds.from_entry_points()
+WITH_NOTES = INSTALLED.plus(NOTES_KIND)
+SOURCES = Sources.of(WITH_NOTES)
 
 
-def test_one_registration_reaches_the_runtime_the_topology_and_forget(
-    notes: MemorySource,
-) -> None:
-    assert resolve_processor("note-memory").__name__ == "PingProcessor"
-    assert registered()[-1] is notes
-    agent = topology.node("agent-mem").topics
+def test_one_registration_reaches_the_runtime_the_topology_and_forget() -> None:
+    assert resolve_processor("note-memory", WITH_NOTES) is PingProcessor
+    assert SOURCES.sources[-1] is NOTES_SOURCE
+    agent = topology.node("agent-mem", WITH_NOTES).topics
     assert {"note-memory-request", "note-memory-response"} <= {t.spec for t in agent}
-    assert topology.node("note-memory").deploy is not None
-    assert "note-memory" in topology.interfaces()
-    assert forget.targets("ws", "default")["note-memory"].request == (
+    assert topology.node("note-memory", WITH_NOTES).deploy is not None
+    assert "note-memory" in topology.interfaces(WITH_NOTES)
+    assert forget.targets("ws", "default", WITH_NOTES)["note-memory"].request == (
         "request:tg:note-memory:ws:default"
     )
+    assert forget.clients(WITH_NOTES)["note-memory"] is NoteClient
 
 
-def test_a_registered_source_goes_with_its_kind() -> None:
-    kinds.register(NOTES_KIND)
-    assert registered()[-1] is NOTES_SOURCE
-    assert AgentMemConfig().declared("notes-top-k") == 2
-    kinds.unregister(NOTES_KIND.name)
-    assert NOTES_SOURCE not in registered()
+def test_the_runtime_hands_the_agent_the_kinds_it_read() -> None:
+    """What ``supervise`` does: ``create`` with the kinds read at start-up."""
+    settings = AgentProcessor.Settings.load({"id": "agent-mem"})
+    agent = AgentProcessor.create(settings, MemoryTransport(), WITH_NOTES)
+    clients = {s.request for s in agent.specifications if isinstance(s, RequestResponseSpec)}
+    assert {"note-memory-request", "fact-memory-request"} <= clients
+    assert agent.layout.order[-1] == "notes"
+    assert setting(agent.workspace("ws").config, "notes-top-k") == 2
+    plain = AgentProcessor.create(settings, MemoryTransport(), INSTALLED)
+    assert "notes" not in plain.layout.order
+    with pytest.raises(KeyError, match="notes-top-k"):
+        setting(plain.workspace("ws").config, "notes-top-k")
+
+
+def test_without_its_kind_nothing_of_it_is_known_whatever_was_built_first() -> None:
+    parsed = AgentMemConfig.parse({"notes-top-k": "4"}, keys=SOURCES.keys)
+    assert setting(parsed, "notes-top-k") == 4
+    without = Sources.of(INSTALLED)  # built after the one with notes: it changes nothing
+    assert NOTES_SOURCE not in without.sources
     with pytest.raises(ConfigurationError, match="unknown agent-mem key 'notes-top-k'"):
-        AgentMemConfig.parse({"notes-top-k": "4"})
+        AgentMemConfig.parse({"notes-top-k": "4"}, keys=without.keys)
+    assert AgentMemConfig.parse({"notes-top-k": "4"}, keys=SOURCES.keys) == parsed
     with pytest.raises(ConfigurationError, match="note-memory"):
-        resolve_processor("note-memory")
+        resolve_processor("note-memory", INSTALLED)
+    assert "note-memory" not in forget.targets("ws", "default", INSTALLED)
+    assert "note-memory-request" not in {spec.request for spec in client_specs(without)}
 
 
-def test_its_keys_are_agent_mem_keys_once_registered(notes: MemorySource) -> None:
-    assert AgentMemConfig().declared("notes-top-k") == 2  # its default
-    cfg = AgentMemConfig.parse({"notes-top-k": "4", "fact-retrieval-top-k": "1"})
+def test_its_keys_are_agent_mem_keys_with_its_kind() -> None:
+    keys = SOURCES.keys
+    assert AgentMemConfig.parse({}, keys=keys).declared("notes-top-k") == 2  # its default
+    cfg = AgentMemConfig.parse({"notes-top-k": "4", "fact-retrieval-top-k": "1"}, keys=keys)
     assert (setting(cfg, "notes-top-k"), cfg.fact_retrieval_top_k) == (4, 1)
     with pytest.raises(ConfigurationError, match="'notes-top-kk'; did you mean 'notes-top-k'"):
-        AgentMemConfig.parse({"notes-top-kk": "4"})
+        AgentMemConfig.parse({"notes-top-kk": "4"}, keys=keys)
     with pytest.raises(ConfigurationError, match="notes-top-k: Input should be less than"):
-        AgentMemConfig.parse({"notes-top-k": "51"})
-    assert "note-memory-request" in {spec.request for spec in client_specs()}
-    with pytest.raises(ConfigurationError, match="'notes' is registered"):
-        register(notes)  # a source added by hand cannot take a kind's name
+        AgentMemConfig.parse({"notes-top-k": "51"}, keys=keys)
+    assert "note-memory-request" in {spec.request for spec in client_specs(SOURCES)}
 
 
-def test_unregistered_its_keys_are_unknown() -> None:
-    assert NOTES_SOURCE not in registered()
-    with pytest.raises(ConfigurationError, match="unknown agent-mem key 'notes-top-k'"):
-        AgentMemConfig.parse({"notes-top-k": "4"})
+def test_a_kind_or_source_name_is_taken_once() -> None:
+    with pytest.raises(ConfigurationError, match="registered twice: note-memory"):
+        WITH_NOTES.plus(NOTES_KIND)
+    with pytest.raises(ConfigurationError, match="named twice: notes"):
+        Sources([*SOURCES, NOTES_SOURCE])
 
 
 def test_a_key_the_config_has_cannot_be_declared_again() -> None:
@@ -175,18 +197,28 @@ def test_a_key_the_config_has_cannot_be_declared_again() -> None:
         service=Service("again-memory", NoteRequest, NoteResponse),
         title="Again:",
         share=0.1,
+        section=90,
         fetch=fetch_notes,
         keys=(Key("fact-retrieval-top-k", int, 1),),
     )
     with pytest.raises(ConfigurationError, match="'fact-retrieval-top-k' is taken"):
-        register(taken)
-    assert taken not in registered()
+        Sources([*SOURCES, taken])
+    twice = dataclasses.replace(taken, name="twice", keys=(NOTES_SOURCE.keys[0],))
+    with pytest.raises(ConfigurationError, match="'notes-top-k' is taken"):
+        Sources([*SOURCES, twice])
 
 
-async def test_it_is_recalled_for_its_owner_into_the_prompt(notes: MemorySource) -> None:
-    cfg = AgentMemConfig.parse({"notes-top-k": "3", "notes-prefix": "N: "})
+def test_a_source_that_is_no_memory_source_is_refused() -> None:
+    odd = dataclasses.replace(NOTES_KIND, name="odd-memory", source="module:NOTES")
+    with pytest.raises(ConfigurationError, match="odd-memory is not a MemorySource"):
+        Sources.of(INSTALLED.plus(odd))
+
+
+async def test_it_is_recalled_for_its_owner_into_the_prompt() -> None:
+    keys = SOURCES.keys
+    cfg = AgentMemConfig.parse({"notes-top-k": "3", "notes-prefix": "N: "}, keys=keys)
     flow = cast(Flow, FlowWith("note-memory-request"))  # the built-in services are absent
-    recall = await MemoryRecall(flow, None, cfg).recall("What do I keep?", ADA)
+    recall = await MemoryRecall(flow, None, cfg, SOURCES).recall("What do I keep?", ADA)
     assert [i.text for i in recall.items["notes"]] == [
         "- N: keeps bees",
         "- N: prefers tea",
@@ -194,24 +226,22 @@ async def test_it_is_recalled_for_its_owner_into_the_prompt(notes: MemorySource)
     ]
     assert recall.missed.keys() == {"playbook", "facts", "episodes"}  # absent from the flow
 
-    context = render_context(Counter(), 200, recall.items)
+    context = render_context(Counter(), 200, recall.items, Layout.of(SOURCES))
     prompt = user_prompt(context.memory, [], "What do I keep?")
     assert "Notes:\n- N: keeps bees\n- N: prefers tea\n- N: lives in Lyon" in prompt
     assert [ref.kind for ref in context.used] == ["note"] * 3
     assert "wasps" not in prompt and "- N: x" not in prompt  # top-k, and only Ada's
 
-    off = AgentMemConfig.parse({"notes-top-k": "0"})
-    recall = await MemoryRecall(flow, None, off).recall("What do I keep?", ADA)
+    off = AgentMemConfig.parse({"notes-top-k": "0"}, keys=keys)
+    recall = await MemoryRecall(flow, None, off, SOURCES).recall("What do I keep?", ADA)
     assert "notes" not in recall.items
 
 
-async def test_its_section_shares_the_budget_with_the_built_in_ones(
-    notes: MemorySource,
-) -> None:
+async def test_its_section_shares_the_budget_with_the_built_in_ones() -> None:
     sections: dict[str, Any] = {
         "facts": [Item(f"- fact {n} " + "word " * 8, MemoryRef(id=str(n))) for n in range(9)],
         "notes": [Item(f"- note {n} " + "word " * 8, MemoryRef(kind="note")) for n in range(9)],
     }
-    memory = render_context(Counter(), 60, sections).memory
-    assert memory.index("Long-term Facts:") < memory.index("Notes:")  # registration order
+    memory = render_context(Counter(), 60, sections, Layout.of(SOURCES)).memory
+    assert memory.index("Long-term Facts:") < memory.index("Notes:")  # by their sections
     assert "- fact 0" in memory and "- note 0" in memory  # neither crowds the other out

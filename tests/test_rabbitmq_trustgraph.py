@@ -30,6 +30,7 @@ from react_mem.bus.rpc import RequestResponseClient
 from react_mem.ping.service import PingProcessor
 from react_mem.schema.ping import PingRequest, PingResponse
 from tests.support.agent_stack import agent_flow, agent_stack, queues, write_flows
+from tests.support.kinds import INSTALLED
 from tests.support.ping import answered
 from tests.support.rabbitmq import RabbitMQNode, rabbitmq_node  # noqa: F401 (fixture)
 from tests.test_agent import ANSWER, LOOKUP, tool_then_answer
@@ -234,7 +235,7 @@ async def test_react_mems_agent_calls_a_trustgraph_text_completion_service(
         },
     )
     settings = AgentProcessor.Settings.load({"id": pid, "flows": flows, "concurrency": 2})
-    agent = AgentProcessor(settings, transport, registry=CollectorRegistry())
+    agent = AgentProcessor(settings, transport, registry=CollectorRegistry(), kinds=INSTALLED)
     prompts: list[str] = []
     llm = trustgraph_text_completion(
         trustgraph, topics["text-completion"], f"Thought: easy\nFinal Answer: {ANSWER}", prompts

@@ -12,6 +12,7 @@ import pytest
 from react_mem.bus.memory import MemoryTransport
 from react_mem.errors import ConfigurationError
 from react_mem.processor.base import Processor
+from react_mem.processor.kinds import MemoryKinds
 from react_mem.processor.runtime import ProcessorEntry, supervise
 from react_mem.processor.settings import ProcessorSettings
 
@@ -42,7 +43,8 @@ class FailsOnce(Processor):
 
 
 def entry(cls: type[Processor]) -> ProcessorEntry:
-    return ProcessorEntry(cls, ProcessorSettings.load({"id": cls.__name__.lower()}))
+    settings = ProcessorSettings.load({"id": cls.__name__.lower()})
+    return ProcessorEntry(cls, settings, MemoryKinds())  # they need no memory kinds
 
 
 @pytest.mark.parametrize(

@@ -6,22 +6,21 @@ description shows as a difference."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
 from devtools import topology
-from react_mem.processor import kinds
-from react_mem.processor.kinds import Deploy, MemoryKind, Resources
+from memory_services.facts.kind import processor
+from react_mem.processor.kinds import Deploy, MemoryKind, MemoryKinds, Resources
 
+INSTALLED = MemoryKinds.from_entry_points()
 ROOT = Path(__file__).resolve().parent.parent
 CHECK = ["--check", "--root", str(ROOT)]
-
 NOTES = MemoryKind(
     name="note-memory",
-    processor="memory_services.facts.service:FactMemoryProcessor",
+    processor=processor,
     position=99,
     deploy=Deploy(concurrency=3, resources=Resources(cpu="50m")),
     agent_client=True,
@@ -29,28 +28,26 @@ NOTES = MemoryKind(
 
 
 @pytest.fixture
-def notes() -> Iterator[MemoryKind]:
-    """A memory kind registered for one test: what its one entry point would do."""
-    kinds.register(NOTES)
-    yield NOTES
-    kinds.unregister(NOTES.name)
+def notes() -> MemoryKinds:
+    """The installed kinds and one more: what its one entry point would add."""
+    return INSTALLED.plus(NOTES)
 
 
 def test_committed_files_are_what_the_description_generates() -> None:
-    files = topology.generated(ROOT)
+    files = topology.generated(ROOT, INSTALLED)
     stale = [p for p, text in files.items() if (ROOT / p).read_text(encoding="utf-8") != text]
     assert not stale, f"run `python -m devtools.topology --write`: {stale}"
     assert topology.main(CHECK) == 0
     assert {p.name for p in files} >= {"stack.yaml", "flow-blueprint.json", "fact-memory.yaml"}
 
 
-def test_a_new_kind_is_a_difference(
-    notes: MemoryKind, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert topology.main(CHECK) == 1
+def test_a_new_kind_is_a_difference(notes: MemoryKinds, capsys: pytest.CaptureFixture[str]) -> None:
+    assert topology.main(CHECK, notes) == 1
     out = capsys.readouterr().out
     assert "stack.yaml" in out and "flow-blueprint.json" in out and "values.yaml" in out
-    stack = yaml.safe_load(topology.generated(ROOT)[topology.FLOWS / "stack.yaml"])["default"]
+    stack = yaml.safe_load(topology.generated(ROOT, notes)[topology.FLOWS / "stack.yaml"])[
+        "default"
+    ]
     assert stack["processor:note-memory"]["default"]["topics"] == {
         "request": "request:tg:note-memory:default:default",
         "response": "response:tg:note-memory:default:default",
@@ -62,20 +59,20 @@ def test_a_new_kind_is_a_difference(
 
 def test_every_wired_queue_has_a_processor_at_its_other_end() -> None:
     """A client's request queue is some processor's request queue, in stack and blueprint."""
-    nodes = topology.nodes()
+    nodes = topology.nodes(INSTALLED)
     served = {t.queue("w", "f") for n in nodes for t in n.topics if t.spec == "request"}
     for n in nodes:
         for t in n.topics:
             if t.spec.endswith("-request"):
                 assert t.queue("w", "f") in served, (n.id, t.spec)
-    blueprint = json.loads(topology.generated(ROOT)[topology.BLUEPRINT])
+    blueprint = json.loads(topology.generated(ROOT, INSTALLED)[topology.BLUEPRINT])
     assert "text-completion:{id}" not in blueprint["flow"]  # TrustGraph runs its own
     agent = blueprint["flow"]["agent-mem:{id}"]["topics"]
     assert agent["prompt-request"] == "request:tg:prompt-rag:{workspace}:{id}"
 
 
 def test_the_memory_services_are_the_installed_kinds() -> None:
-    names = [k.name for k in kinds.installed()]
+    names = [k.name for k in INSTALLED]
     assert names == [
         "fact-memory",
         "episode-memory",
@@ -83,13 +80,13 @@ def test_the_memory_services_are_the_installed_kinds() -> None:
         "playbook-memory",
         "working-memory",
     ]
-    assert [n for n, _ in topology.memory_services()] == names
-    assert set(topology.interfaces()) == {"agent", *names} - {"working-memory"}
+    assert [n for n, _ in topology.memory_services(INSTALLED)] == names
+    assert set(topology.interfaces(INSTALLED)) == {"agent", *names} - {"working-memory"}
 
 
-def test_a_new_memory_kind_reaches_the_group_compose_chart_and_alerts(notes: MemoryKind) -> None:
+def test_a_new_memory_kind_reaches_the_group_compose_chart_and_alerts(notes: MemoryKinds) -> None:
     """The deployment lists of memory services come from the kinds too."""
-    files = topology.generated(ROOT)
+    files = topology.generated(ROOT, notes)
     group = yaml.safe_load(files[topology.GROUP])["processors"]
     assert group[-1] == {"class": "note-memory", "params": {"id": "note-memory", "concurrency": 3}}
     assert [e["class"] for e in group[:4]] == [  # the hand-kept entries stay

@@ -26,6 +26,7 @@ from react_mem.errors import ConfigurationError
 from react_mem.processor.flow import FlowDefinition
 from react_mem.processor.runtime import registered_processors, resolve_processor
 from react_mem.processor.specs import ConsumerSpec, RequestResponseSpec
+from tests.support.kinds import SOURCES
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "config" / "trustgraph"
@@ -284,14 +285,16 @@ def test_agent_mem_defaults_are_the_agents_defaults() -> None:
     values = load("agent-mem.json")["agent-mem"]
     assert all(isinstance(v, str) for v in values.values()), "config values are strings"
     aliases = {f.alias for f in AgentMemConfig.model_fields.values()}
-    assert set(values) == aliases - {"additional-context"}
-    assert AgentMemConfig.parse(values) == AgentMemConfig()
+    declared = {k.name for k in SOURCES.keys}  # the memory kinds' sources' own keys
+    assert set(values) == (aliases | declared) - {"additional-context"}
+    keys = SOURCES.keys
+    assert AgentMemConfig.parse(values, keys=keys) == AgentMemConfig.parse({}, keys=keys)
 
 
 def test_agent_mem_defaults_catch_a_bad_value() -> None:
     values = {**load("agent-mem.json")["agent-mem"], "reply-format": "xml"}
     with pytest.raises(ConfigurationError, match="reply-format"):
-        AgentMemConfig.parse(values)
+        AgentMemConfig.parse(values, keys=SOURCES.keys)
 
 
 class _MemoryFlow:

@@ -5,16 +5,22 @@ JSON (``"5"``, ``"true"``) or plain text (``additional-context``). Keys use Trus
 hyphenated spelling. An unknown key is refused, naming the closest valid one; a bad value
 is logged and the previous configuration kept, so one typo cannot take an agent down.
 
-Besides its own fields, the config takes the keys memory sources declare (``Key``, through
-``declare``, which ``react_mem.agent.sources.register`` calls): a new memory source brings
-its keys, defaults and bounds with it, read back with ``AgentMemConfig.declared``.
+Besides its own fields, the config takes the keys memory sources declare (``Key``): a memory
+kind's source brings its keys, defaults and bounds with it, ``parse`` is given them (the
+agent's ``Sources.keys``, read once from its memory kinds) and ``AgentMemConfig.declared``
+reads them back (``sources.setting`` reads either kind). What the config accepts depends
+only on the keys it is given. Its own fields are what the agent itself reads: a recall
+source's top-k and minimum score stay here where the agent's memory tools read them too
+(``fact-*``, ``episode-*``), as do the playbook's place and share in the prompt and its
+context scope; a key only a source reads (``conversation-turns``, ``reflection-*``,
+``playbook-top-k``, ``playbook-weights``, ``playbook-relevance``) is declared by it.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Self
 
@@ -23,12 +29,12 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     create_model,
     model_validator,
 )
 
 from react_mem.errors import ConfigurationError
-from react_mem.schema.playbook import Weights
 from react_mem.schema.retrieval import FusionMethod, RetrievalMode, RetrievalOptions
 
 CONFIG_TYPE = "agent-mem"
@@ -62,30 +68,26 @@ class Key:
     default: Any
 
 
-#: Keys declared by registered memory sources, by name.
-DECLARED: dict[str, Key] = {}
-
-
-def declare(keys: Iterable[Key]) -> None:
-    """Make ``keys`` ``agent-mem`` keys; a name the config already has is refused."""
+def check_keys(keys: Iterable[Key]) -> None:
+    """Refuse declared keys the config already has (or another source declares), spelt
+    otherwise than hyphenated, or whose type or default is bad: at start-up, not at the
+    first parse."""
     keys = list(keys)
-    taken = _field_keys() | SHARED_KEYS | set(DECLARED)
+    taken = _field_keys() | SHARED_KEYS
     for key in keys:
         if key.name in taken or key.name != key.name.replace("_", "-"):
             raise ConfigurationError(f"{CONFIG_TYPE} key {key.name!r} is taken or misspelt")
         taken.add(key.name)
-    _declared_model(keys)  # a bad type or default fails here, not at the first parse
-    DECLARED.update((key.name, key) for key in keys)
+    _declared_model(keys)
 
 
-def undeclare(names: Iterable[str]) -> None:
-    for name in names:
-        DECLARED.pop(name, None)
+def _field_name(key: Key) -> str:
+    return key.name.replace("-", "_")
 
 
 def _declared_model(keys: Iterable[Key]) -> type[BaseModel]:
     fields: dict[str, Any] = {
-        k.name.replace("-", "_"): (k.type, Field(default=k.default, alias=k.name)) for k in keys
+        _field_name(k): (k.type, Field(default=k.default, alias=k.name)) for k in keys
     }
     return create_model("DeclaredKeys", __config__=ConfigDict(populate_by_name=True), **fields)
 
@@ -101,16 +103,9 @@ class AgentMemConfig(BaseModel):
     working_memory_keep_recent: int = Field(default=3, ge=0, alias="working-memory-keep-recent")
     fact_retrieval_top_k: int = Field(default=5, ge=0, le=100, alias="fact-retrieval-top-k")
     episode_retrieval_top_k: int = Field(default=3, ge=0, le=50, alias="episode-retrieval-top-k")
-    #: The conversation's most recent turns shown besides its rolling summary.
-    conversation_turns: int = Field(default=5, ge=0, le=100, alias="conversation-turns")
     #: Facts and episodes less similar than this (cosine) are left out of the prompt.
     fact_min_score: float = Field(default=0.15, ge=-1.0, le=1.0, alias="fact-min-score")
     episode_min_score: float = Field(default=0.3, ge=-1.0, le=1.0, alias="episode-min-score")
-    #: Recent reflections in the prompt (seed 003): the lessons of up to this many of the
-    #: owner's episodes from the last ``reflection-window-days``, of the request's task type
-    #: when it names one, most relevant first, beside the episodes recalled; 0: none.
-    reflection_top_k: int = Field(default=3, ge=0, le=20, alias="reflection-top-k")
-    reflection_window_days: float = Field(default=7.0, gt=0, alias="reflection-window-days")
     #: How facts and episodes are ranked: by meaning (``dense``), by words (``lexical``,
     #: BM25) or both fused (``hybrid``: ``rrf`` ranks or ``dbsf`` scores), and RRF's
     #: weights as ``[dense, lexical]``.
@@ -123,15 +118,6 @@ class AgentMemConfig(BaseModel):
     memory_token_budget: int = Field(default=800, ge=0, alias="memory-token-budget")
     #: Seconds each memory service may take at invocation start; a late one is left out.
     memory_timeout: float = Field(default=2.0, gt=0, le=60, alias="memory-timeout")
-    #: Playbook bullets (ACE strategies) recalled per invocation; 0 turns the playbook off.
-    playbook_top_k: int = Field(default=8, ge=0, le=200, alias="playbook-top-k")
-    #: Retrieval weights: a preset (``default``, ``relevance-dominant``) or JSON weights.
-    playbook_weights: Literal["default", "relevance-dominant"] | Weights = Field(
-        default="default", alias="playbook-weights"
-    )
-    playbook_relevance: Literal["embedding", "jaccard", "hybrid"] = Field(
-        default="embedding", alias="playbook-relevance"
-    )
     #: The context scope bullets are recalled from (seed 001 enhancement 1; "" is shared).
     playbook_context_scope: str = Field(default="", alias="playbook-context-scope")
     #: ``pre_context``: first in the memory section. ``post_context``: right before the
@@ -159,20 +145,23 @@ class AgentMemConfig(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _declared(cls, data: Any) -> Any:
-        """The declared keys validated, defaults filled in; any other extra dropped."""
+    def _declared(cls, data: Any, info: ValidationInfo) -> Any:
+        """The declared keys (``keys`` of the validation context) validated, defaults
+        filled in; any other extra dropped."""
         if not isinstance(data, dict):
             return data
+        keys: Sequence[Key] = (info.context or {}).get("keys", ())
         own = _field_keys() | set(cls.model_fields)
-        values = {k: v for k, v in data.items() if k in DECLARED}
+        values = {k: v for k, v in data.items() if k in {key.name for key in keys}}
         try:
-            declared = _declared_model(DECLARED.values()).model_validate(values)
+            declared = _declared_model(keys).model_validate(values)
         except ValidationError as exc:
             error = exc.errors()[0]
             where = ".".join(str(part) for part in error["loc"])
             raise ValueError(f"{where}: {error['msg']} (got {error.get('input')!r})") from None
         kept = {k: v for k, v in data.items() if k in own}
-        return kept | declared.model_dump(by_alias=True)
+        # The validated values themselves (a model stays a model), by their hyphenated names.
+        return kept | {k.name: getattr(declared, _field_name(k)) for k in keys}
 
     def declared(self, key: str) -> Any:
         """The value of a key a memory source declared (``KeyError`` for any other)."""
@@ -196,10 +185,17 @@ class AgentMemConfig(BaseModel):
         return self.enable_memory if requested is None else requested
 
     @classmethod
-    def parse(cls, values: dict[str, str], *, defaults: dict[str, Any] | None = None) -> Self:
-        """Build from a config map (string values, JSON where it parses)."""
+    def parse(
+        cls,
+        values: dict[str, str],
+        *,
+        keys: Sequence[Key] = (),
+        defaults: dict[str, Any] | None = None,
+    ) -> Self:
+        """Build from a config map (string values, JSON where it parses); ``keys``: those
+        the memory sources declare (the agent's ``Sources.keys``)."""
         data: dict[str, Any] = dict(defaults or {})
-        known = _field_keys() | set(DECLARED) | SHARED_KEYS
+        known = _field_keys() | {k.name for k in keys} | SHARED_KEYS
         for key, raw in values.items():
             key = key.replace("_", "-")
             if key not in known:
@@ -209,7 +205,7 @@ class AgentMemConfig(BaseModel):
             if key not in SHARED_KEYS:
                 data[key] = _value(raw)
         try:
-            return cls.model_validate(data)
+            return cls.model_validate(data, context={"keys": keys})
         except ValidationError as exc:
             raise ConfigurationError(f"invalid {CONFIG_TYPE} config: {exc}") from exc
 

@@ -2,9 +2,9 @@
 
 The question is embedded once, while the sources that need no vector (the conversation,
 loaded by id) are already being asked; then every source that recalls by similarity is
-asked by that vector, all at once, each with its own timeout. The sources are
-``react_mem.agent.sources.registered()``. A memory service that is absent from the flow, slow
-or failing thins the context; it never fails the answer.
+asked by that vector, all at once, each with its own timeout. The sources are those the
+agent read from its memory kinds (``react_mem.agent.sources.Sources``). A memory service
+that is absent from the flow, slow or failing thins the context; it never fails the answer.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from react_mem.agent.config import AgentMemConfig
 from react_mem.agent.items import Item
-from react_mem.agent.sources import MemorySource, registered
+from react_mem.agent.sources import MemorySource
 from react_mem.embedding.base import Embedder
 from react_mem.processor.flow import Flow
 from react_mem.schema.scope import Scope
@@ -48,10 +48,10 @@ class MemoryRecall:
         flow: Flow,
         embedder: Embedder | None,
         config: AgentMemConfig,
-        sources: Sequence[MemorySource] | None = None,
+        sources: Iterable[MemorySource],
     ) -> None:
         self.flow, self.embedder, self.config = flow, embedder, config
-        self.sources = registered() if sources is None else sources
+        self.sources = tuple(sources)
 
     async def recall(
         self, question: str, scope: Scope, state: str = "", task_type: str = ""

@@ -9,7 +9,7 @@ forms) and with invisible format characters (zero-width joiners, bidi overrides)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from react_mem.agent.items import (
@@ -30,7 +30,7 @@ from react_mem.agent.items import (
 from react_mem.agent.items import (
     fact_items as fact_items,
 )
-from react_mem.agent.sources import SOURCES, MemorySource, registered
+from react_mem.agent.sources import MemorySource
 from react_mem.agent.tools import Tool
 from react_mem.schema.agent import AgentStep, MemoryRef
 from react_mem.text import render_steps
@@ -78,16 +78,13 @@ class Layout:
     fill: tuple[str, ...]
 
     @classmethod
-    def of(cls, sources: Sequence[MemorySource]) -> Layout:
+    def of(cls, sources: Iterable[MemorySource]) -> Layout:
+        """The layout of ``sources`` (the agent's ``Sources``: in prompt order)."""
+        sources = tuple(sources)
         shares = {s.name: s.share for s in sources if s.share_key is None}
         order = tuple(s.name for s in sources)
         fill = (*sorted(shares, key=lambda n: -shares[n]), *(n for n in order if n not in shares))
         return cls({s.name: s.title for s in sources}, shares, order, fill)
-
-
-#: The built-in sources' layout; ``render_context`` reads every registered source's.
-BUILT_IN = Layout.of(SOURCES)
-TITLES, SHARES, ORDER, FILL = BUILT_IN.titles, BUILT_IN.shares, BUILT_IN.order, BUILT_IN.fill
 
 
 @dataclass(frozen=True)
@@ -101,10 +98,10 @@ class Context:
 
 
 def render_memory(
-    counter: TokenCounter, budget: int, sections: dict[str, list[Item]]
+    counter: TokenCounter, budget: int, sections: dict[str, list[Item]], layout: Layout
 ) -> tuple[str, list[MemoryRef]]:
     """The fenced memory section (empty when there is nothing) and what it holds."""
-    context = render_context(counter, budget, sections)
+    context = render_context(counter, budget, sections, layout)
     return context.memory, context.used
 
 
@@ -112,16 +109,17 @@ def render_context(
     counter: TokenCounter,
     budget: int,
     sections: dict[str, list[Item]],
+    layout: Layout,
     *,
     playbook_share: float = 0.25,
     post_context: bool = False,
 ) -> Context:
     """Choose what fits ``budget`` (fences, titles and separators included) and render it;
-    with ``post_context`` the playbook is fenced apart, for the end of the prompt."""
+    with ``post_context`` the playbook is fenced apart, for the end of the prompt. ``layout``:
+    the agent's sources' (``Layout.of``), which name every section."""
     apart = {"playbook"} if post_context and sections.get("playbook") else set()
     fence = counter.count(f"{MEMORY_OPEN}\n\n{MEMORY_CLOSE}")
     budget -= fence * (1 + len(apart)) + 2 * len(sections)
-    layout = Layout.of(registered())
     chosen = _choose(layout, counter, budget, sections, playbook_share)
     refs = [i.ref for name in layout.order for i in chosen.get(name, [])]
     before = _fenced(layout, {n: items for n, items in chosen.items() if n not in apart})

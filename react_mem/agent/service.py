@@ -47,15 +47,17 @@ from react_mem.agent.respond import (
 )
 from react_mem.agent.seal import SeenSeals, StateSealer, invocation, load_key, with_history
 from react_mem.agent.settings import AgentSettings, client_specs
-from react_mem.agent.sources import CONVERSATIONS, recent_state
+from react_mem.agent.sources import Sources, recent_state
 from react_mem.agent.tools import TOOL_CONFIG_TYPE, Tool, ToolCall, tools_from_config
 from react_mem.agent.turns import PendingTurns
 from react_mem.bus.transport import Transport
+from react_mem.clients.conversations import CONVERSATION_MEMORY
 from react_mem.clients.working import WorkingMemoryClient
 from react_mem.embedding.base import Embedder
 from react_mem.errors import ConfigurationError, ReactMemError
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
+from react_mem.processor.kinds import MemoryKinds
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.processor.specs import ConsumerSpec, ProducerSpec
 from react_mem.schema import (
@@ -95,10 +97,16 @@ class AgentProcessor(Processor):
         *,
         registry: CollectorRegistry | None = None,
         embedder: Embedder | None = None,
+        kinds: MemoryKinds | None = None,
     ) -> None:
+        """``kinds``: the memory kinds it recalls from (the runtime passes the ones it read at
+        start-up; by default the installed packages')."""
         super().__init__(settings, transport, registry=registry)
         self.metrics = agent_metrics(registry)
         self.embedder = embedder
+        #: What it recalls from, the memory section's layout and the keys its config takes.
+        self.sources = Sources.of(MemoryKinds.from_entry_points() if kinds is None else kinds)
+        self.layout = prompt.Layout.of(self.sources)
         #: Conversation turns being appended (a follow-up's recall waits for its own).
         self.turns = PendingTurns()
         self.counter: TokenCounter | None = None
@@ -122,7 +130,7 @@ class AgentProcessor(Processor):
         self.register_specification(
             ProducerSpec(name=EXPLAINABILITY, schema=Triples, optional=True)
         )
-        for spec in client_specs():
+        for spec in client_specs(self.sources):
             self.register_specification(spec)
         self.register_config_handler(
             [
@@ -133,6 +141,12 @@ class AgentProcessor(Processor):
             ],
             self.on_agent_config,
         )
+
+    @classmethod
+    def create(
+        cls, settings: ProcessorSettings, transport: Transport, kinds: MemoryKinds
+    ) -> AgentProcessor:
+        return cls(settings, transport, kinds=kinds)
 
     async def start(self) -> None:
         s = self.settings
@@ -154,7 +168,7 @@ class AgentProcessor(Processor):
 
     def workspace(self, name: str) -> Workspace:
         return self.workspaces.get(name) or Workspace(
-            config=AgentMemConfig.parse({}, defaults=self.defaults())
+            config=AgentMemConfig.parse({}, keys=self.sources.keys, defaults=self.defaults())
         )
 
     async def on_agent_config(
@@ -164,7 +178,9 @@ class AgentProcessor(Processor):
         raw = {**current.raw, **config}
         try:
             parsed = AgentMemConfig.parse(
-                agent_values(raw, self.settings.config_type), defaults=self.defaults()
+                agent_values(raw, self.settings.config_type),
+                keys=self.sources.keys,
+                defaults=self.defaults(),
             )
         except ConfigurationError as exc:
             logger.error(
@@ -308,7 +324,7 @@ class AgentProcessor(Processor):
             return state
         started = time.perf_counter()
         await self.turns.settled(inv.scope, cfg.memory_timeout)  # a follow-up sees the last turn
-        recall = await MemoryRecall(inv.flow, self.embedder, cfg).recall(
+        recall = await MemoryRecall(inv.flow, self.embedder, cfg, self.sources).recall(
             request.question, inv.scope, recent_state(request.history), request.task_type
         )
         self.metrics.memory_recall.labels(processor=self.id).observe(time.perf_counter() - started)
@@ -319,6 +335,7 @@ class AgentProcessor(Processor):
             self.counter,
             cfg.memory_token_budget,
             recall.items,
+            self.layout,
             playbook_share=cfg.playbook_token_share,
             post_context=cfg.playbook_injection == "post_context",
         )
@@ -421,7 +438,8 @@ class AgentProcessor(Processor):
         self, inv: Invocation, answer: str, outcome: Outcome
     ) -> asyncio.Task[str | None] | None:
         """Start appending the conversation turn (see :mod:`.turns`); None if there is none."""
-        if inv.memory_on and inv.scope.conversation and inv.flow.has_client(CONVERSATIONS.client):
+        appended = inv.flow.has_client(CONVERSATION_MEMORY.request)
+        if inv.memory_on and inv.scope.conversation and appended:
             return self.turns.start(inv.scope, self.append_turn(inv, answer, outcome))
         return None
 

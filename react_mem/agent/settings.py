@@ -1,5 +1,5 @@
 """The agent processor's settings, and the clients it asks for in every flow:
-TrustGraph's agent-manager clients, then one per registered memory source."""
+TrustGraph's agent-manager clients, then one per memory source it is given."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pydantic import Field, SecretStr
 from react_mem.agent.config import CONFIG_TYPE
 from react_mem.agent.data_tools import CLIENTS
 from react_mem.agent.respond import DOCUMENT_CLIENTS
-from react_mem.agent.sources import registered
+from react_mem.agent.sources import Sources
 from react_mem.clients.working import WORKING_MEMORY
 from react_mem.embedding.base import DEFAULT_BACKEND, Backend
 from react_mem.processor.settings import ProcessorSettings
@@ -53,7 +53,7 @@ class AgentSettings(ProcessorSettings):
     memory_state_max_age: float = Field(default=3600.0, gt=0)
 
 
-def client_specs() -> list[RequestResponseSpec]:
+def client_specs(sources: Sources) -> list[RequestResponseSpec]:
     """TrustGraph's agent-manager clients, then react-mem's memory services."""
     pairs: list[tuple[str, type[Any], type[Any], bool]] = [
         ("text-completion", TextCompletionRequest, TextCompletionResponse, False),
@@ -63,8 +63,7 @@ def client_specs() -> list[RequestResponseSpec]:
     ]
     pairs += [(name, req, resp, True) for name, req, resp in (*CLIENTS, *DOCUMENT_CLIENTS)]
     pairs += [
-        (s.service.name, s.service.request_schema, s.service.response_schema, True)
-        for s in registered()
+        (s.service.name, s.service.request_schema, s.service.response_schema, True) for s in sources
     ]
     working = WORKING_MEMORY
     pairs.append((working.name, working.request_schema, working.response_schema, True))

@@ -1,44 +1,32 @@
-"""The memory sources the agent recalls from at invocation start, declared once.
+"""The memory sources the agent recalls from at invocation start: the seam a memory kind
+plugs into.
 
 A source names its service (the flow's ``<service>-request`` client), its prompt section
-(title, share of ``memory-token-budget``) and the ``agent-mem`` keys that size it, and says
-how it is asked. The agent's client specs, its recall fan-out and the memory section's
-layout all read ``registered()``: the sources the installed memory kinds name (see
-:mod:`react_mem.processor.kinds`), then those added by ``register``. A source declares the
-``agent-mem`` keys only it reads (``keys``: name, type with bounds, default); the config
-accepts and validates them from then on. A new kind's source lives in its own package
-(``memory_services/<kind>/source.py``, the one module there that may import this seam).
+(title, place, share of ``memory-token-budget``) and the ``agent-mem`` keys that size it,
+and says how it is asked. Each memory kind's source lives in its own package
+(``memory_services/<kind>/source.py``, the one module there that may import this seam) and
+its ``kind.py`` names it; the five built-in kinds are declared that way, as a new one is.
+The agent reads them once, as :class:`Sources`, from the :class:`MemoryKinds` it is given:
+its client specs, its recall fan-out, the memory section's layout and the ``agent-mem``
+keys its config accepts all come from there (a source declares the keys only it reads:
+``keys``, name, type with bounds, default).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from react_mem.agent.config import AgentMemConfig, Key, declare, undeclare
-from react_mem.agent.items import (
-    Item,
-    bullet_items,
-    conversation_items,
-    episode_items,
-    fact_items,
-    reflection_items,
-)
+from react_mem.agent.config import AgentMemConfig, Key, check_keys
+from react_mem.agent.items import Item
 from react_mem.clients.base import Service
-from react_mem.clients.conversations import CONVERSATION_MEMORY, ConversationClient
-from react_mem.clients.episodes import EPISODE_MEMORY, EpisodeClient
-from react_mem.clients.facts import FACT_MEMORY, FactClient
-from react_mem.clients.playbook import PLAYBOOK_MEMORY, Playbook, PlaybookClient
 from react_mem.errors import ConfigurationError
 from react_mem.processor.flow import Flow
-from react_mem.processor.kinds import kinds, load
+from react_mem.processor.kinds import MemoryKinds
 from react_mem.schema import AgentStep
 from react_mem.schema.scope import Scope
-
-SECONDS_PER_DAY = 86400.0
 
 
 @dataclass(frozen=True)
@@ -60,11 +48,14 @@ class Ask:
     #: The request's task type (``AgentRequest.task_type``), empty when it names none.
     task_type: str = ""
 
+    @property
+    def owner(self) -> Scope:
+        """The request's owner across its conversations: recall spans all of them."""
+        return dataclasses.replace(self.scope, conversation=None)
+
 
 #: Steps of the request's history that describe its state, and their length at most.
 STATE_STEPS, STATE_CHARS = 3, 1000
-#: Episode-memory's default goal limit: a question recalled by with a state is cut to it.
-STATE_GOAL_CHARS = 4000
 
 
 def recent_state(steps: Sequence[AgentStep]) -> str:
@@ -85,6 +76,8 @@ class MemorySource:
     title: str
     #: Share of the memory budget the section may use first; what one leaves, others take.
     share: float
+    #: Place of its section in the memory part of the prompt (lower first).
+    section: int
     #: Asks the service; the answer as prompt items, best first.
     fetch: Callable[[Ask], Awaitable[list[Item]]]
     #: ``agent-mem`` key of how many records to recall; ``0`` turns the source off. A
@@ -99,7 +92,7 @@ class MemorySource:
     #: ``agent-mem`` key of a share taken before the others (which scale down to the rest).
     share_key: str | None = None
     #: ``agent-mem`` keys only this source reads (its ``top_k`` / ``min_score`` among
-    #: them, or its own settings, read with ``setting``); declared when it is registered.
+    #: them, or its own settings, read with ``setting``); the config takes them with it.
     keys: tuple[Key, ...] = ()
 
     @property
@@ -119,161 +112,44 @@ class MemorySource:
 
 def setting(cfg: AgentMemConfig, key: str) -> Any:
     """The value of ``agent-mem`` key ``key`` (hyphenated, as the config map spells it):
-    one of the config's own fields or a key a registered source declared."""
+    one of the config's own fields or a key a memory source declared."""
     for name, info in AgentMemConfig.model_fields.items():
         if info.alias == key:
             return getattr(cfg, name)
     return cfg.declared(key)
 
 
-def _owner(ask: Ask) -> Scope:
-    """The request's owner across its conversations: recall spans all of them."""
-    return dataclasses.replace(ask.scope, conversation=None)
+@dataclass(frozen=True, init=False)
+class Sources:
+    """The agent's memory sources, in the order of their sections in the prompt, and the
+    ``agent-mem`` keys they declare: read once from the memory kinds the agent is given."""
 
+    sources: tuple[MemorySource, ...]
 
-async def _facts(ask: Ask) -> list[Item]:
-    facts = await FactClient.of(ask.flow).retrieve(
-        _owner(ask),
-        ask.question,  # also beside the vector: hybrid ranking reads its words
-        vector=ask.vector,
-        top_k=ask.top_k,
-        min_score=ask.min_score,
-        retrieval=ask.cfg.retrieval(),
-    )
-    return fact_items(facts)
+    def __init__(self, sources: Sequence[MemorySource] = ()) -> None:
+        names = [s.name for s in sources]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ConfigurationError(f"memory sources named twice: {', '.join(twice)}")
+        check_keys(k for s in sources for k in s.keys)
+        ordered = tuple(sorted(sources, key=lambda s: (s.section, s.name)))
+        object.__setattr__(self, "sources", ordered)
 
+    @classmethod
+    def of(cls, kinds: MemoryKinds) -> Sources:
+        """The sources the memory kinds name."""
+        named = []
+        for kind in kinds:
+            if isinstance(kind.source, MemorySource):
+                named.append(kind.source)
+            elif kind.source is not None:
+                raise ConfigurationError(f"the source of {kind.name} is not a MemorySource")
+        return cls(named)
 
-async def _episodes(ask: Ask) -> list[Item]:
-    episodes = await EpisodeClient.of(ask.flow).retrieve(
-        _owner(ask),
-        # Also beside the vector: hybrid ranking reads its words (the service's goal limit).
-        goal=ask.question[:STATE_GOAL_CHARS] if ask.state else ask.question,
-        context=ask.state,
-        vector=None if ask.state else ask.vector,  # with a state, the service embeds both
-        top_k=ask.top_k,
-        min_score=ask.min_score,
-        retrieval=ask.cfg.retrieval(),
-    )
-    return episode_items(episodes) + await _recent_lessons(ask, {e.id for e in episodes})
+    @property
+    def keys(self) -> tuple[Key, ...]:
+        """The ``agent-mem`` keys the sources declare."""
+        return tuple(k for s in self.sources for k in s.keys)
 
-
-async def _recent_lessons(ask: Ask, shown: set[str]) -> list[Item]:
-    """Seed 003's recent reflections: the lessons of the owner's latest relevant episodes
-    (of the request's task type, if it names one) that the recall above did not show."""
-    cfg = ask.cfg
-    if cfg.reflection_top_k <= 0:
-        return []
-    recent = await EpisodeClient.of(ask.flow).retrieve(
-        _owner(ask),
-        goal=ask.question,
-        vector=ask.vector,
-        top_k=cfg.reflection_top_k,
-        min_score=ask.min_score,
-        retrieval=cfg.retrieval(),
-        task_type=ask.task_type or None,
-        since=time.time() - cfg.reflection_window_days * SECONDS_PER_DAY,
-    )
-    return reflection_items([e for e in recent if e.id not in shown and e.lessons])
-
-
-async def _playbook(ask: Ask) -> list[Item]:
-    cfg, scope = ask.cfg, ask.scope
-    which = Playbook(
-        collection=scope.collection, context=cfg.playbook_context_scope, user=scope.user
-    )
-    bullets = await PlaybookClient.of(ask.flow).retrieve(
-        which,
-        ask.question,  # also when a vector is given: Jaccard relevance needs the text
-        vector=ask.vector,
-        top_k=ask.top_k,
-        relevance=cfg.playbook_relevance,
-        weights=cfg.playbook_weights,
-    )
-    return bullet_items(bullets)
-
-
-async def _conversation(ask: Ask) -> list[Item]:
-    turns = ask.cfg.conversation_turns
-    conversation = await ConversationClient.of(ask.flow).get(ask.scope, limit=max(turns, 1))
-    return conversation_items(conversation, turns)
-
-
-PLAYBOOK = MemorySource(
-    name="playbook",
-    service=PLAYBOOK_MEMORY,
-    title="Playbook (strategies learned from past tasks):",
-    share=0.25,
-    share_key="playbook-token-share",
-    fetch=_playbook,
-    top_k="playbook-top-k",
-    embeds=lambda cfg: cfg.playbook_relevance != "jaccard",
-)
-FACTS = MemorySource(
-    name="facts",
-    service=FACT_MEMORY,
-    title="Long-term Facts:",
-    share=0.4,
-    fetch=_facts,
-    top_k="fact-retrieval-top-k",
-    min_score="fact-min-score",
-    embeds=lambda cfg: True,
-)
-EPISODES = MemorySource(
-    name="episodes",
-    service=EPISODE_MEMORY,
-    title="Relevant Past Episodes:",
-    share=0.25,
-    fetch=_episodes,
-    top_k="episode-retrieval-top-k",
-    min_score="episode-min-score",
-    embeds=lambda cfg: True,
-)
-CONVERSATIONS = MemorySource(
-    name="conversation",
-    service=CONVERSATION_MEMORY,
-    title="Conversation History:",
-    share=0.35,
-    fetch=_conversation,
-    needs=lambda scope: scope.conversation is not None,
-)
-
-#: The built-in sources, in the order of their sections in the prompt (the memory kinds
-#: name theirs, so the agent reads what is installed: see ``registered``).
-SOURCES: tuple[MemorySource, ...] = (PLAYBOOK, FACTS, EPISODES, CONVERSATIONS)
-_added: dict[str, MemorySource] = {}
-#: The sources beyond the built-in ones that the memory kinds name, keys declared.
-_of_kinds: dict[str, MemorySource] = {}
-
-
-def register(source: MemorySource) -> None:
-    """Add a memory source that no memory kind names, its ``agent-mem`` keys with it."""
-    if source.name in {s.name for s in registered()}:
-        raise ConfigurationError(f"a memory source named {source.name!r} is registered")
-    declare(source.keys)
-    _added[source.name] = source
-
-
-def unregister(name: str) -> None:
-    """Remove an added source and its keys (the kinds' stay)."""
-    source = _added.pop(name, None)
-    if source is not None:
-        undeclare(k.name for k in source.keys)
-
-
-def registered() -> tuple[MemorySource, ...]:
-    """Every source, in the order of their sections in the prompt: the built-in ones the
-    memory kinds name, the other kinds' sources, then those added by ``register``. The
-    kinds' own keys are declared here, and undeclared when their kind is gone (the agent
-    reads this when it starts, before any config)."""
-    named = [load(k.source) for k in kinds() if k.source is not None]
-    for source in named:
-        if not isinstance(source, MemorySource):
-            raise ConfigurationError(f"{source!r} named by a memory kind is not a MemorySource")
-    others = [s for s in named if s not in SOURCES]
-    for gone in _of_kinds.keys() - {s.name for s in others}:
-        undeclare(k.name for k in _of_kinds.pop(gone).keys)
-    for source in others:
-        if source.name not in _of_kinds:
-            declare(source.keys)
-            _of_kinds[source.name] = source
-    return (*(s for s in SOURCES if s in named), *others, *_added.values())
+    def __iter__(self) -> Iterator[MemorySource]:
+        return iter(self.sources)

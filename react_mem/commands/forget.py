@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TextIO
+from typing import Any, Protocol, TextIO, cast
 
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
@@ -23,7 +23,7 @@ from react_mem.clients.forget import LearnerForgetClient
 from react_mem.commands.common import BusArgs, ServiceQueues, Subparsers, flow_args
 from react_mem.commands.progress import Progress
 from react_mem.errors import ConfigurationError, ServiceError, ServiceTimeout
-from react_mem.processor.kinds import kinds, load
+from react_mem.processor.kinds import MemoryKinds
 from react_mem.schema.forget import MEMORY_FORGET, Forgotten
 
 LEARNER = "memory-learner"
@@ -41,16 +41,18 @@ class Forgetter(Protocol):
     def __call__(self, rpc: Requester[Any, Any], *, timeout: float | None = None) -> Forgetting: ...
 
 
-def clients() -> dict[str, Forgetter]:
+def clients(kinds: MemoryKinds) -> dict[str, Forgetter]:
     """Who holds a user's memory, in report order: the memory services, then the learner."""
     found: dict[str, Forgetter] = {}
-    for kind in kinds():
+    for kind in kinds:
         if kind.client is not None:
-            cls = load(kind.client)
+            cls = kind.client
             if not callable(getattr(cls, "forget", None)):
-                raise ConfigurationError(f"{kind.client} (of {kind.name}) has no forget")
-            found[kind.name] = cls
+                raise ConfigurationError(f"{cls.__name__} (of {kind.name}) has no forget")
+            found[kind.name] = cast(Forgetter, cls)
     return found | {LEARNER: LearnerForgetClient}
+
+
 #: Dead-letter queues are persistent topics that pulsar-lite can neither list nor trim.
 DEAD_LETTERS = (
     "not reached: dead-letter queues (flow:tg:dlq--...) keep failed messages, a user's "
@@ -75,10 +77,10 @@ class Report:
         return f"{self.service}: {self.status}{': ' + self.detail if self.detail else ''}"
 
 
-def targets(workspace: str, flow: str) -> dict[str, ServiceQueues]:
+def targets(workspace: str, flow: str, kinds: MemoryKinds) -> dict[str, ServiceQueues]:
     """Every forget destination of a flow: the services' request queues and the learner's
     persistent ``flow:tg:memory-forget`` queue."""
-    found = {s: ServiceQueues.of(s, workspace, flow) for s in clients() if s != LEARNER}
+    found = {s: ServiceQueues.of(s, workspace, flow) for s in clients(kinds) if s != LEARNER}
     tail = f"{MEMORY_FORGET}:{workspace}:{flow}"
     found[LEARNER] = ServiceQueues(f"flow:tg:{tail}", f"response:tg:{tail}")
     return found
@@ -88,18 +90,21 @@ async def forget_user(
     transport: Transport,
     to: Mapping[str, ServiceQueues],
     *,
+    kinds: MemoryKinds,
     user: str,
     collection: str = "",
     timeout: float = 120.0,
     progress: Progress | None = None,
 ) -> list[Report]:
-    """Send ``forget`` to the learner, then to the other services of ``to`` at once; one
-    report per service, in order (and a line on ``progress`` as each answers)."""
+    """Send ``forget`` to the learner, then to the other services of ``to`` at once (each
+    through its kind's client); one report per service, in order (and a line on
+    ``progress`` as each answers)."""
     started, answered = time.monotonic(), 0
+    forgetters = clients(kinds)
 
     async def one(name: str, queues: ServiceQueues) -> Report:
         nonlocal answered
-        report = await _one(transport, name, queues, user, collection, timeout)
+        report = await _one(transport, forgetters[name], name, queues, user, collection, timeout)
         answered += 1
         if progress is not None:
             took = time.monotonic() - started
@@ -118,13 +123,13 @@ async def forget_user(
 
 async def _one(
     transport: Transport,
+    kind: Forgetter,
     name: str,
     queues: ServiceQueues,
     user: str,
     collection: str,
     timeout: float,
 ) -> Report:
-    kind = clients()[name]
     rpc: RequestResponseClient[Any, Any] = RequestResponseClient(
         transport,
         queues.request,
@@ -177,13 +182,15 @@ async def execute(
     where = f"collection {args.collection}" if args.collection else "every collection"
     if not args.yes and not _confirmed(f"everything user {args.user} owns in {where}", err):
         return 1
-    to = to or targets(args.workspace, args.flow)
+    kinds = MemoryKinds.from_entry_points()
+    to = to or targets(args.workspace, args.flow, kinds)
     progress = Progress(err, f"forget: waiting for {len(to)} services")
     progress.start()
     try:
         reports = await forget_user(
             transport,
             to,
+            kinds=kinds,
             user=args.user,
             collection=args.collection,
             timeout=args.timeout,

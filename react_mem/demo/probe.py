@@ -19,9 +19,11 @@ import yaml
 from react_mem.agent import json_reply, prompt
 from react_mem.agent.items import episode_items, fact_items
 from react_mem.agent.parse import Final, ParseError
+from react_mem.agent.sources import Sources
 from react_mem.agent.tools import Argument, Tool
 from react_mem.llm.base import Prompt
 from react_mem.llm.llama_cpp import LlamaCppBackend, LlamaCppSettings
+from react_mem.processor.kinds import MemoryKinds
 from react_mem.schema.episodes import Episode
 from react_mem.schema.facts import Fact
 from react_mem.stack import CONFIG_DIR
@@ -61,8 +63,9 @@ def second_session_prompt(budget: int = 800) -> Prompt:
     counter = HFTokenCounter.from_file()
     facts = fact_items([Fact(id="f1", content=FACT, score=0.6)])
     episodes = episode_items([Episode(id="e1", goal=EPISODE, similarity=0.4)])
+    layout = prompt.Layout.of(Sources.of(MemoryKinds.from_entry_points()))
     context = prompt.render_context(
-        counter, budget, {"facts": facts, "conversation": [], "episodes": episodes}
+        counter, budget, {"facts": facts, "conversation": [], "episodes": episodes}, layout
     )
     tools = stack_tools()
     system = prompt.system_prompt(tools, None, json_reply.FORMAT)

@@ -8,6 +8,7 @@ request/response clients are made once per service, workspace and flow, and reus
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -24,6 +25,7 @@ from react_mem.clients.facts import FactClient
 from react_mem.clients.playbook import PlaybookClient
 from react_mem.commands.common import ServiceQueues, queue
 from react_mem.commands.forget import Report, forget_user, targets
+from react_mem.processor.kinds import MemoryKinds
 from react_mem.schema.audit import MEMORY_AUDIT, AuditEvent
 
 C = TypeVar("C", bound=ServiceClient[Any, Any])
@@ -59,12 +61,19 @@ class Memory:
         transport: Transport,
         *,
         queues: Queues = ServiceQueues.of,
-        forget_targets: ForgetTargets = targets,
+        forget_targets: ForgetTargets | None = None,
         audit: AuditQueue = audit_queue,
         timeout: float = 30.0,
         forget_timeout: float = 120.0,
+        kinds: MemoryKinds | None = None,
     ) -> None:
+        """``kinds``: the memory kinds whose services forget (default: the installed ones,
+        read here); ``forget_targets``: their queues (default: the flow's)."""
         self.transport = transport
+        #: Read once: the services a forget reaches, through their kinds' clients.
+        self.kinds = MemoryKinds.from_entry_points() if kinds is None else kinds
+        if forget_targets is None:
+            forget_targets = functools.partial(targets, kinds=self.kinds)
         self._queues, self._targets, self._audit = queues, forget_targets, audit
         self._timeout, self._forget_timeout = timeout, forget_timeout
         self._rpcs: dict[tuple[str, str, str], RequestResponseClient[Any, Any]] = {}
@@ -105,6 +114,7 @@ class Memory:
         return await forget_user(
             self.transport,
             self._targets(where.workspace, where.flow),
+            kinds=self.kinds,
             user=user,
             collection=collection,
             timeout=self._forget_timeout,

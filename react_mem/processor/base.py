@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, Self
 
 from prometheus_client import CollectorRegistry
 
@@ -31,6 +31,9 @@ from react_mem.processor.settings import ProcessorSettings
 from react_mem.processor.specs import ConsumerSpec, Handler, ProducerSpec, Spec
 from react_mem.schema.audit import AuditEvent
 from react_mem.schema.base import WireModel
+
+if TYPE_CHECKING:
+    from react_mem.processor.kinds import MemoryKinds
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +82,12 @@ class Processor:
         self._source: ConfigServiceSource | None = None
         self._stopped = asyncio.Event()
         self.register_config_handler([f"processor:{self.id}"], self.on_configure_flows)
+
+    @classmethod
+    def create(cls, settings: ProcessorSettings, transport: Transport, kinds: MemoryKinds) -> Self:
+        """The processor the runtime starts, given the memory kinds it read at start-up: one
+        that needs them (the agent, to recall from their sources) overrides this."""
+        return cls(settings, transport)
 
     def register_specification(self, spec: Spec) -> None:
         self.specifications.append(spec)

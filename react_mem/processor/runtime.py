@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import importlib
 import logging
 import signal
@@ -22,7 +21,7 @@ from react_mem.errors import ConfigurationError
 from react_mem.ownership import DirectoryInUse
 from react_mem.processor.base import Processor
 from react_mem.processor.endpoint import serve_http
-from react_mem.processor.kinds import kinds, load
+from react_mem.processor.kinds import MemoryKinds
 from react_mem.processor.settings import BusSettings, ProcessorSettings
 
 logger = logging.getLogger(__name__)
@@ -34,20 +33,23 @@ RESTART_DELAY = 4.0
 ENTRY_POINT_GROUP = "react_mem.processors"
 
 
-def registered_processors() -> dict[str, Callable[[], Any]]:
+def registered_processors(kinds: MemoryKinds | None = None) -> dict[str, Callable[[], Any]]:
     """Short name -> its class's loader, for every processor the installed packages register
-    (memory services' through their :class:`~react_mem.processor.kinds.MemoryKind`)."""
+    and every memory kind's (:class:`~react_mem.processor.kinds.MemoryKind`; ``kinds``: those
+    read at start-up, by default the installed ones, read now)."""
+    if kinds is None:
+        kinds = MemoryKinds.from_entry_points()
     found: dict[str, Callable[[], Any]] = {
         ep.name: ep.load for ep in entry_points(group=ENTRY_POINT_GROUP)
     }
-    for kind in kinds():
-        found[kind.name] = functools.partial(load, kind.processor)
+    for kind in kinds:
+        found[kind.name] = kind.processor
     return found
 
 
-def resolve_processor(name: str) -> type[Processor]:
+def resolve_processor(name: str, kinds: MemoryKinds | None = None) -> type[Processor]:
     """A registered short name (``fact-memory``) or any ``module.Class`` path."""
-    registered = registered_processors()
+    registered = registered_processors(kinds)
     try:
         if name in registered:
             cls = registered[name]()
@@ -70,6 +72,8 @@ def resolve_processor(name: str) -> type[Processor]:
 class ProcessorEntry:
     cls: type[Processor]
     settings: ProcessorSettings
+    #: The memory kinds read at start-up, for a processor that needs them (the agent).
+    kinds: MemoryKinds
 
 
 async def supervise(
@@ -83,7 +87,7 @@ async def supervise(
     be created, or whose start reports a configuration error, stops everything at once."""
     while not stopping.is_set():
         try:
-            processor = entry.cls(entry.settings, transport)
+            processor = entry.cls.create(entry.settings, transport, entry.kinds)
         except Exception as exc:
             stopping.set()  # a processor that cannot be built will not be by restarting
             raise ConfigurationError(f"{entry.settings.id} cannot be created: {exc!r}") from exc

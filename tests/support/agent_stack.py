@@ -37,6 +37,7 @@ from react_mem.schema import AgentRequest, AgentResponse
 from react_mem.schema.facts import FactResponse
 from react_mem.schema.scope import Scope
 from react_mem.schema.services import GraphRagQuery, GraphRagResponse
+from tests.support.kinds import INSTALLED
 from tests.support.scripted_llm import Script, ScriptedLLM
 
 PLAYBOOK = "playbook-memory"
@@ -135,7 +136,7 @@ def agent_flow(
     its clients of the services this stack runs; trajectories when ``learner`` is true."""
     present = {"agent", "text-completion", "graph-rag", *services}
     present |= {PLAYBOOK} if playbook else set()
-    agent = node("agent-mem")
+    agent = node("agent-mem", INSTALLED)
     flow: dict[str, str] = {}
     for topic in (*agent.topics, *agent.trustgraph):
         if topic.cls != "flow" and topic.name in present:
@@ -322,7 +323,8 @@ async def agent_stack(
             await put_config("default", workspace, transport)
         else:
             values["flows"] = write_flows(tmp_path / f"flows-{pid}.yaml", workspace)
-        agent = AgentProcessor(AgentProcessor.Settings.load(values), transport, registry=registry)
+        settings = AgentProcessor.Settings.load(values)
+        agent = AgentProcessor(settings, transport, registry=registry, kinds=INSTALLED)
         await start(agent)
         await client.start()
         yield Stack(transport, unique, llm, agent, rag, up, client, topics, others, book, registry)

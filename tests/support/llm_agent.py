@@ -20,6 +20,7 @@ from react_mem.bus.transport import Transport
 from react_mem.llm.openai_compat import OpenAICompatibleProcessor, OpenAISettings
 from react_mem.schema import AgentRequest, AgentResponse
 from tests.support.agent_stack import agent_flow, queues, write_flows
+from tests.support.kinds import INSTALLED
 from tests.support.openai_server import OpenAIServer
 
 
@@ -78,7 +79,7 @@ async def llm_agent(
         else None
     )
     processor = AgentProcessor(
-        AgentProcessor.Settings.load(agent_settings), transport, registry=registry
+        AgentProcessor.Settings.load(agent_settings), transport, registry=registry, kinds=INSTALLED
     )
     client: RequestResponseClient[AgentRequest, AgentResponse] = RequestResponseClient(
         transport, topics["agent"]["request"], topics["agent"]["response"], AgentResponse

@@ -1,0 +1,72 @@
+"""episode-memory's recall source: the agent's "Relevant Past Episodes" section, with seed
+003's recent reflections (named by ``kind.py``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+from pydantic import Field
+
+from react_mem.agent.config import Key
+from react_mem.agent.items import Item, episode_items, reflection_items
+from react_mem.agent.sources import Ask, MemorySource, setting
+from react_mem.clients.episodes import EPISODE_MEMORY, EpisodeClient
+
+SECONDS_PER_DAY = 86400.0
+#: Episode-memory's default goal limit: a question recalled by with a state is cut to it.
+STATE_GOAL_CHARS = 4000
+
+
+async def _episodes(ask: Ask) -> list[Item]:
+    episodes = await EpisodeClient.of(ask.flow).retrieve(
+        ask.owner,
+        # Also beside the vector: hybrid ranking reads its words (the service's goal limit).
+        goal=ask.question[:STATE_GOAL_CHARS] if ask.state else ask.question,
+        context=ask.state,
+        vector=None if ask.state else ask.vector,  # with a state, the service embeds both
+        top_k=ask.top_k,
+        min_score=ask.min_score,
+        retrieval=ask.cfg.retrieval(),
+    )
+    return episode_items(episodes) + await _recent_lessons(ask, {e.id for e in episodes})
+
+
+async def _recent_lessons(ask: Ask, shown: set[str]) -> list[Item]:
+    """Seed 003's recent reflections: the lessons of the owner's latest relevant episodes
+    (of the request's task type, if it names one) that the recall above did not show."""
+    top_k = int(setting(ask.cfg, "reflection-top-k"))
+    if top_k <= 0:
+        return []
+    days = float(setting(ask.cfg, "reflection-window-days"))
+    recent = await EpisodeClient.of(ask.flow).retrieve(
+        ask.owner,
+        goal=ask.question,
+        vector=ask.vector,
+        top_k=top_k,
+        min_score=ask.min_score,
+        retrieval=ask.cfg.retrieval(),
+        task_type=ask.task_type or None,
+        since=time.time() - days * SECONDS_PER_DAY,
+    )
+    return reflection_items([e for e in recent if e.id not in shown and e.lessons])
+
+
+EPISODES = MemorySource(
+    name="episodes",
+    service=EPISODE_MEMORY,
+    title="Relevant Past Episodes:",
+    share=0.25,
+    section=20,
+    fetch=_episodes,
+    top_k="episode-retrieval-top-k",
+    min_score="episode-min-score",
+    embeds=lambda cfg: True,
+    keys=(
+        # Recent reflections in the prompt (seed 003): the lessons of up to this many of the
+        # owner's episodes from the last ``reflection-window-days``, of the request's task
+        # type when it names one, most relevant first, beside the episodes recalled; 0: none.
+        Key("reflection-top-k", Annotated[int, Field(ge=0, le=20)], 3),
+        Key("reflection-window-days", Annotated[float, Field(gt=0)], 7.0),
+    ),
+)
