@@ -454,8 +454,9 @@ class Stack:
 
     @property
     def counter(self) -> HFTokenCounter:
-        assert isinstance(self.agent.counter, HFTokenCounter)
-        return self.agent.counter
+        counter = self.agent.started.state.counter
+        assert isinstance(counter, HFTokenCounter)
+        return counter
 
 
 def _flows(path: Path, body: dict[str, Any]) -> Path:
@@ -573,9 +574,8 @@ async def assemble(s: Stack, question: str, scope: Scope) -> tuple[float, Recall
     """Total seconds, the recall, render seconds and the memory section, as ``begin``."""
     cfg = s.config
     started = time.perf_counter()
-    recall = await MemoryRecall(s.flow, s.agent.embedder, cfg, s.agent.sources).recall(
-        question, scope
-    )
+    embedder = s.agent.started.state.embedder
+    recall = await MemoryRecall(s.flow, embedder, cfg, s.agent.sources).recall(question, scope)
     rendered = time.perf_counter()
     budget = cfg.memory_token_budget
     context, _ = prompt.render_memory(s.counter, budget, recall.items, s.agent.layout)
@@ -636,7 +636,7 @@ async def sources_alone(s: Stack, asked: list[str], conversation: str) -> str:
         "conversation": ({"fact_retrieval_top_k": 0, "episode_retrieval_top_k": 0}, conversation),
     }
     for name, (update, conversation_id) in only.items():
-        recall = MemoryRecall(s.flow, s.agent.embedder, cfg.model_copy(update=update))
+        recall = MemoryRecall(s.flow, s.agent.started.state.embedder, cfg.model_copy(update=update))
         for question in asked:
             got = await recall.recall(question, Scope(WS, COLLECTION, USER, conversation_id))
             for key in (name, "embed"):
@@ -716,7 +716,7 @@ async def tokens(transport: PulsarTransport, tmp: Path, agent_mem: dict[str, str
                 conversation_id=conversation, session_id=str(uuid.uuid4()),
             )  # fmt: skip
             inv = Invocation.of(request, s.flow, cfg)
-            state = await s.agent.begin(inv)
+            state = await s.agent.begin(s.agent.started.state, inv)
             tools = s.agent.tools_for(ws, inv)
             system = prompt.system_prompt(list(tools.values()), cfg.additional_context)
             memory = counter.count(system) + counter.count(

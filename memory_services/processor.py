@@ -1,14 +1,15 @@
 """What the memory services share: settings, store, embedder, scope, paging, sweeps.
 
-A :class:`MemoryProcessor` is generic over its settings class
-(``class FactMemoryProcessor(MemoryProcessor[FactMemorySettings])``: ``self.settings`` is
-typed as that class, and the processor's ``Settings`` is set to it). It opens its vector
-store and embedder in :meth:`start` (never in ``__init__``), lets the subclass create its
-collections, starts its flows, then runs :meth:`sweep` every ``settings.sweep_interval``
-seconds in the background (retention, idle detection, memory-size gauges) until
-:meth:`stop`, which closes the store. The store (default: the configured backend) and the
-embedder (default: the process-wide one for the configured model) can be passed in, so tests
-run a service on a small deterministic embedder.
+A :class:`MemoryProcessor` is generic over its settings class and its opened memory
+(``class FactMemoryProcessor(MemoryProcessor[FactMemorySettings, FactMemory])``:
+``self.settings`` is typed as the first, and the processor's ``Settings`` is set to it). It
+opens its vector store and embedder in :meth:`start` (never in ``__init__``), lets the
+subclass build its memory on them (:meth:`open_memory`, once), starts its flows, then runs
+:meth:`sweep` every ``settings.sweep_interval`` seconds in the background (retention, idle
+detection, memory-size gauges) until :meth:`stop`, which closes the store. Handlers get the
+memory as their first argument (:meth:`with_memory`). The store (default: the configured
+backend) and the embedder (default: the process-wide one for the configured model) can be
+passed in, so tests run a service on a small deterministic embedder.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import logging
 import time
 import typing
 import uuid
-from collections.abc import Callable
-from typing import Any, ClassVar, Generic, TypeVar
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypedDict, TypeVar, Unpack
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
@@ -36,11 +38,12 @@ from memory_services.store.base import Scope, VectorStore
 from react_mem.bus.transport import Transport
 from react_mem.embedding.base import Embedder
 from react_mem.embedding.shared import shared_embedder
-from react_mem.errors import BadRequest, ConfigurationError
+from react_mem.errors import BadRequest
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.processor.specs import Handler
+from react_mem.processor.started import Started
 from react_mem.retention import CONFIG_TYPE as RETENTION_CONFIG_TYPE
 from react_mem.retention import WorkspaceRetention
 
@@ -54,9 +57,32 @@ PAGE_OFFSET_CHARS = 64
 
 Clock = Callable[[], float]
 SettingsT = TypeVar("SettingsT", bound=MemorySettings)
+#: What a service builds on the open store: its memory, what its handlers work on.
+MemoryT = TypeVar("MemoryT")
+M = TypeVar("M")
 
 
-class MemoryProcessor(Processor, Generic[SettingsT]):
+class MemoryOptions(TypedDict, total=False):
+    """What a memory service takes besides its settings and transport (all optional)."""
+
+    registry: CollectorRegistry | None
+    #: Epoch seconds (a test's movable clock); default ``time.time``.
+    clock: Clock
+    #: Not yet open (the processor opens and closes it); default: the configured backend.
+    store: VectorStore | None
+    #: Default: the process-wide one for the configured model (:func:`shared_embedder`).
+    embedder: Embedder | None
+
+
+@dataclass(frozen=True)
+class Opened(Generic[MemoryT]):
+    """What :meth:`MemoryProcessor.start` opened, closed together on stop."""
+
+    store: VectorStore
+    memory: MemoryT
+
+
+class MemoryProcessor(Processor, Generic[SettingsT, MemoryT]):
     Settings: ClassVar[type[ProcessorSettings]] = MemorySettings
     #: Of the ``Settings`` class (:class:`Processor` revalidates what it is given as it).
     settings: SettingsT
@@ -66,33 +92,23 @@ class MemoryProcessor(Processor, Generic[SettingsT]):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        # ``MemoryProcessor[XSettings]`` as a base: XSettings is the class settings load as.
+        # ``MemoryProcessor[XSettings, XMemory]`` as a base: settings load as XSettings.
         for base in cls.__dict__.get("__orig_bases__", ()):
             if typing.get_origin(base) is MemoryProcessor:
-                [settings_class] = typing.get_args(base)
+                settings_class = typing.get_args(base)[0]
                 if isinstance(settings_class, type):
                     cls.Settings = settings_class
 
     def __init__(
-        self,
-        settings: ProcessorSettings,
-        transport: Transport,
-        *,
-        registry: CollectorRegistry | None = None,
-        clock: Clock = time.time,
-        store: VectorStore | None = None,
-        embedder: Embedder | None = None,
+        self, settings: ProcessorSettings, transport: Transport, **options: Unpack[MemoryOptions]
     ) -> None:
-        """``store``: not yet open (the processor opens and closes it); default: the
-        configured backend. ``embedder``: default the process-wide one for the configured
-        model (:func:`shared_embedder`)."""
+        registry = options.get("registry")
         super().__init__(settings, transport, registry=registry)
-        self.clock = clock
+        self.clock = options.get("clock", time.time)
         self.items: Gauge = memory_items(registry)
         self.index_duration: Histogram = index_duration(registry)
-        self._given_store, self._given_embedder = store, embedder
-        self._store: VectorStore | None = None
-        self._embedder: Embedder | None = None
+        self._given_store, self._given_embedder = options.get("store"), options.get("embedder")
+        self.started: Started[Opened[MemoryT]] = Started(self.id)
         self._sweeper: asyncio.Task[None] | None = None
         #: Screens what the service is asked to store for PII and secrets.
         self.pii = PiiGuard(self.id, self.settings.pii(), registry)
@@ -137,22 +153,35 @@ class MemoryProcessor(Processor, Generic[SettingsT]):
         self.register_config_handler([RETENTION_CONFIG_TYPE], retention.on_config)
         return retention
 
-    # -- subclass hooks ------------------------------------------------------------
-    async def open_memory(self, store: VectorStore, embedder: Embedder) -> None:
-        """Create collections and the logic objects; called once the store is open."""
+    def with_memory(
+        self, handler: Callable[[MemoryT, M, MessageContext], Awaitable[None]]
+    ) -> Callable[[M, MessageContext], Awaitable[None]]:
+        """``handler`` as a spec's handler: called with the opened memory first."""
 
-    async def sweep(self) -> None:
+        async def bound(message: M, ctx: MessageContext) -> None:
+            await handler(self.started.state.memory, message, ctx)
+
+        return bound
+
+    # -- subclass hooks ------------------------------------------------------------
+    async def open_memory(self, store: VectorStore, embedder: Embedder) -> MemoryT:
+        """Create collections and build the memory; called once the store is open."""
+        raise NotImplementedError
+
+    async def sweep(self, memory: MemoryT) -> None:
         """One background pass (retention, idle detection, gauges)."""
 
-    async def close_memory(self) -> None:
-        """Write what the logic objects hold back; called on stop, before the store closes."""
+    async def close_memory(self, memory: MemoryT) -> None:
+        """Write what the memory holds back; called on stop, before the store closes."""
 
     # -- lifecycle -----------------------------------------------------------------
     @property
     def store(self) -> VectorStore:
-        if self._store is None:
-            raise ConfigurationError(f"{self.id}: the vector store is not open (not started)")
-        return self._store
+        return self.started.state.store
+
+    @property
+    def memory(self) -> MemoryT:
+        return self.started.state.memory
 
     async def start(self) -> None:
         if self._given_store is None and self.settings.vector_store == "edge":
@@ -161,15 +190,17 @@ class MemoryProcessor(Processor, Generic[SettingsT]):
             self._given_store or make_store(self.settings, on_indexed=self._indexed)
         )
         await store.open()
-        self._store = store
         try:
             embedder = retrying_embedder(self._given_embedder or shared_embedder(self.settings))
             await asyncio.gather(embedder.start(), self.pii.start())
-            self._embedder = embedder
-            await self.open_memory(store, embedder)
+            self.started.open(Opened(store, await self.open_memory(store, embedder)))
+        except BaseException:
+            await store.close()
+            raise
+        try:
             await super().start()
         except BaseException:
-            await self._close_store()
+            await self._close()
             raise
         self._sweeper = asyncio.create_task(self._sweep_loop(), name=f"{self.id}:sweep")
 
@@ -180,24 +211,24 @@ class MemoryProcessor(Processor, Generic[SettingsT]):
                 await self._sweeper
             self._sweeper = None
         await super().stop()
-        try:
-            if self._store is not None:
-                await self.close_memory()
-        finally:
-            await self._close_store()
+        await self._close()
 
     def _indexed(self, collection: str, seconds: float) -> None:
         self.index_duration.labels(processor=self.id, collection=collection).observe(seconds)
 
-    async def _close_store(self) -> None:
-        store, self._store = self._store, None
-        if store is not None:
-            await store.close()
+    async def _close(self) -> None:
+        opened = self.started.close()
+        if opened is not None:
+            try:
+                await self.close_memory(opened.memory)
+            finally:
+                await opened.store.close()
 
     async def _sweep_loop(self) -> None:
+        memory = self.started.state.memory  # open until stop() ends this task
         while True:
             try:
-                await self.sweep()
+                await self.sweep(memory)
             except Exception:
                 # A store outage must not end the task: the next pass tries again.
                 logger.exception("%s: background sweep failed", self.id)

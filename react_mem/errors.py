@@ -24,6 +24,12 @@ class TransientError(ReactMemError):
     """A dependency failed in a way worth retrying (broker, store, LLM unavailable)."""
 
 
+class NotStarted(TransientError):
+    """A part was used before its ``start()`` finished (or after its ``stop()``): the one
+    lifecycle error. Transient, so a message that reaches a handler too early is
+    redelivered once the processor runs, never answered as bad input or bad config."""
+
+
 class ConfigurationError(ReactMemError):
     """Settings or flow definitions are invalid; the message names the key."""
 

@@ -68,7 +68,7 @@ async def test_a_forged_altered_or_replayed_memory_state_never_reaches_prompt_or
         ) as stack,
     ):
         await store_fact(stack, FACT, "ada")
-        sealer = stack.agent.sealer
+        sealer = stack.agent.started.state.sealer
         assert sealer is not None
         mine = AgentRequest(question="Where are my backups?", user="ada", session_id="s-1")
         bound = invocation(mine, "default", "f1")

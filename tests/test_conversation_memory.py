@@ -246,7 +246,7 @@ async def test_idle_timeout_ends_a_conversation_and_publishes_once(
         clock.advance(300)
         await ok(service, append("busy", 0))
         # An idle end re-checks under the conversation's lock: a busy one stays open.
-        lifecycle = service.processor.lifecycle
+        lifecycle = service.processor.memory.lifecycle
         still_open = await lifecycle.end(Scope("default", "default", None, "busy"), "idle")
         assert still_open is not None and not still_open["ended"]
         clock.advance(301)  # quiet: idle for 601 s; busy: 301 s
@@ -551,7 +551,7 @@ async def test_turns_stored_before_the_tells_time_flag_get_it_when_the_service_s
     async with conversation_service(transport, CollectorRegistry(), tmp_path, unique) as old:
         for sequence, (query, answer) in enumerate(said):
             await ok(old, append("c1", sequence, query=query, answer=answer))
-        memory = old.processor.memory
+        memory = old.processor.memory.memory
         everyone = await memory.registry.scopes()
         turns, _ = await memory._store.scroll(memory.collection, scope=everyone[0], limit=10)
         for turn in turns:  # as written before the flag existed

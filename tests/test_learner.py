@@ -628,7 +628,7 @@ async def test_at_the_collection_quota_a_fact_is_refused_once_and_recorded(
     assert (await stack.conversation()).summary == SUMMARY  # the other writes went ahead
     assert len(await stack.episodes()) == 1
     assert stack.learner is not None
-    entry = await stack.learner.ledger.get("default", "trajectory:s1")
+    entry = await stack.learner.started.state.get("default", "trajectory:s1")
     assert entry is not None and entry.done and entry.outcome == "facts: quota-exceeded"
     refused = [r.getMessage() for r in caplog.records if "quota-exceeded" in r.getMessage()]
     assert refused, "the refusal is logged"
@@ -702,6 +702,6 @@ async def test_under_drop_a_fact_with_pii_is_refused_once_and_recorded(
     assert await stack.facts() == []
     assert stack.sample("tg_memory_learner_rejected_total", kind="fact", reason="pii-refused") == 1
     assert stack.learner is not None
-    entry = await stack.learner.ledger.get("default", "trajectory:s1")
+    entry = await stack.learner.started.state.get("default", "trajectory:s1")
     assert entry is not None and entry.done and entry.outcome == "facts: pii-refused"
     assert not any(CARD in r.getMessage() for r in caplog.records)  # never the detected text

@@ -89,7 +89,7 @@ async def _conversations(service: Any, workspace: str) -> set[str]:
 async def _turns_held(service: Any, workspace: str) -> int:
     processor = service.processor
     scope = Scope(workspace, "default")
-    return int(await processor.store.count(processor.memory.collection, scope=scope))
+    return int(await processor.store.count(processor.memory.memory.collection, scope=scope))
 
 
 async def test_ended_conversations_are_deleted_after_the_retention_open_ones_are_kept(
@@ -114,14 +114,14 @@ async def test_ended_conversations_are_deleted_after_the_retention_open_ones_are
             await _conversation(service, workspace, "ended", end=True)
             await _conversation(service, workspace, "open", end=False)
         clock.advance(2 * DAY)
-        await service.processor.sweep()
+        await service.processor.sweep(service.processor.memory)
         # One day in "short": its ended conversation (header and turn) is gone.
         assert await _conversations(service, "short") == {"open"}
         assert await _turns_held(service, "short") == 2  # the open one's header and turn
         assert await _conversations(service, "default") == {"ended", "open"}
 
         clock.advance(89 * DAY)  # 91 days: past the default of 90
-        await service.processor.sweep()
+        await service.processor.sweep(service.processor.memory)
         assert await _conversations(service, "default") == {"open"}
         assert await _conversations(service, "forever") == {"ended", "open"}
         assert await _conversations(service, "short") == {"open"}
@@ -148,7 +148,7 @@ async def test_a_conversation_reopened_by_a_turn_is_not_expired(
         await _conversation(service, "short", "c1", end=True)
         clock.advance(2 * DAY)
         await _conversation(service, "short", "c1", end=False)  # reopens it
-        await service.processor.sweep()
+        await service.processor.sweep(service.processor.memory)
         assert await _conversations(service, "short") == {"c1"}
 
 
@@ -187,12 +187,12 @@ async def test_episodes_expire_after_180_days_by_default_or_the_workspace_settin
 
         clock.advance(2 * DAY)
         assert [await listed(ws) for ws in WORKSPACES] == [1, 0, 1]
-        await service.processor.sweep()
+        await service.processor.sweep(service.processor.memory)
         assert [await held(ws) for ws in WORKSPACES] == [1, 0, 1]
 
         clock.advance(179 * DAY)  # 181 days
         assert [await listed(ws) for ws in WORKSPACES] == [0, 0, 1]
-        await service.processor.sweep()
+        await service.processor.sweep(service.processor.memory)
         assert [await held(ws) for ws in WORKSPACES] == [0, 0, 1]
 
 

@@ -4,11 +4,10 @@ publishing :class:`ConversationEnded` on ``flow:tg:conversation-ended:{workspace
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Unpack
 
-from prometheus_client import CollectorRegistry
 from pydantic import Field
 
 from memory_services.conversations.lifecycle import ConversationLifecycle
@@ -16,13 +15,13 @@ from memory_services.conversations.memory import ConversationMemory
 from memory_services.conversations.operations import ENDED, ConversationOperations, send_ended
 from memory_services.conversations.records import ConversationLimits
 from memory_services.metrics import quota_refusals
-from memory_services.processor import Clock, MemoryProcessor
+from memory_services.processor import MemoryOptions, MemoryProcessor
 from memory_services.runtime import MemorySettings
 from memory_services.scope_registry import ScopeRegistry
 from memory_services.store.base import VectorStore
 from react_mem.bus.transport import Transport
 from react_mem.embedding.base import Embedder
-from react_mem.errors import BadRequest, ConfigurationError
+from react_mem.errors import BadRequest
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.processor.specs import ProducerSpec
@@ -57,53 +56,34 @@ class ConversationMemorySettings(MemorySettings):
     default_top_k: int = Field(default=5, ge=1, le=50)
 
 
-class ConversationMemoryProcessor(MemoryProcessor[ConversationMemorySettings]):
+@dataclass(frozen=True)
+class Conversations:
+    """What the service builds on the open store: the records, their ends, the operations."""
+
+    memory: ConversationMemory
+    lifecycle: ConversationLifecycle
+    operations: ConversationOperations
+
+
+class ConversationMemoryProcessor(MemoryProcessor[ConversationMemorySettings, Conversations]):
     """Keeps conversations (see :mod:`.schema` for the operations) and announces their end."""
 
     default_id: ClassVar[str] = "conversation-memory"
 
     def __init__(
-        self,
-        settings: ProcessorSettings,
-        transport: Transport,
-        *,
-        registry: CollectorRegistry | None = None,
-        clock: Clock = time.time,
-        store: VectorStore | None = None,
-        embedder: Embedder | None = None,
+        self, settings: ProcessorSettings, transport: Transport, **options: Unpack[MemoryOptions]
     ) -> None:
-        super().__init__(
-            settings, transport, registry=registry, clock=clock, store=store, embedder=embedder
-        )
-        self._memory: ConversationMemory | None = None
-        self._refusals = quota_refusals(registry)
-        self._lifecycle: ConversationLifecycle | None = None
-        self._operations: ConversationOperations | None = None
+        super().__init__(settings, transport, **options)
+        self._refusals = quota_refusals(options.get("registry"))
         self.kept_ended = self.retention(
             "conversation-retention-days", self.settings.retention_days
         )
-        self.serve_requests(ConversationRequest, ConversationResponse, self.on_request)
+        self.serve_requests(
+            ConversationRequest, ConversationResponse, self.with_memory(self.on_request)
+        )
         self.register_specification(ProducerSpec(name=ENDED, schema=ConversationEnded))
 
-    @property
-    def memory(self) -> ConversationMemory:
-        if self._memory is None:
-            raise ConfigurationError(f"{self.id}: not started")
-        return self._memory
-
-    @property
-    def lifecycle(self) -> ConversationLifecycle:
-        if self._lifecycle is None:
-            raise ConfigurationError(f"{self.id}: not started")
-        return self._lifecycle
-
-    @property
-    def operations(self) -> ConversationOperations:
-        if self._operations is None:
-            raise ConfigurationError(f"{self.id}: not started")
-        return self._operations
-
-    async def open_memory(self, store: VectorStore, embedder: Embedder) -> None:
+    async def open_memory(self, store: VectorStore, embedder: Embedder) -> Conversations:
         s = self.settings
         limits = ConversationLimits(
             max_query_chars=s.max_query_chars,
@@ -111,7 +91,7 @@ class ConversationMemoryProcessor(MemoryProcessor[ConversationMemorySettings]):
             max_summary_chars=s.max_summary_chars,
             max_turns=s.max_turns_per_conversation,
         )
-        self._memory = ConversationMemory(
+        memory = ConversationMemory(
             store,
             embedder,
             collection=f"conversations-{embedder.dimension}",
@@ -119,29 +99,31 @@ class ConversationMemoryProcessor(MemoryProcessor[ConversationMemorySettings]):
             limits=limits,
             clock=self.clock,
         )
-        await self._memory.ensure()
-        self._lifecycle = ConversationLifecycle(
-            self._memory,
+        await memory.ensure()
+        lifecycle = ConversationLifecycle(
+            memory,
             publish=self._publish,
             idle_timeout=s.idle_timeout,
             clock=self.clock,
             retention=self.kept_ended,
         )
-        self._operations = ConversationOperations(
-            self._memory, self._lifecycle, clock=self.clock, default_top_k=s.default_top_k
+        operations = ConversationOperations(
+            memory, lifecycle, clock=self.clock, default_top_k=s.default_top_k
         )
+        return Conversations(memory, lifecycle, operations)
 
-    async def sweep(self) -> None:
-        if filled := await self.memory.fill_flags():
+    async def sweep(self, memory: Conversations) -> None:
+        if filled := await memory.memory.fill_flags():
             logger.info(
                 "%s: %d turns stored before the tells_time flag now have it", self.id, filled
             )
-        conversations, turns, ended = await self.lifecycle.sweep()
+        lifecycle = memory.lifecycle
+        conversations, turns, ended = await lifecycle.sweep()
         self.items.labels(processor=self.id, kind="conversation").set(conversations)
         self.items.labels(processor=self.id, kind="turn").set(turns)
         if ended:
             logger.info("%s: ended %d idle conversations", self.id, ended)
-        expired, self.lifecycle.expired = self.lifecycle.expired, 0
+        expired, lifecycle.expired = lifecycle.expired, 0
         if expired:
             logger.info("%s: deleted %d conversations past their retention", self.id, expired)
 
@@ -158,10 +140,12 @@ class ConversationMemoryProcessor(MemoryProcessor[ConversationMemorySettings]):
         return True
 
     # -- requests ------------------------------------------------------------------
-    async def on_request(self, request: ConversationRequest, ctx: MessageContext) -> None:
+    async def on_request(
+        self, memory: Conversations, request: ConversationRequest, ctx: MessageContext
+    ) -> None:
         op = request.operation
         if op == "forget":  # the user's every collection: no one scope
-            done = await self.memory.forget(ctx.flow.workspace, request.collection, request.user)
+            done = await memory.memory.forget(ctx.flow.workspace, request.collection, request.user)
             await ctx.reply(ConversationResponse(forgotten=done, count=sum(done.records.values())))
             return
         if op in NEEDS_CONVERSATION and not request.conversation_id:
@@ -169,7 +153,7 @@ class ConversationMemoryProcessor(MemoryProcessor[ConversationMemorySettings]):
         scope = self.scope(ctx, request.collection, request.user, request.conversation_id)
         request = await self.pii.screen(ctx.flow.workspace, request)
         try:
-            reply = await self.operations.run(op, scope, request, ctx)
+            reply = await memory.operations.run(op, scope, request, ctx)
         except BadRequest as exc:
             if exc.type == "quota-exceeded":  # a turn past the conversation's cap: counted
                 self._refusals.labels(self.id, "turn", "conversation").inc()

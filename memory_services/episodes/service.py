@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import logging
-import time
 import uuid
-from typing import ClassVar, assert_never
+from typing import ClassVar, Unpack, assert_never
 
-from prometheus_client import CollectorRegistry
 from pydantic import Field
 
 from memory_services.consolidation.metrics import Consolidations
@@ -15,12 +13,11 @@ from memory_services.consolidation.settings import ConsolidationSettings
 from memory_services.episodes.memory import EpisodeMemory
 from memory_services.episodes.records import EpisodeLimits
 from memory_services.metrics import quota_evictions
-from memory_services.processor import Clock, MemoryProcessor, page_offset
+from memory_services.processor import MemoryOptions, MemoryProcessor, page_offset
 from memory_services.scope_registry import ScopeRegistry
 from memory_services.store.base import Scope, VectorStore
 from react_mem.bus.transport import Transport
 from react_mem.embedding.base import Embedder
-from react_mem.errors import ConfigurationError
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.schema.consolidation import ConsolidationReport
@@ -48,26 +45,17 @@ class EpisodeMemorySettings(ConsolidationSettings):
     max_episode_bytes: int = Field(default=512 * 1024, ge=1024)
 
 
-class EpisodeMemoryProcessor(MemoryProcessor[EpisodeMemorySettings]):
+class EpisodeMemoryProcessor(MemoryProcessor[EpisodeMemorySettings, EpisodeMemory]):
     """Stores, retrieves, lists, forgets and consolidates episodes; see :mod:`.schema` for
     the operations. With ``consolidation_interval`` set, consolidates on that schedule."""
 
     default_id: ClassVar[str] = "episode-memory"
 
     def __init__(
-        self,
-        settings: ProcessorSettings,
-        transport: Transport,
-        *,
-        registry: CollectorRegistry | None = None,
-        clock: Clock = time.time,
-        store: VectorStore | None = None,
-        embedder: Embedder | None = None,
+        self, settings: ProcessorSettings, transport: Transport, **options: Unpack[MemoryOptions]
     ) -> None:
-        super().__init__(
-            settings, transport, registry=registry, clock=clock, store=store, embedder=embedder
-        )
-        self._memory: EpisodeMemory | None = None
+        super().__init__(settings, transport, **options)
+        registry = options.get("registry")
         self._evictions = quota_evictions(registry).labels(processor=self.id, kind="episode")
         self.consolidations = Consolidations(
             registry, self.id, "episode", self.settings.consolidation_interval
@@ -75,17 +63,11 @@ class EpisodeMemoryProcessor(MemoryProcessor[EpisodeMemorySettings]):
         self.episode_retention = self.retention(
             "episode-retention-days", self.settings.max_age_days
         )
-        self.serve_requests(EpisodeRequest, EpisodeResponse, self.on_request)
+        self.serve_requests(EpisodeRequest, EpisodeResponse, self.with_memory(self.on_request))
 
-    @property
-    def memory(self) -> EpisodeMemory:
-        if self._memory is None:
-            raise ConfigurationError(f"{self.id}: not started")
-        return self._memory
-
-    async def open_memory(self, store: VectorStore, embedder: Embedder) -> None:
+    async def open_memory(self, store: VectorStore, embedder: Embedder) -> EpisodeMemory:
         s = self.settings
-        self._memory = EpisodeMemory(
+        memory = EpisodeMemory(
             store,
             embedder,
             collection=f"episodes-{embedder.dimension}",
@@ -103,24 +85,27 @@ class EpisodeMemoryProcessor(MemoryProcessor[EpisodeMemorySettings]):
             retention=self.episode_retention,
             consolidation=s.consolidation_options(),
         )
-        await self._memory.ensure()
+        await memory.ensure()
+        return memory
 
-    async def sweep(self) -> None:
-        removed, held = await self.memory.sweep()
+    async def sweep(self, memory: EpisodeMemory) -> None:
+        removed, held = await memory.sweep()
         self.items.labels(processor=self.id, kind="episode").set(held)
         if removed:
             logger.info("%s: swept %d episodes past the age limit", self.id, removed)
-        await self.consolidations.run_if_due(self.memory.consolidate_all)
+        await self.consolidations.run_if_due(memory.consolidate_all)
 
-    async def on_request(self, request: EpisodeRequest, ctx: MessageContext) -> None:
+    async def on_request(
+        self, memory: EpisodeMemory, request: EpisodeRequest, ctx: MessageContext
+    ) -> None:
         op = request.operation
         if op == "forget":  # the user's every collection: no one scope
-            done = await self.memory.forget(ctx.flow.workspace, request.collection, request.user)
+            done = await memory.forget(ctx.flow.workspace, request.collection, request.user)
             await ctx.reply(EpisodeResponse(forgotten=done, count=sum(done.records.values())))
             return
         scope = self.scope(ctx, request.collection, request.user, request.conversation_id)
         request = await self.pii.screen(ctx.flow.workspace, request)
-        await ctx.reply(await self._execute(op, scope, request, ctx.id))
+        await ctx.reply(await self._execute(memory, op, scope, request, ctx.id))
 
     def _reported(
         self, report: ConsolidationReport, changed: bool, *, undone: bool
@@ -129,9 +114,13 @@ class EpisodeMemoryProcessor(MemoryProcessor[EpisodeMemorySettings]):
         return EpisodeResponse(consolidation=report)
 
     async def _execute(
-        self, op: ScopedEpisodeOperation, scope: Scope, r: EpisodeRequest, request_id: str | None
+        self,
+        memory: EpisodeMemory,
+        op: ScopedEpisodeOperation,
+        scope: Scope,
+        r: EpisodeRequest,
+        request_id: str | None,
     ) -> EpisodeResponse:
-        memory = self.memory
         match op:
             case "store":
                 episode_id, created, evicted = await memory.store(scope, r)

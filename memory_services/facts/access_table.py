@@ -24,6 +24,8 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from react_mem.errors import NotStarted
+
 #: (workspace, collection, user or "").
 OwnerKey = tuple[str, str, str]
 #: A fact id, its owner, retrievals not yet in its record, and the latest one.
@@ -77,7 +79,7 @@ class AccessTable:
     @property
     def db(self) -> sqlite3.Connection:
         if self._db is None:
-            raise RuntimeError("the access table is not open")
+            raise NotStarted("the access table is not open")
         return self._db
 
     def add(self, rows: Iterable[Row]) -> None:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import logging
-import time
 import uuid
-from typing import ClassVar, assert_never
+from typing import ClassVar, Unpack, assert_never
 
-from prometheus_client import CollectorRegistry
 from pydantic import Field
 
 from memory_services.consolidation.metrics import Consolidations
@@ -16,12 +14,11 @@ from memory_services.facts.memory import FactMemory
 from memory_services.facts.quota import QuotaExceeded
 from memory_services.facts.records import FactPolicy
 from memory_services.metrics import quota_evictions, quota_refusals
-from memory_services.processor import Clock, MemoryProcessor, page_offset
+from memory_services.processor import MemoryOptions, MemoryProcessor, page_offset
 from memory_services.retrieval import resolve, time_boost
 from memory_services.store.base import Scope, VectorStore
 from react_mem.bus.transport import Transport
 from react_mem.embedding.base import Embedder
-from react_mem.errors import ConfigurationError
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.schema.consolidation import ConsolidationReport
@@ -75,7 +72,7 @@ class FactMemorySettings(ConsolidationSettings):
         return FactPolicy(**{k: getattr(self, k) for k in FactPolicy.__dataclass_fields__})
 
 
-class FactMemoryProcessor(MemoryProcessor[FactMemorySettings]):
+class FactMemoryProcessor(MemoryProcessor[FactMemorySettings, FactMemory]):
     """Serves store, retrieve, get, history, list, update, delete, purge, consolidate and
     unconsolidate (see :mod:`.schema`); deletes expired facts in the background and, when
     ``consolidation_interval`` is set, consolidates every collection on that schedule."""
@@ -83,20 +80,11 @@ class FactMemoryProcessor(MemoryProcessor[FactMemorySettings]):
     default_id: ClassVar[str] = "fact-memory"
 
     def __init__(
-        self,
-        settings: ProcessorSettings,
-        transport: Transport,
-        *,
-        registry: CollectorRegistry | None = None,
-        clock: Clock = time.time,
-        store: VectorStore | None = None,
-        embedder: Embedder | None = None,
+        self, settings: ProcessorSettings, transport: Transport, **options: Unpack[MemoryOptions]
     ) -> None:
-        super().__init__(
-            settings, transport, registry=registry, clock=clock, store=store, embedder=embedder
-        )
+        super().__init__(settings, transport, **options)
+        registry = options.get("registry")
         self._size = self.items.labels(processor=self.id, kind="fact")
-        self._memory: FactMemory | None = None
         self.consolidations = Consolidations(
             registry, self.id, "fact", self.settings.consolidation_interval
         )
@@ -104,15 +92,9 @@ class FactMemoryProcessor(MemoryProcessor[FactMemorySettings]):
         ttl = self.settings.default_ttl_seconds
         self.fact_ttl = self.retention("fact-ttl-days", None if ttl is None else ttl / 86400.0)
         self._refusals = quota_refusals(registry)
-        self.serve_requests(FactRequest, FactResponse, self.on_request)
+        self.serve_requests(FactRequest, FactResponse, self.with_memory(self.on_request))
 
-    @property
-    def memory(self) -> FactMemory:
-        if self._memory is None:
-            raise ConfigurationError(f"{self.id}: not started")
-        return self._memory
-
-    async def open_memory(self, store: VectorStore, embedder: Embedder) -> None:
+    async def open_memory(self, store: VectorStore, embedder: Embedder) -> FactMemory:
         memory = FactMemory(
             store,
             embedder,
@@ -124,25 +106,24 @@ class FactMemoryProcessor(MemoryProcessor[FactMemorySettings]):
             workspace_ttl=self.fact_ttl.seconds,
         )
         await memory.ensure()
-        self._memory = memory
+        return memory
 
-    async def close_memory(self) -> None:
-        if self._memory is not None:
-            await self._memory.close()
+    async def close_memory(self, memory: FactMemory) -> None:
+        await memory.close()
 
-    async def sweep(self) -> None:
-        removed, held = await self.memory.sweep()
+    async def sweep(self, memory: FactMemory) -> None:
+        removed, held = await memory.sweep()
         self._size.set(held)
         if removed:
             logger.info("%s: swept %d expired facts", self.id, removed)
-        await self.consolidations.run_if_due(self.memory.consolidate_all)
+        await self.consolidations.run_if_due(memory.consolidate_all)
 
-    async def on_request(self, request: FactRequest, ctx: MessageContext) -> None:
+    async def on_request(
+        self, memory: FactMemory, request: FactRequest, ctx: MessageContext
+    ) -> None:
         op = request.operation
         if op == "forget":  # the user's every collection: no one scope
-            forgotten = await self.memory.forget(
-                ctx.flow.workspace, request.collection, request.user
-            )
+            forgotten = await memory.forget(ctx.flow.workspace, request.collection, request.user)
             await ctx.reply(
                 FactResponse(forgotten=forgotten, deleted=sum(forgotten.records.values()))
             )
@@ -150,7 +131,7 @@ class FactMemoryProcessor(MemoryProcessor[FactMemorySettings]):
         scope = self.scope(ctx, request.collection, request.user, request.conversation_id)
         request = await self.pii.screen(ctx.flow.workspace, request)
         try:
-            response = await self._execute(op, scope, request, ctx.id)
+            response = await self._execute(memory, op, scope, request, ctx.id)
         except QuotaExceeded as exc:
             self._refusals.labels(processor=self.id, kind="fact", quota=exc.quota).inc()
             logger.warning("%s: store refused at the %s quota: %s", self.id, exc.quota, exc)
@@ -158,9 +139,13 @@ class FactMemoryProcessor(MemoryProcessor[FactMemorySettings]):
         await ctx.reply(response)
 
     async def _execute(
-        self, op: ScopedFactOperation, scope: Scope, r: FactRequest, request_id: str | None
+        self,
+        memory: FactMemory,
+        op: ScopedFactOperation,
+        scope: Scope,
+        r: FactRequest,
+        request_id: str | None,
     ) -> FactResponse:
-        memory = self.memory
         match op:
             case "store":
                 stored, evicted = await memory.store(scope, r.facts, request_id, evict=r.evict)

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from pathlib import Path
-from typing import ClassVar, assert_never
+from typing import ClassVar, Unpack, assert_never
 
-from prometheus_client import CollectorRegistry
 from pydantic import Field, field_validator
 
 from memory_services.playbook import seeds
@@ -17,12 +15,12 @@ from memory_services.playbook.memory import PlaybookMemory, bullet_ids
 from memory_services.playbook.metrics import PlaybookMetrics
 from memory_services.playbook.records import PlaybookPolicy, ScopeKey
 from memory_services.playbook.scoring import DecayRates
-from memory_services.processor import MAX_SCOPE_ID_CHARS, Clock, MemoryProcessor
+from memory_services.processor import MAX_SCOPE_ID_CHARS, MemoryOptions, MemoryProcessor
 from memory_services.runtime import MemorySettings
 from memory_services.store.base import Scope, VectorStore
 from react_mem.bus.transport import Transport
 from react_mem.embedding.base import Embedder
-from react_mem.errors import BadRequest, ConfigurationError
+from react_mem.errors import BadRequest
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.schema.forget import Forgotten
@@ -104,7 +102,7 @@ class PlaybookMemorySettings(MemorySettings):
         return DecayRates(self.semantic_decay, self.episodic_decay, self.procedural_decay)
 
 
-class PlaybookMemoryProcessor(MemoryProcessor[PlaybookMemorySettings]):
+class PlaybookMemoryProcessor(MemoryProcessor[PlaybookMemorySettings, PlaybookMemory]):
     """Serves the playbook operations (see :mod:`.schema`), each checked against the
     requester's relation to the playbook (:mod:`.access`), and removes expired bullets in
     the background."""
@@ -116,29 +114,13 @@ class PlaybookMemoryProcessor(MemoryProcessor[PlaybookMemorySettings]):
     )
 
     def __init__(
-        self,
-        settings: ProcessorSettings,
-        transport: Transport,
-        *,
-        registry: CollectorRegistry | None = None,
-        clock: Clock = time.time,
-        store: VectorStore | None = None,
-        embedder: Embedder | None = None,
+        self, settings: ProcessorSettings, transport: Transport, **options: Unpack[MemoryOptions]
     ) -> None:
-        super().__init__(
-            settings, transport, registry=registry, clock=clock, store=store, embedder=embedder
-        )
-        self.metrics = PlaybookMetrics(self.id, registry)
-        self._memory: PlaybookMemory | None = None
-        self.serve_requests(PlaybookRequest, PlaybookResponse, self.on_request)
+        super().__init__(settings, transport, **options)
+        self.metrics = PlaybookMetrics(self.id, options.get("registry"))
+        self.serve_requests(PlaybookRequest, PlaybookResponse, self.with_memory(self.on_request))
 
-    @property
-    def memory(self) -> PlaybookMemory:
-        if self._memory is None:
-            raise ConfigurationError(f"{self.id}: not started")
-        return self._memory
-
-    async def open_memory(self, store: VectorStore, embedder: Embedder) -> None:
+    async def open_memory(self, store: VectorStore, embedder: Embedder) -> PlaybookMemory:
         s = self.settings
         memory = PlaybookMemory(
             store,
@@ -150,10 +132,10 @@ class PlaybookMemoryProcessor(MemoryProcessor[PlaybookMemorySettings]):
             metrics=self.metrics,
         )
         await memory.ensure()
-        self._memory = memory
+        return memory
 
-    async def sweep(self) -> None:
-        removed, held = await self.memory.sweep()
+    async def sweep(self, memory: PlaybookMemory) -> None:
+        removed, held = await memory.sweep()
         self.metrics.bullets.set(held)
         if removed:
             logger.info("%s: removed %d expired bullets", self.id, removed)
@@ -172,12 +154,14 @@ class PlaybookMemoryProcessor(MemoryProcessor[PlaybookMemorySettings]):
             Scope(ctx.flow.workspace, request.collection)  # a collection is required
         return ScopeKey(*parts)
 
-    async def on_request(self, request: PlaybookRequest, ctx: MessageContext) -> None:
+    async def on_request(
+        self, memory: PlaybookMemory, request: PlaybookRequest, ctx: MessageContext
+    ) -> None:
         delta = request.operation == "apply-delta"
         try:
             key = self.key(ctx, request)
             request = await self.pii.screen(ctx.flow.workspace, request)
-            response = await self._execute(key, request, ctx.id)
+            response = masked(await self._run(memory, key, request, ctx.id), request.user or None)
         except BadRequest:
             if delta:
                 self.metrics.delta("rejected")
@@ -188,18 +172,12 @@ class PlaybookMemoryProcessor(MemoryProcessor[PlaybookMemorySettings]):
             raise
         await ctx.reply(response)
 
-    async def _execute(
-        self, base: ScopeKey, r: PlaybookRequest, request_id: str | None
-    ) -> PlaybookResponse:
-        response = await self._run(base, r, request_id)
-        return masked(response, r.user or None)
-
     async def _run(
-        self, base: ScopeKey, r: PlaybookRequest, request_id: str | None
+        self, memory: PlaybookMemory, base: ScopeKey, r: PlaybookRequest, request_id: str | None
     ) -> PlaybookResponse:
-        memory, op, user = self.memory, r.operation, r.user or None
+        op, user = r.operation, r.user or None
         if op == "forget":
-            return await self._forget(base, r)
+            return await self._forget(memory, base, r)
         named = r.collection_wide or bool(r.playbook_owner)
         target = base.of(None if r.collection_wide else (r.playbook_owner or user))
         relation = await memory.access.relation(target, user)
@@ -243,7 +221,7 @@ class PlaybookMemoryProcessor(MemoryProcessor[PlaybookMemorySettings]):
                 return PlaybookResponse(count=memory.count(pb), version=pb.version, clock=pb.clock)
             case "grant" | "revoke":
                 _needs_owner(op, relation)
-                return await self._grant(target, r)
+                return await self._grant(memory, target, r)
             case "purge":
                 _needs_owner(op, relation)
                 removed = await memory.purge(target)
@@ -264,7 +242,7 @@ class PlaybookMemoryProcessor(MemoryProcessor[PlaybookMemorySettings]):
                 )
             case "share":
                 _needs_editor(op, relation)
-                return await self._share(base, target, r, request_id)
+                return await self._share(memory, base, target, r, request_id)
             case "delete":
                 _needs_editor(op, relation)
                 wanted = set(bullet_ids(r.ids, self.settings.max_list_limit))
@@ -274,7 +252,9 @@ class PlaybookMemoryProcessor(MemoryProcessor[PlaybookMemorySettings]):
             case _:
                 assert_never(op)
 
-    async def _grant(self, target: ScopeKey, r: PlaybookRequest) -> PlaybookResponse:
+    async def _grant(
+        self, memory: PlaybookMemory, target: ScopeKey, r: PlaybookRequest
+    ) -> PlaybookResponse:
         grantees = [g for g in dict.fromkeys(r.grantees) if g]
         if not grantees or (target.owner or "") in grantees:
             raise BadRequest(
@@ -283,15 +263,20 @@ class PlaybookMemoryProcessor(MemoryProcessor[PlaybookMemorySettings]):
         if r.operation == "grant" and r.relation is None:
             raise BadRequest("grant needs 'relation': viewer or editor", type="bad-grant")
         relation = r.relation if r.operation == "grant" else None
-        await self.memory.access.grant(target, relation, grantees)
+        await memory.access.grant(target, relation, grantees)
         return PlaybookResponse(count=len(grantees))
 
     async def _share(
-        self, base: ScopeKey, source: ScopeKey, r: PlaybookRequest, request_id: str | None
+        self,
+        memory: PlaybookMemory,
+        base: ScopeKey,
+        source: ScopeKey,
+        r: PlaybookRequest,
+        request_id: str | None,
     ) -> PlaybookResponse:
         """Move bullets into the collection-wide playbook (its editors only), screened for
         personal data again as an ADD would be."""
-        memory, user = self.memory, r.user or None
+        user = r.user or None
         shared = base.of(None)
         if source == shared:
             raise BadRequest("share moves bullets out of a private playbook", type="bad-share")
@@ -332,16 +317,18 @@ class PlaybookMemoryProcessor(MemoryProcessor[PlaybookMemorySettings]):
             version=done.version, applied=done.applied, changes=done.changes, removed=dict(removed)
         )
 
-    async def _forget(self, base: ScopeKey, r: PlaybookRequest) -> PlaybookResponse:
+    async def _forget(
+        self, memory: PlaybookMemory, base: ScopeKey, r: PlaybookRequest
+    ) -> PlaybookResponse:
         if not r.user:
             raise BadRequest("forget needs 'user'", type="missing-user")
         if r.collection:
             collections = [r.collection]
         else:
-            scopes = await self.memory.scopes.scopes()
+            scopes = await memory.scopes.scopes()
             collections = sorted({s.collection for s in scopes if s.workspace == base.workspace})
-        removed = await self.memory.forget_user(base.workspace, collections, r.user)
-        compacted = await self.memory.compact()
+        removed = await memory.forget_user(base.workspace, collections, r.user)
+        compacted = await memory.compact()
         forgotten = Forgotten(collections=collections, records=dict(removed), compacted=compacted)
         return PlaybookResponse(removed=dict(removed), collections=collections, forgotten=forgotten)
 

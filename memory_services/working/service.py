@@ -24,6 +24,7 @@ from react_mem.metrics import per_registry
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
+from react_mem.processor.started import Started
 from react_mem.schema.working import WorkingMemoryRequest, WorkingMemoryResponse
 from react_mem.tokens import (
     HFTokenCounter,
@@ -83,33 +84,35 @@ class WorkingMemoryProcessor(Processor):
         registry: CollectorRegistry | None = None,
         counter: TokenCounter | None = None,
     ) -> None:
+        """``counter``: default the tokenizer of ``settings.tokenizer``, loaded by start()."""
         super().__init__(settings, transport, registry=registry)
-        self._counter = counter
+        self._given_counter = counter
+        #: The token counter, loaded once by start(); handlers get it first.
+        self.started: Started[TokenCounter] = Started(self.id)
         self._outcomes = _compressions(registry)
-        self.serve_requests(WorkingMemoryRequest, WorkingMemoryResponse, self.on_request)
+        self.serve_requests(
+            WorkingMemoryRequest, WorkingMemoryResponse, self.started.bind(self.on_request)
+        )
         self.register_specification(TEXT_COMPLETION.spec(timeout=self.settings.llm_timeout))
 
-    @property
-    def counter(self) -> TokenCounter:
-        if self._counter is None:
-            raise RuntimeError("working-memory processor is not started")
-        return self._counter
-
     async def start(self) -> None:
-        if self._counter is None:
-            path = self.settings.tokenizer
-            self._counter = await asyncio.to_thread(HFTokenCounter.from_file, path)
+        counter = self._given_counter
+        if counter is None:
+            counter = await asyncio.to_thread(HFTokenCounter.from_file, self.settings.tokenizer)
+        self.started.open(counter)
         await super().start()
 
-    async def on_request(self, request: WorkingMemoryRequest, ctx: MessageContext) -> None:
+    async def on_request(
+        self, counter: TokenCounter, request: WorkingMemoryRequest, ctx: MessageContext
+    ) -> None:
         match request.operation:
             case "compress":
-                await ctx.reply(await self._compress(request, ctx))
+                await ctx.reply(await self._compress(counter, request, ctx))
             case _:
                 assert_never(request.operation)
 
     async def _compress(
-        self, request: WorkingMemoryRequest, ctx: MessageContext
+        self, counter: TokenCounter, request: WorkingMemoryRequest, ctx: MessageContext
     ) -> WorkingMemoryResponse:
         self._check_size(request)
         settings = self.settings
@@ -123,7 +126,7 @@ class WorkingMemoryProcessor(Processor):
         )
         summariser = LLMSummariser(
             TextCompletionClient.of(ctx.flow),
-            self.counter,
+            counter,
             attempts=settings.llm_attempts,
             retry_delay=settings.llm_retry_delay,
             max_input_tokens=settings.llm_max_input_tokens,
@@ -131,8 +134,8 @@ class WorkingMemoryProcessor(Processor):
             deadline=settings.llm_deadline,
         )
         # Counting a large request takes a while: off the event loop (tokenizers drops the GIL).
-        counts = await asyncio.to_thread(count_steps, self.counter, request.steps)
-        result = await compress(request.steps, policy, self.counter, summariser, counts=counts)
+        counts = await asyncio.to_thread(count_steps, counter, request.steps)
+        result = await compress(request.steps, policy, counter, summariser, counts=counts)
         self._outcomes.labels(processor=self.id, outcome=_outcome(result)).inc()
         return WorkingMemoryResponse(
             steps=result.steps,

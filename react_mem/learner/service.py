@@ -25,26 +25,22 @@ from prometheus_client import CollectorRegistry
 from react_mem.bus.transport import Transport
 from react_mem.clients.conversations import CONVERSATION_MEMORY
 from react_mem.clients.episodes import EPISODE_MEMORY
-from react_mem.clients.facts import FACT_MEMORY, FactClient
-from react_mem.clients.llm import TEXT_COMPLETION, TextCompletionClient
+from react_mem.clients.facts import FACT_MEMORY
+from react_mem.clients.llm import TEXT_COMPLETION
 from react_mem.clients.playbook import PLAYBOOK_MEMORY, PlaybookClient
 from react_mem.errors import (
     BadRequest,
-    ConfigurationError,
-    LLMUnavailable,
-    ReactMemError,
     ServiceRefused,
     TransientError,
 )
-from react_mem.learner import changes
 from react_mem.learner.ace import AceConfig, feedback_key, window_key
 from react_mem.learner.checks import MAX_ID_CHARS, check_feedback, checked_trajectory
 from react_mem.learner.cipher import LedgerCipher, load_key
 from react_mem.learner.ledger import Ledger
-from react_mem.learner.llm import JsonLLM
 from react_mem.learner.locks import InFlight, KeyedLocks
 from react_mem.learner.metrics import Lag, LearnerMetrics
 from react_mem.learner.planner import Plan, Planner
+from react_mem.learner.planning import MakePlan, planned, with_run
 from react_mem.learner.settings import LearnerSettings
 from react_mem.learner.writer import Writer
 from react_mem.processor.base import Processor
@@ -53,6 +49,7 @@ from react_mem.processor.context import MessageContext
 from react_mem.processor.flow import Flow
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.processor.specs import ConsumerSpec, ProducerSpec
+from react_mem.processor.started import Started
 from react_mem.retention import CONFIG_TYPE as RETENTION_CONFIG_TYPE
 from react_mem.retention import WorkspaceRetention
 from react_mem.schema.conversations import ConversationEnded
@@ -93,9 +90,10 @@ class MemoryLearnerProcessor(Processor):
         self.learner_settings = self.settings
         self.metrics = LearnerMetrics(registry, self.id)
         self.lag = Lag(registry, self.id, time.time)
-        self._limits = self.learner_settings.limits()
         self._ace = self.learner_settings.ace()
-        self._ledger: Ledger | None = None
+        #: The ledger, opened by start(); handlers get it first.
+        self.started: Started[Ledger] = Started(self.id)
+        bind = self.started.bind
         self._locks = KeyedLocks()
         #: Each owner's learning under way, which a forget waits out.
         self._learning = InFlight()
@@ -106,13 +104,17 @@ class MemoryLearnerProcessor(Processor):
         )
         self.register_config_handler([RETENTION_CONFIG_TYPE], self.ledger_retention.on_config)
         self.register_specification(
-            ConsumerSpec(name="trajectory", schema=Trajectory, handler=self.on_trajectory)
+            ConsumerSpec(name="trajectory", schema=Trajectory, handler=bind(self.on_trajectory))
         )
         self.register_specification(
-            ConsumerSpec(name="conversation-ended", schema=ConversationEnded, handler=self.on_ended)
+            ConsumerSpec(
+                name="conversation-ended", schema=ConversationEnded, handler=bind(self.on_ended)
+            )
         )
         self.register_specification(
-            ConsumerSpec(name="feedback", schema=Feedback, handler=self.on_feedback, optional=True)
+            ConsumerSpec(
+                name="feedback", schema=Feedback, handler=bind(self.on_feedback), optional=True
+            )
         )
         # Forgetting a user: a persistent queue, so a forget sent while the learner is down
         # is done when it comes back; the reply reports what the ledger held.
@@ -120,7 +122,7 @@ class MemoryLearnerProcessor(Processor):
             ConsumerSpec(
                 name=MEMORY_FORGET,
                 schema=ForgetRequest,
-                handler=self.audited_consumer(self.on_forget, "forget"),
+                handler=self.audited_consumer(bind(self.on_forget), "forget"),
                 response=f"{MEMORY_FORGET}-response",
                 error_reply=lambda error: ForgetResponse(error=error),
                 optional=True,
@@ -140,12 +142,6 @@ class MemoryLearnerProcessor(Processor):
         )
         self.register_config_handler([AGENT_MEM], self.on_agent_mem)
 
-    @property
-    def ledger(self) -> Ledger:
-        if self._ledger is None:
-            raise ConfigurationError(f"{self.id}: not started")
-        return self._ledger
-
     async def start(self) -> None:
         s = self.learner_settings
         path = s.ledger_path or s.state_dir / "learner" / f"{self.id}.sqlite3"
@@ -158,20 +154,17 @@ class MemoryLearnerProcessor(Processor):
             cipher=LedgerCipher(await asyncio.to_thread(load_key, key, key_file)),
         )
         await ledger.open()
-        self._ledger = ledger
+        self.started.open(ledger)
         try:
             await super().start()
         except BaseException:
-            await self._close_ledger()
+            self.started.close()
+            await ledger.close()
             raise
 
     async def stop(self) -> None:
         await super().stop()
-        await self._close_ledger()
-
-    async def _close_ledger(self) -> None:
-        ledger, self._ledger = self._ledger, None
-        if ledger is not None:
+        if (ledger := self.started.close()) is not None:
             await ledger.close()
 
     async def on_agent_mem(self, workspace: str, config: WorkspaceConfig, version: int) -> None:
@@ -182,15 +175,17 @@ class MemoryLearnerProcessor(Processor):
         )
 
     # -- handlers ----------------------------------------------------------------
-    async def on_trajectory(self, t: Trajectory, ctx: MessageContext) -> None:
+    async def on_trajectory(self, ledger: Ledger, t: Trajectory, ctx: MessageContext) -> None:
         record_id = checked_trajectory(t)
         token = self.lag.begin(t.finished_at)
         try:
-            await self._trajectory(t, record_id, ctx)
+            await self._trajectory(ledger, t, record_id, ctx)
         finally:
             self.lag.end(token)
 
-    async def _trajectory(self, t: Trajectory, record_id: str, ctx: MessageContext) -> None:
+    async def _trajectory(
+        self, ledger: Ledger, t: Trajectory, record_id: str, ctx: MessageContext
+    ) -> None:
         to = Scope(ctx.flow.workspace, t.collection, t.user, t.conversation_id)
         writer = Writer(ctx.flow, self.metrics)
         key = f"trajectory:{record_id}"
@@ -204,19 +199,19 @@ class MemoryLearnerProcessor(Processor):
             if summary is not None:
                 read.append(summary)
             if ace is None:
-                return _run(await planner.for_trajectory(t, summary), f"{self.id}:{key}")
+                return with_run(await planner.for_trajectory(t, summary), f"{self.id}:{key}")
             # Kept for feedback on this invocation, for the ledger's retention.
-            await self.ledger.save_trajectory(
+            await ledger.save_trajectory(
                 workspace,
                 t.session_id or record_id,
                 t.model_dump_json(),
                 collection=t.collection,
                 user=t.user,
             )
-            window = await self._window(workspace, t, key)
+            window = await self._window(ledger, workspace, t, key)
             made = await planner.for_trajectory(t, summary, ace=ace, key=key, window=window)
-            await self._reflected(workspace, t, key, made)
-            return _run(made, f"{self.id}:{key}")
+            await self._reflected(ledger, workspace, t, key, made)
+            return with_run(made, f"{self.id}:{key}")
 
         async def summary(to: Scope, plan: Plan) -> bool:
             return await writer.summary(to, plan, fresh=read[-1] if read else None)
@@ -227,9 +222,9 @@ class MemoryLearnerProcessor(Processor):
             ("episode", writer.episode),
             ("playbook", writer.playbook),
         ]
-        await self._learn(ctx, key, to, steps, plan, "trajectory")
+        await self._learn(ledger, ctx, key, to, steps, plan, "trajectory")
 
-    async def on_ended(self, event: ConversationEnded, ctx: MessageContext) -> None:
+    async def on_ended(self, ledger: Ledger, event: ConversationEnded, ctx: MessageContext) -> None:
         if not event.event_id or not event.conversation_id:
             raise BadRequest("conversation-ended: event_id and conversation_id are required")
         if len(event.event_id) > MAX_ID_CHARS:
@@ -246,13 +241,14 @@ class MemoryLearnerProcessor(Processor):
                 facts=facts and s.promote_facts,
                 episode=episodes and s.conversation_episodes,
             )
-            return _run(made, f"{self.id}:ended:{event.event_id}")
+            return with_run(made, f"{self.id}:ended:{event.event_id}")
 
         writer = Writer(ctx.flow, self.metrics)
         steps: list[tuple[str, Write]] = [("facts", writer.facts), ("episode", writer.episode)]
-        await self._learn(ctx, f"ended:{event.event_id}", to, steps, plan, "conversation-ended")
+        key = f"ended:{event.event_id}"
+        await self._learn(ledger, ctx, key, to, steps, plan, "conversation-ended")
 
-    async def on_feedback(self, feedback: Feedback, ctx: MessageContext) -> None:
+    async def on_feedback(self, ledger: Ledger, feedback: Feedback, ctx: MessageContext) -> None:
         """Re-run the reflection of the trajectory the feedback is about, and apply its
         delta once (its id derives from the feedback's)."""
         check_feedback(feedback)
@@ -267,12 +263,12 @@ class MemoryLearnerProcessor(Processor):
             )
             raise BadRequest("feedback: this flow does not learn a playbook", type="not-configured")
         key = feedback_key(feedback)
-        body = await self.ledger.trajectory(workspace, feedback.session_id)
+        body = await ledger.trajectory(workspace, feedback.session_id)
         t = None if body is None else Trajectory.model_validate_json(body)
         if t is None or _owner(workspace, t) != Scope(
             workspace, feedback.collection or "default", feedback.user
         ):  # another owner's session is an unknown one
-            entry = await self.ledger.get(workspace, key)
+            entry = await ledger.get(workspace, key)
             if entry is not None and entry.done:  # learned, and its trajectory since pruned
                 self.metrics.duplicate("feedback")
                 self.metrics.feedback("duplicate")
@@ -294,16 +290,17 @@ class MemoryLearnerProcessor(Processor):
         to = Scope(workspace, known.collection, known.user, known.conversation_id)
 
         async def plan(planner: Planner) -> Plan:
-            window = await self._window(workspace, known, key)
+            window = await self._window(ledger, workspace, known, key)
             made = await planner.for_feedback(known, feedback, ace, key=key, window=window)
-            await self._reflected(workspace, known, key, made)
+            await self._reflected(ledger, workspace, known, key, made)
             return made
 
         writer = Writer(ctx.flow, self.metrics)
-        learned = await self._learn(ctx, key, to, [("playbook", writer.playbook)], plan, "feedback")
+        steps: list[tuple[str, Write]] = [("playbook", writer.playbook)]
+        learned = await self._learn(ledger, ctx, key, to, steps, plan, "feedback")
         self.metrics.feedback("learned" if learned else "duplicate")
 
-    async def on_forget(self, request: ForgetRequest, ctx: MessageContext) -> None:
+    async def on_forget(self, ledger: Ledger, request: ForgetRequest, ctx: MessageContext) -> None:
         """Delete the user's ledger records, trajectories and reflections (see
         :meth:`Ledger.forget`); a record being learned now holds its owner's lock."""
         if not request.user:
@@ -313,7 +310,7 @@ class MemoryLearnerProcessor(Processor):
         owner = (ctx.flow.workspace, request.user)
         if not await self._learning.idle(owner, FORGET_WAIT):
             logger.warning("forget: learning for a user still under way after %ss", FORGET_WAIT)
-        removed = await self.ledger.forget(ctx.flow.workspace, request.collection, request.user)
+        removed = await ledger.forget(ctx.flow.workspace, request.collection, request.user)
         forgotten = Forgotten(
             collections=[request.collection] if request.collection else [],
             records={f"ledger-{table}": n for table, n in removed.items()},
@@ -327,26 +324,31 @@ class MemoryLearnerProcessor(Processor):
             return self._ace
         return None
 
-    async def _window(self, workspace: str, t: Trajectory, key: str) -> Sequence[str]:
-        return await self.ledger.reflections(workspace, window_key(t), self._ace.window, before=key)
+    async def _window(
+        self, ledger: Ledger, workspace: str, t: Trajectory, key: str
+    ) -> Sequence[str]:
+        return await ledger.reflections(workspace, window_key(t), self._ace.window, before=key)
 
-    async def _reflected(self, workspace: str, t: Trajectory, key: str, plan: Plan) -> None:
+    async def _reflected(
+        self, ledger: Ledger, workspace: str, t: Trajectory, key: str, plan: Plan
+    ) -> None:
         """Count the reflection and keep it for the window of later ones."""
         if plan.ace is None:
             return
         self.metrics.ace("reflector", plan.ace.reflection.by)
         self.metrics.ace("curator", plan.ace.curated_by)
         entry = plan.ace.reflection.window_entry(t)
-        await self.ledger.add_reflection(workspace, window_key(t), key, entry)
+        await ledger.add_reflection(workspace, window_key(t), key, entry)
 
     # -- exactly once ------------------------------------------------------------------
     async def _learn(
         self,
+        ledger: Ledger,
         ctx: MessageContext,
         key: str,
         to: Scope,
         steps: Sequence[tuple[str, Write]],
-        make_plan: Callable[[Planner], Awaitable[Plan]],
+        make_plan: MakePlan,
         kind: str,
     ) -> bool:
         """Plan once, write each step once; False when the record was learned before.
@@ -358,20 +360,28 @@ class MemoryLearnerProcessor(Processor):
         # One conversation at a time: its rolling summary is read, merged and written.
         lock = (workspace, to.collection, to.user, to.conversation or key)
         async with self._learning.running((workspace, to.user)), self._locks.hold(lock):
-            entry = await self.ledger.get(workspace, key)
+            entry = await ledger.get(workspace, key)
             if entry is not None and entry.done:
                 self.metrics.duplicate(kind)
                 return False
             if entry is not None:
                 plan, done = Plan.model_validate(entry.plan), entry.steps
             else:
-                plan, done = await self._plan(ctx, to, make_plan), []
+                plan = await planned(
+                    ctx,
+                    to,
+                    make_plan,
+                    settings=self.learner_settings,
+                    metrics=self.metrics,
+                    learner=self.id,
+                )
+                done = []
                 for what, count in plan.ungrounded.items():
                     self.metrics.ungrounded(what, count)
                 if plan.empty():
                     self.metrics.record(kind, "empty")
                     return True
-                await self.ledger.save_plan(
+                await ledger.save_plan(
                     workspace,
                     key,
                     plan.model_dump(mode="json"),
@@ -401,7 +411,7 @@ class MemoryLearnerProcessor(Processor):
                 async with marking:  # each mark holds every step done before it
                     done = [*done, step]
                     if wrote:
-                        await self.ledger.mark_steps(workspace, key, done)
+                        await ledger.mark_steps(workspace, key, done)
 
             # The steps write to different services: all at once, each marked as it lands;
             # a failure is raised once the others have had their chance.
@@ -413,36 +423,9 @@ class MemoryLearnerProcessor(Processor):
                 if isinstance(result, BaseException):
                     raise result
             outcome = "partial" if refused else "learned"
-            await self.ledger.mark_done(workspace, key, "; ".join(refused) or outcome)
+            await ledger.mark_done(workspace, key, "; ".join(refused) or outcome)
             self.metrics.record(kind, outcome)
             return True
-
-    async def _plan(
-        self, ctx: MessageContext, to: Scope, make_plan: Callable[[Planner], Awaitable[Plan]]
-    ) -> Plan:
-        """The plan; with the LLM, its facts judged against the stored ones (:mod:`.changes`)."""
-        s = self.learner_settings
-        client = TextCompletionClient.of(ctx.flow)
-        llm = JsonLLM(client, attempts=s.llm_attempts, timeout=s.llm_timeout)
-        try:
-            plan = await make_plan(Planner(llm, self._limits))
-        except LLMUnavailable:
-            # The last delivery before dead-lettering learns without the LLM in any case.
-            if ctx.redelivery_count < min(s.llm_outage_redeliveries, s.max_redeliveries):
-                raise
-            logger.warning("%s: LLM still unavailable; learning without it", self.id)
-            self.metrics.degraded()
-            return await make_plan(Planner(None, self._limits))
-        if plan.facts and s.judge_fact_changes and FactClient.available(ctx.flow):
-            try:
-                stored = await Writer(ctx.flow, self.metrics).similar(
-                    to, plan.facts, changes.SHOWN
-                )
-            except ReactMemError as exc:  # only the judgement is lost: the rule still applies
-                logger.warning("%s: facts not judged against stored ones: %s", self.id, exc)
-            else:
-                plan.facts = await changes.judge(llm, plan.facts, stored)
-        return plan
 
 
 def _owner(workspace: str, t: Trajectory) -> Scope:
@@ -458,10 +441,3 @@ def _flag(raw: str | None) -> bool:
     except json.JSONDecodeError:
         value = raw.strip().lower()
     return value not in (False, "false", "no", "off", 0)
-
-
-def _run(plan: Plan, run: str) -> Plan:
-    """Each planned fact names the learner run that stores it (the inspector shows it)."""
-    for fact in plan.facts:
-        fact.metadata["learner-run"] = run
-    return plan

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, TypeVar, cast
 
 from pydantic import Field
 
-from react_mem.errors import BadRequest, ConfigurationError
+from react_mem.errors import BadRequest, ConfigurationError, NotStarted
 from react_mem.llm.base import (
     Backend,
     Completion,
@@ -156,7 +156,7 @@ class LlamaCppBackend:
 
     def _chat(self, **args: Any) -> Any:
         if self._llama is None:
-            raise ConfigurationError("the llama.cpp model is not loaded (not started)")
+            raise NotStarted("the llama.cpp model is not loaded (not started)")
         try:
             return self._llama.create_chat_completion(**args)
         except ValueError as exc:

@@ -12,7 +12,6 @@ from typing import Any, ClassVar
 import openai
 from pydantic import Field, SecretStr
 
-from react_mem.errors import ConfigurationError
 from react_mem.llm.base import (
     Backend,
     Completion,
@@ -67,27 +66,17 @@ class OpenAIBackend:
     def __init__(self, settings: OpenAISettings) -> None:
         self.settings = settings
         self.model = settings.model
-        self._client: openai.AsyncOpenAI | None = None
-
-    async def start(self) -> None:
-        key = self.settings.api_key.get_secret_value() if self.settings.api_key else NO_KEY
-        self._client = openai.AsyncOpenAI(
-            api_key=key,
-            base_url=self.settings.base_url,
-            timeout=self.settings.timeout,
-            max_retries=0,
+        key = settings.api_key.get_secret_value() if settings.api_key else NO_KEY
+        # Built at once (it connects on its first request, not here): nothing waits for start().
+        self.client = openai.AsyncOpenAI(
+            api_key=key, base_url=settings.base_url, timeout=settings.timeout, max_retries=0
         )
 
-    async def close(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+    async def start(self) -> None:
+        """Nothing to open: the client connects on its first request."""
 
-    @property
-    def client(self) -> openai.AsyncOpenAI:
-        if self._client is None:
-            raise ConfigurationError("the OpenAI client is not started")
-        return self._client
+    async def close(self) -> None:
+        await self.client.close()
 
     def _arguments(self, prompt: Prompt) -> dict[str, Any]:
         args: dict[str, Any] = {

@@ -23,7 +23,7 @@ from react_mem.schema import WireModel
 
 Req = TypeVar("Req", bound=WireModel)
 Resp = TypeVar("Resp", bound=WireModel)
-P = TypeVar("P", bound=MemoryProcessor[Any])
+P = TypeVar("P", bound=MemoryProcessor[Any, Any])
 
 START = 1_700_000_000.0
 
