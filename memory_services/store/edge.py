@@ -27,7 +27,7 @@ from memory_services.store.edge_flush import Flusher
 from memory_services.store.edge_index import Indexer
 from memory_services.store.edge_points import EdgePoints
 from memory_services.store.edge_shards import Shards
-from react_mem.errors import ConfigurationError, TransientError
+from react_mem.errors import ConfigurationError, NotStarted
 from react_mem.ownership import DirectoryOwner
 
 
@@ -105,7 +105,7 @@ class EdgeStore(EdgePoints):
     async def ensure(self, spec: CollectionSpec) -> None:
         name, shards = checks.collection_name(spec.name), self._shards
         if not shards.opened:
-            raise TransientError("edge store is not open")
+            raise NotStarted("edge store is not open")
         async with shards.ensuring:
             if name in shards.live:
                 if shards.sizes[name] != spec.vector_size:

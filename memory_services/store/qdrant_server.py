@@ -28,7 +28,7 @@ from memory_services.store.base import (
     StoreScope,
 )
 from memory_services.store.server_filter import scope_filter
-from react_mem.errors import ConfigurationError, ReactMemError, TransientError
+from react_mem.errors import ConfigurationError, NotStarted, ReactMemError, TransientError
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ class QdrantServerStore:
     @property
     def client(self) -> AsyncQdrantClient:
         if self._client is None:
-            raise TransientError("qdrant store is not open")
+            raise NotStarted("qdrant store is not open")
         return self._client
 
     async def _call(self, call: Awaitable[T]) -> T:
@@ -137,7 +137,7 @@ class QdrantServerStore:
 
     def _size(self, collection: str) -> int:
         if self._client is None:
-            raise TransientError("qdrant store is not open")
+            raise NotStarted("qdrant store is not open")
         try:
             return self._sizes[collection]
         except KeyError:

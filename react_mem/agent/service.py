@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry
 from react_mem.agent import json_reply, prompt
 from react_mem.agent.act import act
 from react_mem.agent.config import AGENT_CONFIG_TYPE, AgentMemConfig, agent_values
+from react_mem.agent.credit import cited_bullets, shown_bullets
 from react_mem.agent.data_tools import TOOL_SERVICE_CONFIG_TYPE
 from react_mem.agent.finish import (
     append_turn,
@@ -40,7 +41,7 @@ from react_mem.agent.llm import Deadline, LLMError, ReplyFormat, Usage, decide
 from react_mem.agent.memory import MemoryRecall
 from react_mem.agent.memory_tools import memory_tools
 from react_mem.agent.metrics import agent_metrics
-from react_mem.agent.parse import Action, Final, ParseError
+from react_mem.agent.parse import Action, Final
 from react_mem.agent.respond import (
     EXPLAINABILITY,
     Responder,
@@ -51,11 +52,11 @@ from react_mem.agent.settings import AgentSettings, client_specs
 from react_mem.agent.sources import Sources, recent_state
 from react_mem.agent.tools import TOOL_CONFIG_TYPE, Tool, tools_from_config
 from react_mem.agent.turns import PendingTurns
+from react_mem.agent.working import compact
 from react_mem.bus.transport import Transport
 from react_mem.clients.conversations import CONVERSATION_MEMORY
-from react_mem.clients.working import WorkingMemoryClient
 from react_mem.embedding.base import Embedder
-from react_mem.errors import ConfigurationError, ReactMemError
+from react_mem.errors import ConfigurationError
 from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
 from react_mem.processor.kinds import MemoryKinds
@@ -72,7 +73,7 @@ from react_mem.schema.services import (
     Triples,
 )
 from react_mem.schema.trajectory import Outcome, Trajectory
-from react_mem.tokens import HFTokenCounter, TokenCounter, count_steps
+from react_mem.tokens import HFTokenCounter, TokenCounter
 
 logger = logging.getLogger(__name__)
 
@@ -253,7 +254,7 @@ class AgentProcessor(Processor):
             await self.finish(inv, "", "failure", message)
             return
 
-        history = await self.compact(loaded.counter, inv, deadline)
+        history = await compact(loaded.counter, inv, deadline, self.metrics.compressions, self.id)
         if len(history) < len(request.history):
             inv.state = inv.state.model_copy(update={"compressions": inv.state.compressions + 1})
         tools = self.tools_for(ws, inv)
@@ -377,31 +378,6 @@ class AgentProcessor(Processor):
                 tools.setdefault(tool.name, tool)
         return tools
 
-    async def compact(
-        self, counter: TokenCounter, inv: Invocation, deadline: Deadline
-    ) -> list[AgentStep]:
-        """Working memory over its threshold is compressed by the working-memory service;
-        if that fails the steps go on uncompressed (the LLM sees more, nothing is lost).
-        It may take half of what is left of ``deadline``; the rest is the reasoning call's."""
-        history, cfg, scope, flow = list(inv.request.history), inv.cfg, inv.scope, inv.flow
-        if not history or not WorkingMemoryClient.available(flow):
-            return history
-        if sum(count_steps(counter, history)) <= cfg.working_memory_threshold:
-            return history
-        self.metrics.compressions.labels(processor=self.id).inc()
-        try:
-            response = await WorkingMemoryClient.of(flow).compress(
-                scope,
-                history,
-                threshold=cfg.working_memory_threshold,
-                keep_recent=cfg.working_memory_keep_recent,
-                timeout=deadline.remaining() / 2,
-            )
-        except ReactMemError as exc:  # uncompressed history still answers
-            logger.warning("working memory not compressed: %s", exc)
-            return history
-        return response.steps
-
     # -- invocation end ------------------------------------------------------------
     def start_turn(
         self, inv: Invocation, answer: str, outcome: Outcome
@@ -446,21 +422,6 @@ class AgentProcessor(Processor):
             outcome,
             self.settings.memory_write_timeout,
         )
-
-
-def shown_bullets(state: MemoryState) -> list[str]:
-    """The ids of the playbook bullets in the invocation's prompt."""
-    return list(dict.fromkeys(r.id for r in state.used if r.kind == "bullet" and r.id))
-
-
-def cited_bullets(
-    state: MemoryState, decision: Action | Final | ParseError, shown: list[str]
-) -> list[str]:
-    """The bullets cited so far, with the ones ``decision`` cites among those ``shown``;
-    an id the prompt did not hold is ignored (a model's slip credits nothing)."""
-    said = () if isinstance(decision, ParseError) else decision.bullets
-    known = set(shown)
-    return list(dict.fromkeys([*state.cited, *(b for b in said if b in known)]))
 
 
 def _last_observation(history: list[AgentStep]) -> str:
