@@ -28,11 +28,11 @@ from prometheus_client import CollectorRegistry
 from memory_services.episodes.service import EpisodeMemoryProcessor
 from memory_services.playbook.service import PlaybookMemoryProcessor
 from react_mem.agent.service import AgentProcessor
-from react_mem.bus.memory import MemoryTransport
+from react_mem.bus.in_process import InProcessTransport
 from react_mem.bus.queues import Queue
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
-from react_mem.clients.playbook import Playbook, PlaybookClient
+from react_mem.clients.playbook import PlaybookClient, PlaybookRef
 from react_mem.embedding.base import Embedder
 from react_mem.learner.heuristic import matches
 from react_mem.learner.service import MemoryLearnerProcessor
@@ -123,7 +123,7 @@ async def agent_stack(
     llm_model: str,
     playbook_settings: dict[str, Any],
 ) -> AsyncIterator[dict[str, Any]]:
-    transport = MemoryTransport()
+    transport = InProcessTransport()
     await transport.connect()
     registry = CollectorRegistry()
     started: list[Processor] = []
@@ -289,7 +289,7 @@ async def run_through_agent(
             )
             await book.start()
             playbook = PlaybookClient(book)
-            await playbook.apply_delta(Playbook(), Delta(delta_id="seed", operations=seeds[ws]))
+            await playbook.apply_delta(PlaybookRef(), Delta(delta_id="seed", operations=seeds[ws]))
             consumer = await transport.consumer(
                 Queue.parse(q("flow", "agent-trajectory", ws)), f"curve-{ws}"
             )
@@ -310,7 +310,7 @@ async def run_through_agent(
                     t = Trajectory.decode(delivery.data)
                     shown = t.bullets_shown()
                     if shown:
-                        held = await playbook.get(Playbook(), shown)
+                        held = await playbook.get(PlaybookRef(), shown)
                         harmful |= {b.id for b in held if b.harmful > b.helpful}
                     if any(LEARNS[ws]):
                         done += 1
@@ -325,7 +325,7 @@ async def run_through_agent(
                     tokens.append(used)
                     if task.family is not None:
                         wins.append(matches(answer, task.truth))
-                listed = (await playbook.page(Playbook(), limit=1000)).items
+                listed = (await playbook.page(PlaybookRef(), limit=1000)).items
                 figures.append(
                     epoch_type(
                         success=sum(wins) / max(len(wins), 1),

@@ -83,11 +83,11 @@ from react_mem.agent.config import AgentMemConfig
 from react_mem.agent.items import bullet_items, episode_items
 from react_mem.agent.sources import Sources, setting
 from react_mem.agent.tools import Tool
-from react_mem.bus.memory import MemoryTransport
+from react_mem.bus.in_process import InProcessTransport
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.clients.base import owner
 from react_mem.clients.episodes import EpisodeClient
-from react_mem.clients.playbook import Playbook, PlaybookClient
+from react_mem.clients.playbook import PlaybookClient, PlaybookRef
 from react_mem.embedding.base import Embedder
 from react_mem.learner.ace import AceConfig
 from react_mem.learner.heuristic import matches
@@ -147,7 +147,7 @@ async def services(
     """The real playbook- and episode-memory processors (edge store under ``root``) on an
     in-process bus, with a client for each."""
     await asyncio.to_thread(root.mkdir, parents=True, exist_ok=True)
-    transport = MemoryTransport()
+    transport = InProcessTransport()
     await transport.connect()
     started: list[Any] = []
     clients: list[RequestResponseClient[Any, Any]] = []
@@ -204,7 +204,9 @@ def seed_operations(right_only: bool) -> list[DeltaOperation]:
 
 async def seed(s: Services, arm: str, right_only: bool) -> None:
     ops = seed_operations(right_only)
-    await s.playbook.apply_delta(Playbook(collection=arm), Delta(delta_id="seed", operations=ops))
+    await s.playbook.apply_delta(
+        PlaybookRef(collection=arm), Delta(delta_id="seed", operations=ops)
+    )
 
 
 async def attempt(
@@ -222,7 +224,7 @@ async def attempt(
     cfg = s.cfg
     [vector] = await s.embedder.embed([task.question])
     bullets = await s.playbook.retrieve(
-        Playbook(collection=arm),
+        PlaybookRef(collection=arm),
         task.question,
         vector=vector,
         top_k=setting(cfg, "playbook-top-k"),
@@ -290,7 +292,7 @@ async def learn(s: Services, t: Trajectory, ace: bool, episodes: bool) -> None:
         t, None, ace=AceConfig() if ace else None, key=key
     )
     if ace and plan.ace is not None and plan.ace.delta.operations:
-        await s.playbook.apply_delta(Playbook(collection=t.collection), plan.ace.delta)
+        await s.playbook.apply_delta(PlaybookRef(collection=t.collection), plan.ace.delta)
     if episodes and plan.episode is not None:
         scope = Scope(WS, t.collection)
         await s.episodes.store_request(plan.episode.model_copy(update=owner(scope)))
@@ -324,7 +326,7 @@ async def run_arm(
                 wins.append(matches(t.answer, task.truth))
             if ace or episodes:
                 await learn(s, t, ace, episodes)
-        listed = (await s.playbook.page(Playbook(collection=name), limit=1000)).items
+        listed = (await s.playbook.page(PlaybookRef(collection=name), limit=1000)).items
         figures.append(
             Epoch(
                 success=sum(wins) / len(wins),

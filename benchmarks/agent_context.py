@@ -61,7 +61,7 @@ from memory_services.store.edge import EdgeStore
 from react_mem.agent import prompt
 from react_mem.agent.config import AgentMemConfig
 from react_mem.agent.invocation import Invocation
-from react_mem.agent.memory import MemoryRecall, Recall
+from react_mem.agent.recall import MemoryRecall, Recall
 from react_mem.agent.service import AgentProcessor
 from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport

@@ -20,7 +20,7 @@ from typing import get_args
 import numpy as np
 from fact_memory import corpus, questions
 
-from react_mem.embedding.base import Backend
+from react_mem.embedding.base import EmbeddingBackend
 from react_mem.embedding.sentence import SentenceTransformerEmbedder
 
 
@@ -40,7 +40,7 @@ async def measure(
 
 async def run(args: argparse.Namespace) -> None:
     facts, asked = corpus(args.texts), questions(args.texts)
-    backends: tuple[Backend, ...] = get_args(Backend)
+    backends: tuple[EmbeddingBackend, ...] = get_args(EmbeddingBackend)
     embedders = {}
     for backend in backends:
         embedder = SentenceTransformerEmbedder(backend=backend, torch_threads=args.threads)

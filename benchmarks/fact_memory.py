@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from memory_services.facts import records as rec
-from memory_services.facts.memory import FactMemory
+from memory_services.facts.fact_memory import FactMemory
 from memory_services.store.base import Record, Scope
 from memory_services.store.edge import EdgeStore
 from react_mem.bus.embedded import EmbeddedBroker

@@ -41,7 +41,7 @@ from benchmarks.fact_memory import _Dimension, corpus, embed_all
 from memory_services.conversations.service import ConversationMemoryProcessor
 from memory_services.episodes.service import EpisodeMemoryProcessor
 from memory_services.facts import records as rec
-from memory_services.facts.memory import FactMemory
+from memory_services.facts.fact_memory import FactMemory
 from memory_services.facts.service import FactMemoryProcessor
 from memory_services.playbook.service import PlaybookMemoryProcessor
 from memory_services.store.base import Record
@@ -49,7 +49,7 @@ from memory_services.store.base import Scope as StoreScope
 from memory_services.store.edge import EdgeStore
 from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
-from react_mem.clients.playbook import Playbook
+from react_mem.clients.playbook import PlaybookRef
 from react_mem.errors import RequestTimeout
 from react_mem.inspector.app import build_app
 from react_mem.inspector.auth import Gate
@@ -155,7 +155,7 @@ async def seed(memory: Memory, facts: list[str]) -> None:
             outcome="success", score=0.7, lessons=["Check opening hours first."],
             session_id=f"ep-{n}",
         )  # fmt: skip
-    book = Playbook(collection=COLLECTION, user=USER)
+    book = PlaybookRef(collection=COLLECTION, user=USER)
     ops = [DeltaOperation(type="ADD", content=c, section="travel") for c in (
         "Confirm dates before booking.", "Prefer places near public transport.",
         "Ask about dietary needs once.")]  # fmt: skip

@@ -32,7 +32,7 @@ from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.clients.facts import FactClient
-from react_mem.embedding.base import DEFAULT_BACKEND, Backend
+from react_mem.embedding.base import DEFAULT_BACKEND, EmbeddingBackend
 from react_mem.errors import ReactMemError
 from react_mem.schema.facts import FactInput, FactRequest, FactResponse
 from react_mem.schema.retrieval import RetrievalOptions
@@ -118,7 +118,7 @@ async def evaluate(
     data: list[dict[str, Any]],
     url: str,
     tmp: Path,
-    backend: Backend,
+    backend: EmbeddingBackend,
     window: int,
     rankings: dict[str, RetrievalOptions],
 ) -> dict[str, list[list[str]]]:
@@ -208,7 +208,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument(
-        "--backend", choices=get_args(Backend), default=DEFAULT_BACKEND, help="embedding backend"
+        "--backend",
+        choices=get_args(EmbeddingBackend),
+        default=DEFAULT_BACKEND,
+        help="embedding backend",
     )
     parser.add_argument("--window", type=int, default=1, help="neighbours each side (+ctx)")
     parser.add_argument("--limit", type=int, default=0, help="first N conversations (0: all)")

@@ -50,7 +50,7 @@ from memory_services.playbook.service import PlaybookMemoryProcessor
 from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
 from react_mem.bus.rpc import RequestResponseClient
-from react_mem.clients.playbook import Playbook, PlaybookClient
+from react_mem.clients.playbook import PlaybookClient, PlaybookRef
 from react_mem.embedding.shared import shared_embedder
 from react_mem.schema.playbook import Delta, DeltaOperation, PlaybookResponse
 
@@ -61,7 +61,7 @@ SIMULATED = ("reinforcement_gain", "min_relevance")
 ON_TOPIC = 0.5
 Client = PlaybookClient
 #: The collection-wide playbook of the default collection and context.
-SHARED = Playbook()
+SHARED = PlaybookRef()
 
 # fmt: off
 DOMAINS = ("invoices", "flight bookings", "SQL reports", "unit conversions", "legal clauses",
@@ -163,7 +163,7 @@ async def apply(
     client: Client, delta_id: str, ops: list[DeltaOperation], context: str = ""
 ) -> PlaybookResponse:
     delta = Delta(delta_id=delta_id, operations=ops)
-    return await client.apply_delta(Playbook(context=context), delta)
+    return await client.apply_delta(PlaybookRef(context=context), delta)
 
 
 def lesson(n: int, rng: random.Random) -> str:

@@ -33,7 +33,7 @@ import numpy as np
 
 from memory_services.facts import records as rec
 from memory_services.facts.access_overlay import owner_key
-from memory_services.facts.memory import FactMemory
+from memory_services.facts.fact_memory import FactMemory
 from memory_services.store.base import Record, Scope
 from memory_services.store.edge import EdgeStore
 

@@ -22,7 +22,7 @@ from pydantic import AliasChoices, Field, SecretStr, model_validator
 from memory_services.pii.policy import DEFAULT_THRESHOLD, PiiPolicy
 from memory_services.pii.policy import Action as PiiAction
 from memory_services.store.base import VectorStore
-from react_mem.embedding.base import DEFAULT_BACKEND, Backend
+from react_mem.embedding.base import DEFAULT_BACKEND, EmbeddingBackend
 from react_mem.processor.settings import ProcessorSettings
 
 
@@ -60,7 +60,7 @@ class MemorySettings(ProcessorSettings):
     embedding_model: str = Field(default="all-MiniLM-L6-v2", min_length=1)
     #: What runs the model (see :mod:`react_mem.embedding.sentence`); every process
     #: of a deployment must use the same one, as vectors are compared across them.
-    embedding_backend: Backend = DEFAULT_BACKEND
+    embedding_backend: EmbeddingBackend = DEFAULT_BACKEND
     #: Inference threads (torch or ONNX Runtime). One by default: two OpenMP threads
     #: collapse when cores are shared with the broker and other services.
     torch_threads: int = Field(default=1, ge=1, le=64)

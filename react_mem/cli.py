@@ -17,7 +17,7 @@ from typing import Any
 from react_mem.bus.backends import add_bus_args, describe_bus, open_bus
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import BrokerNotRunning, Transport
-from react_mem.commands import ask, feedback, inspect, memory, playbook, trajectories
+from react_mem.commands import ask, feedback, inspect, memory_command, playbook, trajectories
 from react_mem.demo import run_demo
 from react_mem.errors import ReactMemError, RequestTimeout
 from react_mem.ownership import DirectoryOwner
@@ -32,7 +32,7 @@ from react_mem.processor.runtime import (
 )
 from react_mem.processor.settings import BusSettings
 from react_mem.schema.ping import PingRequest, PingResponse
-from react_mem.stack import Progress, agent_queues, stack_entries, wait_until_ready
+from react_mem.stack import StartupProgress, agent_queues, stack_entries, wait_until_ready
 
 # CLI flag -> settings key; flags default to "not given" so env and file can apply.
 _S = argparse.SUPPRESS
@@ -177,7 +177,7 @@ async def _up(args: argparse.Namespace) -> None:
     if bus.metrics:
         print(f"  metrics      http://localhost:{bus.metrics_port}/metrics")
     print("starting (models load on first start) ...", flush=True)
-    progress = Progress([e.settings.id for e in entries])
+    progress = StartupProgress([e.settings.id for e in entries])
 
     web: list[asyncio.Task[None]] = []
 
@@ -238,7 +238,7 @@ async def _demo(args: argparse.Namespace) -> int:
         bus = _free_metrics_port(args, bus)
         entries = _stack(args)
         print(f"react-mem demo: the whole stack on the embedded defaults, state in {bus.state_dir}")
-        progress = Progress([e.settings.id for e in entries])
+        progress = StartupProgress([e.settings.id for e in entries])
         outcome: list[bool] = []
 
         async def exercise(transport: Transport) -> None:
@@ -369,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=5.0, help="seconds to wait for a first answer (5)"
     )
     ask.add_parser(sub, _client_args)
-    memory.add_parser(sub, _client_args)
+    memory_command.add_parser(sub, _client_args)
     playbook.add_parser(sub, _client_args)
     feedback.add_parser(sub, _client_args)
     trajectories.add_parser(sub, _client_args)
@@ -386,7 +386,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, int | Non
     "group": _group,
     "ping": _ping_command,
     "ask": ask.command,
-    "memory": memory.command,
+    "memory": memory_command.command,
     "playbook": playbook.command,
     "feedback": feedback.command,
     "trajectories": trajectories.command,

@@ -78,7 +78,7 @@ def _check_endpoint(settings: Any) -> None:
         )
 
 
-class Progress:
+class StartupProgress:
     """Prints each processor as it starts, and when all have."""
 
     def __init__(self, ids: list[str], out: TextIO = sys.stdout) -> None:

@@ -16,7 +16,7 @@ import yaml
 
 from memory_services.consolidation.engine import IMPORTANCE_THRESHOLD, MIN_IMPORTANCE
 from memory_services.consolidation.settings import ConsolidationSettings
-from memory_services.episodes.memory import CONSOLIDATION
+from memory_services.episodes.episode_memory import CONSOLIDATION
 from memory_services.episodes.service import EpisodeMemorySettings
 from memory_services.facts.records import FactPolicy
 from memory_services.facts.service import FactMemorySettings

@@ -12,7 +12,7 @@ import pytest
 from react_mem.learner.ace import AceConfig, feedback_key, window_key
 from react_mem.learner.curator import curate, heuristic_operations, similarity
 from react_mem.learner.heuristic import heuristic_reflection, matches
-from react_mem.learner.ledger import Ledger
+from react_mem.learner.ledger import TrajectoryLedger
 from react_mem.learner.llm import Complete, JsonLLM
 from react_mem.learner.planner import Limits, Planner
 from react_mem.learner.reflection import BulletTag, Correction, Lesson, Reflection
@@ -388,7 +388,7 @@ async def test_the_reflection_window_holds_the_last_three_and_trajectories_are_k
     tmp_path: Path,
 ) -> None:
     now = [1000.0]
-    ledger = Ledger(tmp_path / "l.sqlite3", retention=100, clock=lambda: now[0])
+    ledger = TrajectoryLedger(tmp_path / "l.sqlite3", retention=100, clock=lambda: now[0])
     await ledger.open()
     try:
         for n in range(5):
@@ -408,7 +408,7 @@ async def test_the_reflection_window_holds_the_last_three_and_trajectories_are_k
         await ledger.close()
 
     now[0] += 101
-    pruned = Ledger(tmp_path / "l.sqlite3", retention=100, clock=lambda: now[0])
+    pruned = TrajectoryLedger(tmp_path / "l.sqlite3", retention=100, clock=lambda: now[0])
     await pruned.open()
     try:
         assert await pruned.trajectory("ws", "s1") is None

@@ -8,7 +8,7 @@ from typing import Any, cast
 from react_mem.agent.config import AgentMemConfig
 from react_mem.agent.invocation import Invocation
 from react_mem.agent.items import Item
-from react_mem.agent.memory import MemoryRecall
+from react_mem.agent.recall import MemoryRecall
 from react_mem.agent.sources import STATE_CHARS, Ask, recent_state
 from react_mem.processor.flow import Flow
 from react_mem.schema import AgentStep

@@ -10,7 +10,7 @@ from typing import Any, cast
 from react_mem.agent import prompt
 from react_mem.agent.config import AgentMemConfig
 from react_mem.agent.items import Item
-from react_mem.agent.memory import MemoryRecall
+from react_mem.agent.recall import MemoryRecall
 from react_mem.agent.settings import client_specs
 from react_mem.agent.sources import Ask, MemorySource, Sources, setting
 from react_mem.clients.base import Service

@@ -26,7 +26,7 @@ from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.transport import Transport
 from react_mem.cli import build_parser
-from react_mem.commands import memory
+from react_mem.commands import memory_command
 from react_mem.commands.ask import AskOptions, ask
 from react_mem.commands.common import ServiceQueues
 from react_mem.errors import BadRequest
@@ -277,7 +277,7 @@ async def test_ask_shows_elapsed_seconds_on_a_terminal_while_waiting(
 async def run_memory(transport: Transport, *argv: str) -> tuple[int, str, str]:
     args = build_parser().parse_args(["memory", *argv])
     out, err = io.StringIO(), io.StringIO()
-    code = await memory.execute(transport, args, out=out, err=err)
+    code = await memory_command.execute(transport, args, out=out, err=err)
     return code, out.getvalue(), err.getvalue()
 
 

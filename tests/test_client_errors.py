@@ -15,7 +15,7 @@ import pulsar.asyncio
 import pytest
 from pydantic import ValidationError
 
-from react_mem.bus.memory import MemoryTransport
+from react_mem.bus.in_process import InProcessTransport
 from react_mem.bus.pulsar import PulsarProducer
 from react_mem.bus.queues import Queue
 from react_mem.bus.rpc import RequestResponseClient
@@ -209,7 +209,7 @@ RESPONSE = "response:tg:fact-memory:default:default"
 
 @contextlib.asynccontextmanager
 async def fact_client(
-    transport: MemoryTransport, answer: Callable[[bytes], bytes] | None
+    transport: InProcessTransport, answer: Callable[[bytes], bytes] | None
 ) -> AsyncIterator[FactClient]:
     """A fact client over ``transport``; ``answer`` (if any) replies to every request."""
     rpc: RequestResponseClient[FactRequest, FactResponse] = RequestResponseClient(
@@ -252,14 +252,14 @@ async def fact_client(
 async def test_over_the_bus_a_failure_is_one_project_exception(
     answer: Callable[[bytes], bytes] | None, expected: type[ReactMemError]
 ) -> None:
-    transport = MemoryTransport()
+    transport = InProcessTransport()
     async with fact_client(transport, answer) as client:
         with pytest.raises(expected):
             await client.delete(SCOPE, ["4c1e7a8e-0000-4000-8000-000000000000"])
 
 
 async def test_over_a_closed_bus_the_service_is_unavailable() -> None:
-    transport = MemoryTransport()
+    transport = InProcessTransport()
     async with fact_client(transport, None) as client:
         await transport.close()
         with pytest.raises(ServiceUnavailable):
@@ -272,5 +272,5 @@ async def test_over_the_bus_a_reply_comes_back_typed() -> None:
         assert (request.operation, request.user, request.ids) == ("delete", "alice", ["a", "b"])
         return FactResponse(deleted=2).encode()
 
-    async with fact_client(MemoryTransport(), answer) as client:
+    async with fact_client(InProcessTransport(), answer) as client:
         assert await client.delete(SCOPE, ["a", "b"]) == 2

@@ -17,7 +17,7 @@ import pytest
 
 from memory_services.runtime import MemorySettings
 from react_mem.embedding import onnx
-from react_mem.embedding.base import Backend
+from react_mem.embedding.base import EmbeddingBackend
 from react_mem.embedding.sentence import SentenceTransformerEmbedder, model_path
 from react_mem.embedding.shared import shared_embedder
 from react_mem.errors import BadRequest, ConfigurationError, TransientError
@@ -200,12 +200,12 @@ TEXTS = [
 def by_backend() -> dict[str, list[list[float]]]:
     """Each backend's vectors for TEXTS (the ONNX graphs come from the shared cache)."""
 
-    async def embed(backend: Backend) -> list[list[float]]:
+    async def embed(backend: EmbeddingBackend) -> list[list[float]]:
         embedder = SentenceTransformerEmbedder(backend=backend)
         await embedder.start()
         return await embedder.embed(TEXTS)
 
-    return {backend: asyncio.run(embed(backend)) for backend in get_args(Backend)}
+    return {backend: asyncio.run(embed(backend)) for backend in get_args(EmbeddingBackend)}
 
 
 def test_the_onnx_export_gives_the_vectors_of_the_torch_model(

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import strategies as st
 
 from memory_services.facts import records as rec
-from memory_services.facts.memory import FactMemory
+from memory_services.facts.fact_memory import FactMemory
 from memory_services.facts.service import ACCESS_FILE
 from memory_services.store.base import Scope
 from memory_services.store.edge import EdgeStore

@@ -16,7 +16,7 @@ from memory_services.playbook.service import PlaybookMemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.commands.common import ServiceQueues
 from react_mem.commands.forget import LEARNER, Report, forget_user
-from react_mem.commands.progress import Progress
+from react_mem.commands.progress import StatusLine
 from react_mem.schema import TextCompletionRequest
 from tests.support.agent_stack import Stack, agent_stack, facts_of, forget_queues
 from tests.support.kinds import INSTALLED
@@ -102,7 +102,7 @@ async def test_forgetting_a_user_leaves_no_byte_of_their_canary(
         }
         to[LEARNER] = forget_queues(unique)
         terminal = Terminal()
-        progress = Progress(terminal, "forget")
+        progress = StatusLine(terminal, "forget")
         reports = await forget_user(
             stack.transport, to, kinds=INSTALLED, user="alice", timeout=120, progress=progress
         )

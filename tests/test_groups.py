@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from memory_services.working.service import WorkingMemoryProcessor, WorkingMemorySettings
-from react_mem.bus.memory import MemoryTransport
+from react_mem.bus.in_process import InProcessTransport
 from react_mem.processor.group import load_group
 from react_mem.processor.settings import ProcessorSettings
 
@@ -56,7 +56,7 @@ def test_group_files_load(name: str, ids: list[str], tmp_path: Path) -> None:
 
 def test_base_settings_are_revalidated_as_the_processors_own() -> None:
     processor = WorkingMemoryProcessor(
-        ProcessorSettings.load({"id": "wm", "concurrency": 3}), MemoryTransport()
+        ProcessorSettings.load({"id": "wm", "concurrency": 3}), InProcessTransport()
     )
     assert isinstance(processor.settings, WorkingMemorySettings)
     assert (processor.settings.concurrency, processor.settings.keep_recent) == (3, 3)

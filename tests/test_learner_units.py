@@ -13,7 +13,7 @@ from react_mem.errors import RequestTimeout
 from react_mem.learner.explicit import about_user, explicit_facts
 from react_mem.learner.extract import FactReply, SummaryReply, clip, keep_facts, merge_summary
 from react_mem.learner.grounding import fact_grounded, summary_grounded, ungrounded
-from react_mem.learner.ledger import Ledger
+from react_mem.learner.ledger import TrajectoryLedger
 from react_mem.learner.llm import Complete, JsonLLM, LLMUnavailable, first_json, parse
 from react_mem.learner.planner import Limits, Planner
 from react_mem.learner.records import (
@@ -87,7 +87,7 @@ def test_what_counts_as_a_task_and_how_it_scores() -> None:
 async def test_the_ledger_survives_a_reopen_and_prunes_old_records(tmp_path: Path) -> None:
     now = [1000.0]
     path = tmp_path / "ledger" / "learner.sqlite3"
-    ledger = Ledger(path, retention=100, clock=lambda: now[0])
+    ledger = TrajectoryLedger(path, retention=100, clock=lambda: now[0])
     await ledger.open()
     await ledger.save_plan("ws", "trajectory:a", {"summary": "s"})
     await ledger.mark_steps("ws", "trajectory:a", ["summary"])
@@ -96,7 +96,7 @@ async def test_the_ledger_survives_a_reopen_and_prunes_old_records(tmp_path: Pat
     assert await ledger.get("other-ws", "trajectory:a") is None
     await ledger.close()
 
-    reopened = Ledger(path, retention=100, clock=lambda: now[0])
+    reopened = TrajectoryLedger(path, retention=100, clock=lambda: now[0])
     await reopened.open()
     entry = await reopened.get("ws", "trajectory:a")
     assert entry is not None and entry.plan == {"summary": "s"} and entry.steps == ["summary"]
@@ -106,7 +106,7 @@ async def test_the_ledger_survives_a_reopen_and_prunes_old_records(tmp_path: Pat
     await reopened.close()
 
     now[0] += 101
-    pruned = Ledger(path, retention=100, clock=lambda: now[0])
+    pruned = TrajectoryLedger(path, retention=100, clock=lambda: now[0])
     await pruned.open()
     assert await pruned.get("ws", "trajectory:a") is None
     await pruned.close()

@@ -13,7 +13,7 @@ import pytest
 
 from react_mem.errors import ConfigurationError
 from react_mem.learner.cipher import LedgerCipher, load_key
-from react_mem.learner.ledger import Ledger
+from react_mem.learner.ledger import TrajectoryLedger
 
 SSN = "536-22-8741"
 KEY = "k" * 40
@@ -24,7 +24,7 @@ def on_disk(directory: Path, text: str) -> list[str]:
 
 
 async def test_the_ledger_file_and_its_wal_hold_no_raw_text(tmp_path: Path) -> None:
-    ledger = Ledger(tmp_path / "l.sqlite3", cipher=LedgerCipher(KEY))
+    ledger = TrajectoryLedger(tmp_path / "l.sqlite3", cipher=LedgerCipher(KEY))
     await ledger.open()
     try:
         plan = {"facts": [f"The user's SSN is {SSN}."]}
@@ -47,11 +47,11 @@ async def test_another_key_opens_nothing_and_plain_rows_from_before_still_read(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "l.sqlite3"
-    before = Ledger(path)  # a ledger written before encryption
+    before = TrajectoryLedger(path)  # a ledger written before encryption
     await before.open()
     await before.save_trajectory("ws", "old", '{"user": "bob"}')
     await before.close()
-    ledger = Ledger(path, cipher=LedgerCipher(KEY))
+    ledger = TrajectoryLedger(path, cipher=LedgerCipher(KEY))
     await ledger.open()
     try:
         assert await ledger.trajectory("ws", "old") == '{"user": "bob"}'
@@ -59,7 +59,7 @@ async def test_another_key_opens_nothing_and_plain_rows_from_before_still_read(
         await ledger.save_trajectory("ws", "new", "secret words", user="ada")
     finally:
         await ledger.close()
-    other = Ledger(path, cipher=LedgerCipher("x" * 40))
+    other = TrajectoryLedger(path, cipher=LedgerCipher("x" * 40))
     await other.open()
     try:
         with pytest.raises(ConfigurationError, match="does not open"):

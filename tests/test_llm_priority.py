@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.learner.llm import JsonLLM
-from react_mem.llm.base import Backend, Completion, LLMSettings, Prompt, TextCompletionProcessor
+from react_mem.llm.base import Completion, LLMBackend, LLMSettings, Prompt, TextCompletionProcessor
 from react_mem.llm.llama_cpp import LlamaCppSettings
 from react_mem.schema import TextCompletionRequest, TextCompletionResponse
 from tests.support.ping import flow_file
@@ -50,7 +50,7 @@ class HeldBackend:
 
 
 class HeldProcessor(TextCompletionProcessor):
-    def create_backend(self) -> Backend:
+    def create_backend(self) -> LLMBackend:
         return HeldBackend()
 
 

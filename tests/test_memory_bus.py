@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from react_mem.bus.memory import MemoryTransport
+from react_mem.bus.in_process import InProcessTransport
 from react_mem.bus.queues import Queue, dead_letter_queue
 from react_mem.errors import BusError
 from react_mem.processor.context import MessageContext
@@ -20,7 +20,7 @@ from react_mem.schema.ping import PingRequest, PingResponse
 from tests.support.recording import RecordingProcessor, eventually
 
 
-def make(tmp_path: Path, bus: MemoryTransport, **behaviour: object) -> RecordingProcessor:
+def make(tmp_path: Path, bus: InProcessTransport, **behaviour: object) -> RecordingProcessor:
     flows = tmp_path / "flows.yaml"
     topics = {"input": "flow:tg:in", "output": "flow:tg:out"}
     flows.write_text(json.dumps({"ws": {"processor:rec": {"f": {"topics": topics}}}}))
@@ -32,7 +32,7 @@ def make(tmp_path: Path, bus: MemoryTransport, **behaviour: object) -> Recording
 
 async def test_exclusive_subscription_refuses_a_second_consumer() -> None:
     # Not in the contract: the embedded broker answers only after its operation timeout.
-    bus = MemoryTransport()
+    bus = InProcessTransport()
     queue = Queue.parse("response:tg:x")
     await bus.consumer(queue, "mine")
     with pytest.raises(BusError):
@@ -43,7 +43,7 @@ async def test_processor_retries_then_dead_letters_on_the_memory_bus(tmp_path: P
     async def broken(request: PingRequest, ctx: MessageContext) -> None:
         raise RuntimeError("no")
 
-    bus = MemoryTransport()
+    bus = InProcessTransport()
     processor = make(tmp_path, bus, behaviour=broken)
     dlq = await bus.consumer(dead_letter_queue(Queue.parse("flow:tg:in"), "rec--ws--f--input"), "t")
     out = await bus.consumer(Queue.parse("flow:tg:out"), "t")
@@ -65,7 +65,7 @@ async def test_message_is_kept_when_the_dead_letter_queue_is_unreachable(tmp_pat
     async def broken(request: PingRequest, ctx: MessageContext) -> None:
         raise RuntimeError("no")
 
-    bus = MemoryTransport()
+    bus = InProcessTransport()
     dlq_queue = dead_letter_queue(Queue.parse("flow:tg:in"), "rec--ws--f--input")
     real_producer = bus.producer
     refusals = {"left": 2}

@@ -19,12 +19,12 @@ from pydantic import BaseModel, Field
 from devtools import topology
 from react_mem.agent.config import AgentMemConfig, Key
 from react_mem.agent.items import Item, clean
-from react_mem.agent.memory import MemoryRecall
 from react_mem.agent.prompt import Layout, render_context, user_prompt
+from react_mem.agent.recall import MemoryRecall
 from react_mem.agent.service import AgentProcessor
 from react_mem.agent.settings import client_specs
 from react_mem.agent.sources import Ask, MemorySource, Sources, setting
-from react_mem.bus.memory import MemoryTransport
+from react_mem.bus.in_process import InProcessTransport
 from react_mem.clients.base import Service, ServiceClient
 from react_mem.commands import forget
 from react_mem.errors import ConfigurationError
@@ -147,12 +147,12 @@ def test_one_registration_reaches_the_runtime_the_topology_and_forget() -> None:
 def test_the_runtime_hands_the_agent_the_kinds_it_read() -> None:
     """What ``supervise`` does: ``create`` with the kinds read at start-up."""
     settings = AgentProcessor.Settings.load({"id": "agent-mem"})
-    agent = AgentProcessor.create(settings, MemoryTransport(), WITH_NOTES)
+    agent = AgentProcessor.create(settings, InProcessTransport(), WITH_NOTES)
     clients = {s.request for s in agent.specifications if isinstance(s, RequestResponseSpec)}
     assert {"note-memory-request", "fact-memory-request"} <= clients
     assert agent.layout.order[-1] == "notes"
     assert setting(agent.workspace("ws").config, "notes-top-k") == 2
-    plain = AgentProcessor.create(settings, MemoryTransport(), INSTALLED)
+    plain = AgentProcessor.create(settings, InProcessTransport(), INSTALLED)
     assert "notes" not in plain.layout.order
     with pytest.raises(KeyError, match="notes-top-k"):
         setting(plain.workspace("ws").config, "notes-top-k")

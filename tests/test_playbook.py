@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
-from memory_services.playbook.memory import PlaybookMemory
+from memory_services.playbook.playbook_memory import PlaybookMemory
 from memory_services.playbook.records import SECONDS_PER_DAY, PlaybookPolicy, ScopeKey
 from memory_services.playbook.scoring import DecayRates, jaccard, words
 from memory_services.playbook.service import PlaybookMemoryProcessor, PlaybookMemorySettings

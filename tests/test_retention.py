@@ -240,7 +240,7 @@ async def test_facts_take_the_workspace_ttl_unless_they_carry_their_own(
 
 
 async def test_the_ledger_prunes_each_workspace_by_its_own_retention(tmp_path: Path) -> None:
-    from react_mem.learner.ledger import Ledger
+    from react_mem.learner.ledger import TrajectoryLedger
 
     now = [START]
     retention = WorkspaceRetention("memory-learner", "ledger-retention-days", 7)
@@ -248,7 +248,7 @@ async def test_the_ledger_prunes_each_workspace_by_its_own_retention(tmp_path: P
     await retention.on_config("forever", {"agent-mem": {"ledger-retention-days": "forever"}}, 1)
 
     async def held() -> list[str]:
-        ledger = Ledger(
+        ledger = TrajectoryLedger(
             tmp_path / "l.sqlite3",
             retention=7 * DAY,
             clock=lambda: now[0],
@@ -267,7 +267,7 @@ async def test_the_ledger_prunes_each_workspace_by_its_own_retention(tmp_path: P
         finally:
             await ledger.close()
 
-    writer = Ledger(tmp_path / "l.sqlite3", retention=7 * DAY, clock=lambda: now[0])
+    writer = TrajectoryLedger(tmp_path / "l.sqlite3", retention=7 * DAY, clock=lambda: now[0])
     await writer.open()
     for ws in WORKSPACES:
         await writer.save_plan(ws, "k", {})

@@ -24,7 +24,7 @@ from memory_services.retry import (
 )
 from memory_services.runtime import make_store
 from memory_services.store.base import Record, VectorStore
-from react_mem.bus.memory import MemoryTransport
+from react_mem.bus.in_process import InProcessTransport
 from react_mem.bus.queues import Queue
 from react_mem.embedding.base import Embedder
 from react_mem.errors import BadRequest, TransientError
@@ -252,7 +252,7 @@ async def test_a_handler_cancelled_mid_retry_stops_at_once(tmp_path: Path) -> No
             "pii_policy": "allow",  # no detector to load: nothing here is screened
         }
     )
-    bus, registry = MemoryTransport(), CollectorRegistry()
+    bus, registry = InProcessTransport(), CollectorRegistry()
     store = Stalling(make_store(settings))  # type: ignore[arg-type]
     processor = ConversationMemoryProcessor(
         settings,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from react_mem.bus.memory import MemoryTransport
+from react_mem.bus.in_process import InProcessTransport
 from react_mem.errors import ConfigurationError
 from react_mem.processor.base import Processor
 from react_mem.processor.kinds import MemoryKinds
@@ -59,7 +59,7 @@ async def test_a_fatal_processor_stops_everything_at_once(
 ) -> None:
     stopping = asyncio.Event()
     with pytest.raises(ConfigurationError, match=message):
-        await asyncio.wait_for(supervise(entry(cls), MemoryTransport(), stopping), HANG)
+        await asyncio.wait_for(supervise(entry(cls), InProcessTransport(), stopping), HANG)
     assert stopping.is_set()
 
 
@@ -68,7 +68,7 @@ async def test_a_passing_fault_is_restarted(monkeypatch: pytest.MonkeyPatch) -> 
     stopping = asyncio.Event()
     started: list[str] = []
     task = asyncio.create_task(
-        supervise(entry(FailsOnce), MemoryTransport(), stopping, lambda i, _: started.append(i))
+        supervise(entry(FailsOnce), InProcessTransport(), stopping, lambda i, _: started.append(i))
     )
     for _ in range(int(HANG / 0.01)):
         if started:

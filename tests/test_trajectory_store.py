@@ -21,7 +21,7 @@ from memory_services.playbook.service import PlaybookMemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.cli import build_parser
 from react_mem.clients.base import owner
-from react_mem.commands import memory, trajectories
+from react_mem.commands import memory_command, trajectories
 from react_mem.commands.common import ServiceQueues
 from react_mem.learner.batch import TooFew, batch_lessons
 from react_mem.learner.planner import Limits, Planner
@@ -117,7 +117,7 @@ async def cli(transport: PulsarTransport, *argv: str) -> tuple[int, str, str]:
     if args.action == "reflect":
         code = await trajectories.reflect(transport, args, out=out, err=err)
     else:
-        code = await memory.execute(transport, args, out=out, err=err)
+        code = await memory_command.execute(transport, args, out=out, err=err)
     return code, out.getvalue(), err.getvalue()
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from react_mem.bus.backends import BACKENDS
 from react_mem.bus.embedded import EmbeddedBroker
-from react_mem.bus.memory import MemoryTransport
+from react_mem.bus.in_process import InProcessTransport
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
 from react_mem.bus.queues import Queue
 from react_mem.bus.rabbitmq import RabbitMQTransport
@@ -47,7 +47,7 @@ async def bus(request: pytest.FixtureRequest) -> AsyncIterator[Transport]:
         node: RabbitMQNode = request.getfixturevalue("rabbitmq_node")
         transport = node.transport()
     else:
-        transport = MemoryTransport()
+        transport = InProcessTransport()
     await transport.connect()
     yield transport
     await transport.close()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from memory_services.consolidation.cluster import star_clusters
-from memory_services.consolidation.ledger import Entry, Ledger
+from memory_services.consolidation.ledger import ConsolidationLedger, Entry
 from memory_services.store.base import AllOwners, Condition, Record, Scope, VectorStore
 from react_mem.errors import BadRequest
 from react_mem.schema.consolidation import ConsolidationCluster, ConsolidationReport
@@ -124,7 +124,7 @@ def check_id(consolidation_id: str | None, operation: str) -> str:
 class Engine:
     store: VectorStore
     collection: str
-    ledger: Ledger
+    ledger: ConsolidationLedger
     kind: Kind
 
     async def consolidate(

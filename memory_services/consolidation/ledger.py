@@ -30,7 +30,7 @@ class Entry:
     plan: list[dict[str, Any]] = field(default_factory=list)
 
 
-class Ledger:
+class ConsolidationLedger:
     def __init__(self, store: VectorStore, collection: str) -> None:
         self._store = store
         self.collection = collection

@@ -27,7 +27,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from memory_services.conversations.memory import ConversationMemory, Payload
+from memory_services.conversations.conversation_memory import ConversationMemory, Payload
 from memory_services.conversations.records import event_id, header_scope
 from memory_services.store.base import AllOwners, Condition, Scope
 from react_mem.retention import WorkspaceRetention

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, assert_never
 
+from memory_services.conversations.conversation_memory import ConversationMemory
 from memory_services.conversations.lifecycle import ConversationLifecycle, Publisher
-from memory_services.conversations.memory import ConversationMemory
 from memory_services.conversations.records import (
     to_conversation,
     turn_key,

@@ -10,8 +10,8 @@ from typing import Any, ClassVar, Unpack
 
 from pydantic import Field
 
+from memory_services.conversations.conversation_memory import ConversationMemory
 from memory_services.conversations.lifecycle import ConversationLifecycle
-from memory_services.conversations.memory import ConversationMemory
 from memory_services.conversations.operations import ENDED, ConversationOperations, send_ended
 from memory_services.conversations.records import ConversationLimits
 from memory_services.metrics import quota_refusals

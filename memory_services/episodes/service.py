@@ -10,7 +10,7 @@ from pydantic import Field
 
 from memory_services.consolidation.metrics import Consolidations
 from memory_services.consolidation.settings import ConsolidationSettings
-from memory_services.episodes.memory import EpisodeMemory
+from memory_services.episodes.episode_memory import EpisodeMemory
 from memory_services.episodes.records import EpisodeLimits
 from memory_services.metrics import quota_evictions
 from memory_services.processor import MemoryOptions, MemoryProcessor, page_offset

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memory_services.facts.access import FIELDS, AccessLog
+from memory_services.facts.access_stats import FIELDS, AccessLog
 from memory_services.facts.access_table import OwnerKey, Row
 from memory_services.store.base import (
     DEFAULT_RETRIEVAL,

@@ -25,7 +25,7 @@ from react_mem.errors import BadRequest
 _PAGE = 1000
 
 
-class QuotaExceeded(BadRequest):
+class FactQuotaExceeded(BadRequest):
     """Refused at a quota; ``quota`` says which: ``user`` or ``collection``."""
 
     def __init__(self, message: str, *, quota: str) -> None:
@@ -56,7 +56,7 @@ async def check_quota(
             evicted = await _victims(ctx, owner, now, need, evict_up_to, keep)
         if len(evicted) < need:
             who = f"user {owner.user!r} in " if owner.user else ""
-            raise QuotaExceeded(
+            raise FactQuotaExceeded(
                 f"quota exceeded: {who}collection {owner.collection!r} holds {held} facts "
                 f"(history included) of at most {limit}; storing {adding} more would exceed it. "
                 f"Delete or purge facts first.",
@@ -67,7 +67,7 @@ async def check_quota(
         everyone = AllOwners(owner.workspace, owner.collection)  # counted, never read
         total = await ctx.count(everyone, rec.unexpired(now))
         if total - len(evicted) + adding > cap:
-            raise QuotaExceeded(
+            raise FactQuotaExceeded(
                 f"quota exceeded: collection {owner.collection!r} holds {total} facts of all "
                 f"its users (history included) of at most {cap}; storing {adding} more would "
                 f"exceed it.",

@@ -10,8 +10,8 @@ from pydantic import Field
 
 from memory_services.consolidation.metrics import Consolidations
 from memory_services.consolidation.settings import ConsolidationSettings
-from memory_services.facts.memory import FactMemory
-from memory_services.facts.quota import QuotaExceeded
+from memory_services.facts.fact_memory import FactMemory
+from memory_services.facts.quota import FactQuotaExceeded
 from memory_services.facts.records import FactPolicy
 from memory_services.metrics import quota_evictions, quota_refusals
 from memory_services.processor import MemoryOptions, MemoryProcessor, page_offset
@@ -132,7 +132,7 @@ class FactMemoryProcessor(MemoryProcessor[FactMemorySettings, FactMemory]):
         request = await self.pii.screen(ctx.flow.workspace, request)
         try:
             response = await self._execute(memory, op, scope, request, ctx.id)
-        except QuotaExceeded as exc:
+        except FactQuotaExceeded as exc:
             self._refusals.labels(processor=self.id, kind="fact", quota=exc.quota).inc()
             logger.warning("%s: store refused at the %s quota: %s", self.id, exc.quota, exc)
             raise

@@ -33,7 +33,7 @@ class Acl:
     editors: tuple[str, ...] = ()
 
 
-class Access:
+class PlaybookAccess:
     def __init__(self, store: VectorStore) -> None:
         self._store = store
 

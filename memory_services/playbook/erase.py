@@ -16,7 +16,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
 
-from memory_services.playbook.access import Access
+from memory_services.playbook.access import PlaybookAccess
 from memory_services.playbook.lifecycle import Playbooks
 from memory_services.playbook.records import ScopeKey, content_hash, normalise
 from memory_services.playbook.versions import COLLECTION, decode, encode
@@ -38,8 +38,8 @@ def _hashes(bullets: Iterable[Bullet]) -> set[str]:
 
 class Erasing(Playbooks):
     @property
-    def access(self) -> Access:
-        return Access(self.store)
+    def access(self) -> PlaybookAccess:
+        return PlaybookAccess(self.store)
 
     async def erase(
         self, key: ScopeKey, match: Match, *, user: str | None, author: str | None = None

@@ -11,8 +11,8 @@ from pydantic import Field, field_validator
 
 from memory_services.playbook import seeds
 from memory_services.playbook.access import Relation
-from memory_services.playbook.memory import PlaybookMemory, bullet_ids
 from memory_services.playbook.metrics import PlaybookMetrics
+from memory_services.playbook.playbook_memory import PlaybookMemory, bullet_ids
 from memory_services.playbook.records import PlaybookPolicy, ScopeKey
 from memory_services.playbook.scoring import DecayRates
 from memory_services.processor import MAX_SCOPE_ID_CHARS, MemoryOptions, MemoryProcessor

@@ -10,13 +10,13 @@ from pydantic import Field
 from react_mem.agent.config import AgentMemConfig, Key
 from react_mem.agent.items import Item, bullet_items
 from react_mem.agent.sources import Ask, MemorySource, setting
-from react_mem.clients.playbook import PLAYBOOK_MEMORY, Playbook, PlaybookClient
+from react_mem.clients.playbook import PLAYBOOK_MEMORY, PlaybookClient, PlaybookRef
 from react_mem.schema.playbook import Weights
 
 
 async def _playbook(ask: Ask) -> list[Item]:
     cfg, scope = ask.cfg, ask.scope
-    which = Playbook(
+    which = PlaybookRef(
         collection=scope.collection, context=cfg.playbook_context_scope, user=scope.user
     )
     bullets = await PlaybookClient.of(ask.flow).retrieve(
@@ -37,7 +37,7 @@ def _embeds(cfg: AgentMemConfig) -> bool:
 PLAYBOOK = MemorySource(
     name="playbook",
     service=PLAYBOOK_MEMORY,
-    title="Playbook (strategies learned from past tasks):",
+    title="PlaybookRef (strategies learned from past tasks):",
     share=0.25,
     section=0,
     share_key="playbook-token-share",

@@ -38,10 +38,10 @@ from react_mem.agent.finish import (
 )
 from react_mem.agent.invocation import Invocation
 from react_mem.agent.llm import Deadline, LLMError, ReplyFormat, Usage, decide
-from react_mem.agent.memory import MemoryRecall
 from react_mem.agent.memory_tools import memory_tools
 from react_mem.agent.metrics import agent_metrics
 from react_mem.agent.parse import Action, Final
+from react_mem.agent.recall import MemoryRecall
 from react_mem.agent.respond import (
     EXPLAINABILITY,
     Responder,

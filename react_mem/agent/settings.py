@@ -13,7 +13,7 @@ from react_mem.agent.data_tools import CLIENTS
 from react_mem.agent.respond import DOCUMENT_CLIENTS
 from react_mem.agent.sources import Sources
 from react_mem.clients.working import WORKING_MEMORY
-from react_mem.embedding.base import DEFAULT_BACKEND, Backend
+from react_mem.embedding.base import DEFAULT_BACKEND, EmbeddingBackend
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.processor.specs import RequestResponseSpec
 from react_mem.schema import TextCompletionRequest, TextCompletionResponse
@@ -34,7 +34,7 @@ class AgentSettings(ProcessorSettings):
     config_type: str = CONFIG_TYPE
     #: The query embedder; must be the memory services' model (vectors are compared).
     embedding_model: str = Field(default="all-MiniLM-L6-v2", min_length=1)
-    embedding_backend: Backend = DEFAULT_BACKEND
+    embedding_backend: EmbeddingBackend = DEFAULT_BACKEND
     torch_threads: int = Field(default=1, ge=1, le=64)
     #: Token counting for the memory budget and working memory (default: MiniLM's tokenizer).
     tokenizer: Path | None = None

@@ -32,7 +32,7 @@ class Connect(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Backend:
+class BusBackend:
     name: str
     #: Adds the backend's flags to a parser (absent flags stay unset).
     add_args: Callable[[argparse.ArgumentParser], None]
@@ -44,11 +44,11 @@ class Backend:
     connect: Connect
 
 
-BACKENDS: dict[str, Backend] = {
-    "pulsar": Backend(
+BACKENDS: dict[str, BusBackend] = {
+    "pulsar": BusBackend(
         "pulsar", pulsar_backend.add_args, pulsar_backend.describe, pulsar_backend.connect
     ),
-    "rabbitmq": Backend(
+    "rabbitmq": BusBackend(
         "rabbitmq", rabbitmq_backend.add_args, rabbitmq_backend.describe, rabbitmq_backend.connect
     ),
 }
@@ -58,7 +58,7 @@ class BackendSettings(PulsarSettings, RabbitMQSettings):
     """Every backend's own keys, flat as TrustGraph's flags (``pulsar_host``, ...)."""
 
 
-def backend(settings: BusSettings) -> Backend:
+def backend(settings: BusSettings) -> BusBackend:
     try:
         return BACKENDS[settings.pubsub_backend]
     except KeyError:

@@ -1,7 +1,7 @@
 """The transport seam: bytes in, bytes out, explicit settlement.
 
 Pulsar (``pulsar.py``) serves production and the embedded broker; the in-memory transport
-(``memory.py``) serves tests. Another broker implements these three protocols and registers
+(``in_process.py``) serves tests. Another broker implements these three protocols and registers
 in ``backends.py``; ``tests/test_transport_contract.py`` holds every one to the same rules.
 """
 

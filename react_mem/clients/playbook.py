@@ -24,7 +24,7 @@ PLAYBOOK_MEMORY: Service[PlaybookRequest, PlaybookResponse] = Service(
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Playbook:
+class PlaybookRef:
     """Who asks (``user``) and which playbook: the requester's own, ``owner``'s (shared with
     them), or with ``collection_wide`` the collection's; ``context`` is the context scope."""
 
@@ -47,14 +47,14 @@ class Playbook:
 class PlaybookClient(ServiceClient[PlaybookRequest, PlaybookResponse]):
     service = PLAYBOOK_MEMORY
 
-    async def _op(self, which: Playbook, operation: str, **fields: Any) -> PlaybookResponse:
+    async def _op(self, which: PlaybookRef, operation: str, **fields: Any) -> PlaybookResponse:
         return await self.call(
             build(PlaybookRequest, operation=operation, **which.fields(), **fields)
         )
 
     async def retrieve(
         self,
-        which: Playbook,
+        which: PlaybookRef,
         query: str | None = None,
         *,
         vector: Sequence[float] | None = None,
@@ -80,16 +80,16 @@ class PlaybookClient(ServiceClient[PlaybookRequest, PlaybookResponse]):
         )
         return response.bullets
 
-    async def apply_delta(self, which: Playbook, delta: Delta) -> PlaybookResponse:
+    async def apply_delta(self, which: PlaybookRef, delta: Delta) -> PlaybookResponse:
         """``version``, ``applied`` (False: this delta id was applied before), ``changes``."""
         return await self._op(which, "apply-delta", delta=delta)
 
-    async def get(self, which: Playbook, ids: Sequence[str]) -> list[Bullet]:
+    async def get(self, which: PlaybookRef, ids: Sequence[str]) -> list[Bullet]:
         return (await self._op(which, "get", ids=list(ids))).bullets
 
     async def page(
         self,
-        which: Playbook,
+        which: PlaybookRef,
         *,
         limit: int = 50,
         offset: str | None = None,
@@ -98,39 +98,39 @@ class PlaybookClient(ServiceClient[PlaybookRequest, PlaybookResponse]):
         response = await self._op(which, "list", limit=limit, offset=offset, section=section)
         return Page(response.bullets, response.next_offset)
 
-    async def history(self, which: Playbook, *, limit: int = 50) -> PlaybookResponse:
+    async def history(self, which: PlaybookRef, *, limit: int = 50) -> PlaybookResponse:
         """``history``: the applied deltas, newest first."""
         return await self._op(which, "history", limit=limit)
 
-    async def show(self, which: Playbook, version: int) -> list[Bullet]:
+    async def show(self, which: PlaybookRef, version: int) -> list[Bullet]:
         return (await self._op(which, "show", version=version)).bullets
 
-    async def rollback(self, which: Playbook, version: int) -> PlaybookResponse:
+    async def rollback(self, which: PlaybookRef, version: int) -> PlaybookResponse:
         return await self._op(which, "rollback", version=version)
 
-    async def stats(self, which: Playbook) -> PlaybookResponse:
+    async def stats(self, which: PlaybookRef) -> PlaybookResponse:
         """``count``, ``version`` and ``clock``."""
         return await self._op(which, "stats")
 
     async def grant(
-        self, which: Playbook, relation: Literal["viewer", "editor"], grantees: Sequence[str]
+        self, which: PlaybookRef, relation: Literal["viewer", "editor"], grantees: Sequence[str]
     ) -> PlaybookResponse:
         return await self._op(which, "grant", relation=relation, grantees=list(grantees))
 
-    async def revoke(self, which: Playbook, grantees: Sequence[str]) -> PlaybookResponse:
+    async def revoke(self, which: PlaybookRef, grantees: Sequence[str]) -> PlaybookResponse:
         return await self._op(which, "revoke", grantees=list(grantees))
 
-    async def share(self, which: Playbook, ids: Sequence[str]) -> PlaybookResponse:
+    async def share(self, which: PlaybookRef, ids: Sequence[str]) -> PlaybookResponse:
         return await self._op(which, "share", ids=list(ids))
 
-    async def delete(self, which: Playbook, ids: Sequence[str]) -> dict[str, int]:
+    async def delete(self, which: PlaybookRef, ids: Sequence[str]) -> dict[str, int]:
         """Records removed, by kind."""
         return (await self._op(which, "delete", ids=list(ids))).removed
 
-    async def purge(self, which: Playbook) -> dict[str, int]:
+    async def purge(self, which: PlaybookRef) -> dict[str, int]:
         return (await self._op(which, "purge")).removed
 
     async def forget(self, user: str, *, collection: str = "") -> Forgotten:
         """Everything of ``user``; ``collection`` "" for every collection."""
-        response = await self._op(Playbook(collection=collection, user=user), "forget")
+        response = await self._op(PlaybookRef(collection=collection, user=user), "forget")
         return response.forgotten or Forgotten()

@@ -20,7 +20,7 @@ from react_mem.commands.common import (
     flow_args,
     with_bus,
 )
-from react_mem.commands.progress import Progress
+from react_mem.commands.progress import StatusLine
 from react_mem.commands.sessions import SessionLog
 from react_mem.commands.transcript import Transcript
 from react_mem.errors import RequestTimeout
@@ -122,7 +122,7 @@ async def ask(
         subscriber="react-mem-ask",
         timeout=options.timeout,
     )
-    progress = Progress(err, "waiting for the agent", interval=progress_interval)
+    progress = StatusLine(err, "waiting for the agent", interval=progress_interval)
     await client.start()
     try:
         progress.start()

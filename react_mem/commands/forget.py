@@ -21,7 +21,7 @@ from react_mem.bus.transport import Transport
 from react_mem.clients.base import Requester, Service
 from react_mem.clients.forget import LearnerForgetClient
 from react_mem.commands.common import BusArgs, ServiceQueues, Subparsers, flow_args
-from react_mem.commands.progress import Progress
+from react_mem.commands.progress import StatusLine
 from react_mem.errors import ConfigurationError, ServiceError, ServiceTimeout
 from react_mem.processor.kinds import MemoryKinds
 from react_mem.schema.forget import MEMORY_FORGET, Forgotten
@@ -94,7 +94,7 @@ async def forget_user(
     user: str,
     collection: str = "",
     timeout: float = 120.0,
-    progress: Progress | None = None,
+    progress: StatusLine | None = None,
 ) -> list[Report]:
     """Send ``forget`` to the learner, then to the other services of ``to`` at once (each
     through its kind's client); one report per service, in order (and a line on
@@ -184,7 +184,7 @@ async def execute(
         return 1
     kinds = MemoryKinds.from_entry_points()
     to = to or targets(args.workspace, args.flow, kinds)
-    progress = Progress(err, f"forget: waiting for {len(to)} services")
+    progress = StatusLine(err, f"forget: waiting for {len(to)} services")
     progress.start()
     try:
         reports = await forget_user(

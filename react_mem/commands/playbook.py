@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from react_mem.agent.items import bullet_line, section_heading
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
-from react_mem.clients.playbook import PLAYBOOK_MEMORY, Playbook, PlaybookClient
+from react_mem.clients.playbook import PLAYBOOK_MEMORY, PlaybookClient, PlaybookRef
 from react_mem.commands.common import (
     NO_STACK_HINT,
     BusArgs,
@@ -29,7 +29,7 @@ from react_mem.commands.common import (
     flow_args,
     with_bus,
 )
-from react_mem.commands.progress import Progress
+from react_mem.commands.progress import StatusLine
 from react_mem.commands.table import plural, score, table, when
 from react_mem.errors import BadRequest, ServiceError, ServiceTimeout
 from react_mem.schema.playbook import Bullet, DeltaRecord, PlaybookResponse, Weights
@@ -49,10 +49,10 @@ class Cli:
     progress while a listing takes several pages."""
 
     def __init__(
-        self, client: PlaybookClient, args: argparse.Namespace, progress: Progress
+        self, client: PlaybookClient, args: argparse.Namespace, progress: StatusLine
     ) -> None:
         self.client, self.progress = client, progress
-        self.which = Playbook(
+        self.which = PlaybookRef(
             collection=args.collection,
             context=args.context_scope,
             user=args.user or None,
@@ -320,7 +320,7 @@ async def execute(
     rpc: RequestResponseClient[Any, PlaybookResponse] = RequestResponseClient(
         transport, queues.request, queues.response, PlaybookResponse, subscriber="react-mem-cli"
     )
-    progress = Progress(err, f"waiting for {SERVICE}")
+    progress = StatusLine(err, f"waiting for {SERVICE}")
     await rpc.start()
     try:
         cli = Cli(PlaybookClient(_Waiting(rpc, progress), timeout=args.timeout), args, progress)
@@ -348,7 +348,7 @@ class _Waiting:
     erased before anything is printed)."""
 
     def __init__(
-        self, rpc: RequestResponseClient[Any, PlaybookResponse], progress: Progress
+        self, rpc: RequestResponseClient[Any, PlaybookResponse], progress: StatusLine
     ) -> None:
         self._rpc, self._progress = rpc, progress
 

@@ -9,7 +9,7 @@ import time
 from typing import TextIO
 
 
-class Progress:
+class StatusLine:
     """``start()`` draws ``label (Ns)`` on ``stream`` every ``interval`` seconds when it
     is a TTY; ``stop()`` erases it. Logs and pipes get no carriage-return noise."""
 

@@ -14,8 +14,8 @@ from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
 from react_mem.clients.base import Page
 from react_mem.clients.episodes import EpisodeClient
-from react_mem.clients.playbook import Playbook, PlaybookClient
-from react_mem.commands import memory
+from react_mem.clients.playbook import PlaybookClient, PlaybookRef
+from react_mem.commands import memory_command
 from react_mem.commands.common import (
     NO_STACK_HINT,
     BusArgs,
@@ -167,7 +167,7 @@ def add_parser(sub: Subparsers, bus: BusArgs) -> None:
 async def command(args: argparse.Namespace) -> int:
     if args.action == "reflect":
         return await with_bus(bus_settings(args), lambda t: reflect(t, args))
-    return await with_bus(bus_settings(args), lambda t: memory.execute(t, args))
+    return await with_bus(bus_settings(args), lambda t: memory_command.execute(t, args))
 
 
 async def reflect(
@@ -216,7 +216,7 @@ async def reflect(
         for lesson in lessons:
             print(f"  [{lesson.section}] {lesson.content}", file=out)
         if args.apply and lessons:
-            which = Playbook(collection=args.collection, context=args.context, user=args.user)
+            which = PlaybookRef(collection=args.collection, context=args.context, user=args.user)
             rpc = await client(playbook_at, PlaybookResponse)
             done = await PlaybookClient(rpc, timeout=args.timeout).apply_delta(
                 which, batch_delta(lessons, found, user=args.user)

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import Literal, Protocol
 
 #: What runs a sentence-transformers model: torch itself, or its ONNX export (fp32 or int8).
-Backend = Literal["torch", "onnx", "onnx-int8"]
-DEFAULT_BACKEND: Backend = "onnx-int8"
+EmbeddingBackend = Literal["torch", "onnx", "onnx-int8"]
+DEFAULT_BACKEND: EmbeddingBackend = "onnx-int8"
 
 
 class Embedder(Protocol):

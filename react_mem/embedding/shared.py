@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Protocol
 
-from react_mem.embedding.base import Backend, Embedder
+from react_mem.embedding.base import Embedder, EmbeddingBackend
 
 _embedders: dict[tuple[str, str], Embedder] = {}
 _embedders_lock = threading.Lock()
@@ -19,7 +19,7 @@ class EmbeddingChoice(Protocol):
     def embedding_model(self) -> str: ...
 
     @property
-    def embedding_backend(self) -> Backend: ...
+    def embedding_backend(self) -> EmbeddingBackend: ...
 
     @property
     def torch_threads(self) -> int: ...

@@ -69,7 +69,7 @@ class Entry:
     outcome: str | None = None
 
 
-class Ledger:
+class TrajectoryLedger:
     """Records older than ``retention`` seconds are pruned at open and then hourly; a
     workspace in ``overrides()`` keeps its records for its own period (None: forever)."""
 

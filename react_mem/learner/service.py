@@ -36,7 +36,7 @@ from react_mem.errors import (
 from react_mem.learner.ace import AceConfig, feedback_key, window_key
 from react_mem.learner.checks import MAX_ID_CHARS, check_feedback, checked_trajectory
 from react_mem.learner.cipher import LedgerCipher, load_key
-from react_mem.learner.ledger import Ledger
+from react_mem.learner.ledger import TrajectoryLedger
 from react_mem.learner.locks import InFlight, KeyedLocks
 from react_mem.learner.metrics import Lag, LearnerMetrics
 from react_mem.learner.planner import Plan, Planner
@@ -92,7 +92,7 @@ class MemoryLearnerProcessor(Processor):
         self.lag = Lag(registry, self.id, time.time)
         self._ace = self.learner_settings.ace()
         #: The ledger, opened by start(); handlers get it first.
-        self.started: Started[Ledger] = Started(self.id)
+        self.started: Started[TrajectoryLedger] = Started(self.id)
         bind = self.started.bind
         self._locks = KeyedLocks()
         #: Each owner's learning under way, which a forget waits out.
@@ -147,7 +147,7 @@ class MemoryLearnerProcessor(Processor):
         path = s.ledger_path or s.state_dir / "learner" / f"{self.id}.sqlite3"
         key = s.ledger_key.get_secret_value() if s.ledger_key is not None else None
         key_file = s.ledger_key_file or path.with_name(f"{path.name}.key")
-        ledger = Ledger(
+        ledger = TrajectoryLedger(
             path,
             retention=s.ledger_retention_days * 86400,
             overrides=self.ledger_retention.overrides,
@@ -175,7 +175,9 @@ class MemoryLearnerProcessor(Processor):
         )
 
     # -- handlers ----------------------------------------------------------------
-    async def on_trajectory(self, ledger: Ledger, t: Trajectory, ctx: MessageContext) -> None:
+    async def on_trajectory(
+        self, ledger: TrajectoryLedger, t: Trajectory, ctx: MessageContext
+    ) -> None:
         record_id = checked_trajectory(t)
         token = self.lag.begin(t.finished_at)
         try:
@@ -184,7 +186,7 @@ class MemoryLearnerProcessor(Processor):
             self.lag.end(token)
 
     async def _trajectory(
-        self, ledger: Ledger, t: Trajectory, record_id: str, ctx: MessageContext
+        self, ledger: TrajectoryLedger, t: Trajectory, record_id: str, ctx: MessageContext
     ) -> None:
         to = Scope(ctx.flow.workspace, t.collection, t.user, t.conversation_id)
         writer = Writer(ctx.flow, self.metrics)
@@ -224,7 +226,9 @@ class MemoryLearnerProcessor(Processor):
         ]
         await self._learn(ledger, ctx, key, to, steps, plan, "trajectory")
 
-    async def on_ended(self, ledger: Ledger, event: ConversationEnded, ctx: MessageContext) -> None:
+    async def on_ended(
+        self, ledger: TrajectoryLedger, event: ConversationEnded, ctx: MessageContext
+    ) -> None:
         if not event.event_id or not event.conversation_id:
             raise BadRequest("conversation-ended: event_id and conversation_id are required")
         if len(event.event_id) > MAX_ID_CHARS:
@@ -248,7 +252,9 @@ class MemoryLearnerProcessor(Processor):
         key = f"ended:{event.event_id}"
         await self._learn(ledger, ctx, key, to, steps, plan, "conversation-ended")
 
-    async def on_feedback(self, ledger: Ledger, feedback: Feedback, ctx: MessageContext) -> None:
+    async def on_feedback(
+        self, ledger: TrajectoryLedger, feedback: Feedback, ctx: MessageContext
+    ) -> None:
         """Re-run the reflection of the trajectory the feedback is about, and apply its
         delta once (its id derives from the feedback's)."""
         check_feedback(feedback)
@@ -300,9 +306,11 @@ class MemoryLearnerProcessor(Processor):
         learned = await self._learn(ledger, ctx, key, to, steps, plan, "feedback")
         self.metrics.feedback("learned" if learned else "duplicate")
 
-    async def on_forget(self, ledger: Ledger, request: ForgetRequest, ctx: MessageContext) -> None:
+    async def on_forget(
+        self, ledger: TrajectoryLedger, request: ForgetRequest, ctx: MessageContext
+    ) -> None:
         """Delete the user's ledger records, trajectories and reflections (see
-        :meth:`Ledger.forget`); a record being learned now holds its owner's lock."""
+        :meth:`TrajectoryLedger.forget`); a record being learned now holds its owner's lock."""
         if not request.user:
             raise BadRequest("forget needs 'user'")
         # What is being learned from the user now lands first, so the memory services'
@@ -325,12 +333,12 @@ class MemoryLearnerProcessor(Processor):
         return None
 
     async def _window(
-        self, ledger: Ledger, workspace: str, t: Trajectory, key: str
+        self, ledger: TrajectoryLedger, workspace: str, t: Trajectory, key: str
     ) -> Sequence[str]:
         return await ledger.reflections(workspace, window_key(t), self._ace.window, before=key)
 
     async def _reflected(
-        self, ledger: Ledger, workspace: str, t: Trajectory, key: str, plan: Plan
+        self, ledger: TrajectoryLedger, workspace: str, t: Trajectory, key: str, plan: Plan
     ) -> None:
         """Count the reflection and keep it for the window of later ones."""
         if plan.ace is None:
@@ -343,7 +351,7 @@ class MemoryLearnerProcessor(Processor):
     # -- exactly once ------------------------------------------------------------------
     async def _learn(
         self,
-        ledger: Ledger,
+        ledger: TrajectoryLedger,
         ctx: MessageContext,
         key: str,
         to: Scope,

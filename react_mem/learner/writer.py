@@ -17,7 +17,7 @@ from react_mem.clients.base import owner
 from react_mem.clients.conversations import ConversationClient
 from react_mem.clients.episodes import EpisodeClient
 from react_mem.clients.facts import FactClient
-from react_mem.clients.playbook import Playbook, PlaybookClient
+from react_mem.clients.playbook import PlaybookClient, PlaybookRef
 from react_mem.learner.metrics import LearnerMetrics
 from react_mem.learner.planner import Plan
 from react_mem.processor.flow import Flow
@@ -116,7 +116,7 @@ class Writer:
                 "delta %s not applied: the flow has no playbook-memory", ace.delta.delta_id
             )
             return False
-        which = Playbook(collection=ace.collection, context=ace.context_scope_id, user=ace.user)
+        which = PlaybookRef(collection=ace.collection, context=ace.context_scope_id, user=ace.user)
         response = await PlaybookClient.of(self._flow).apply_delta(which, ace.delta)
         if response.applied is False:
             self._metrics.duplicate("delta")

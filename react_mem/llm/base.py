@@ -87,7 +87,7 @@ class Completion:
     model: str | None = None
 
 
-class Backend(Protocol):
+class LLMBackend(Protocol):
     """One LLM. ``start`` does the I/O (connect, load); calls may raise :class:`LLMError`."""
 
     model: str
@@ -130,7 +130,8 @@ RANKS = {None: 0, "normal": 0, "background": 1}
 
 
 class TextCompletionProcessor(Processor, ABC):
-    """Serves ``TextCompletionRequest`` on the flow's ``request`` queue with a :class:`Backend`."""
+    """Serves ``TextCompletionRequest`` on the flow's ``request`` queue with an
+    :class:`LLMBackend`."""
 
     Settings: ClassVar[type[ProcessorSettings]] = LLMSettings
     #: Of the ``Settings`` class (:class:`Processor` revalidates what it is given as it).
@@ -162,7 +163,7 @@ class TextCompletionProcessor(Processor, ABC):
         self.register_specification(ProducerSpec(name="response", schema=TextCompletionResponse))
 
     @abstractmethod
-    def create_backend(self) -> Backend:
+    def create_backend(self) -> LLMBackend:
         """The backend this processor serves (built from ``self.llm_settings``)."""
 
     async def start(self) -> None:

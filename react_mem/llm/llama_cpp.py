@@ -22,8 +22,8 @@ from pydantic import Field
 
 from react_mem.errors import BadRequest, ConfigurationError, NotStarted
 from react_mem.llm.base import (
-    Backend,
     Completion,
+    LLMBackend,
     LLMError,
     LLMSettings,
     Prompt,
@@ -216,5 +216,5 @@ class LlamaCppProcessor(TextCompletionProcessor):
     Settings: ClassVar[type[ProcessorSettings]] = LlamaCppSettings
     settings: LlamaCppSettings
 
-    def create_backend(self) -> Backend:
+    def create_backend(self) -> LLMBackend:
         return LlamaCppBackend(self.settings)

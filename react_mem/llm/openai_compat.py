@@ -13,8 +13,8 @@ import openai
 from pydantic import Field, SecretStr
 
 from react_mem.llm.base import (
-    Backend,
     Completion,
+    LLMBackend,
     LLMError,
     LLMSettings,
     LLMUnavailable,
@@ -150,5 +150,5 @@ class OpenAICompatibleProcessor(TextCompletionProcessor):
     Settings: ClassVar[type[ProcessorSettings]] = OpenAISettings
     settings: OpenAISettings
 
-    def create_backend(self) -> Backend:
+    def create_backend(self) -> LLMBackend:
         return OpenAIBackend(self.settings)

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from react_mem.clients.playbook import Playbook
+from react_mem.clients.playbook import PlaybookRef
 from react_mem.inspector.auth import COOKIE, SESSION_SECONDS, Gate
 from react_mem.inspector.backend import Memory
 from react_mem.inspector.views.common import Owner, memory, mutation, owner_of, param, render
@@ -64,7 +64,7 @@ async def everything(backend: Memory, who: Owner) -> dict[str, Any]:
             conversations.append((full or c).to_wire())
         if not (offset := talk_page.next):
             break
-    book = Playbook(collection=who.collection, user=who.user, owner=who.user)
+    book = PlaybookRef(collection=who.collection, user=who.user, owner=who.user)
     bullets, playbook = [], await backend.playbook(who.where)
     while True:
         bullet_page = await playbook.page(book, limit=EXPORT_PAGE, offset=offset)

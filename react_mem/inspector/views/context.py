@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from react_mem.clients.playbook import Playbook
+from react_mem.clients.playbook import PlaybookRef
 from react_mem.inspector.views.common import Owner, memory, owner_of, param, render
 from react_mem.schema.agent import MemoryRef
 from react_mem.schema.conversations import Conversation, ConversationTurn
@@ -63,7 +63,7 @@ async def _texts(
         episodes = await (await backend.episodes(who.where)).get(who.scope(), ids["episode"])
         texts |= {("episode", e.id): e.goal for e in episodes}
     if ids["bullet"]:
-        book = Playbook(collection=who.collection, user=who.user or None)
+        book = PlaybookRef(collection=who.collection, user=who.user or None)
         bullets = await (await backend.playbook(who.where)).get(book, ids["bullet"])
         texts |= {("bullet", b.id): b.content for b in bullets}
     for turn in conversation.turns:

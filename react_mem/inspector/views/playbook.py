@@ -11,16 +11,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from react_mem.clients.playbook import Playbook
+from react_mem.clients.playbook import PlaybookRef
 from react_mem.errors import BadRequest
 from react_mem.inspector.views.common import Owner, back, memory, mutation, owner_of, param, render
 from react_mem.schema.playbook import Bullet
 
 
-def _which(who: Owner, values: Any) -> tuple[Playbook, bool, str]:
+def _which(who: Owner, values: Any) -> tuple[PlaybookRef, bool, str]:
     shared = param(values, "shared") == "1" or not who.user
     context = param(values, "context")
-    which = Playbook(
+    which = PlaybookRef(
         collection=who.collection,
         context=context,
         user=None if shared else who.user,
@@ -85,7 +85,7 @@ async def playbook_page(request: Request) -> Response:
     )
 
 
-async def _change(request: Request) -> tuple[FormData, Owner, Playbook, bool]:
+async def _change(request: Request) -> tuple[FormData, Owner, PlaybookRef, bool]:
     form = await mutation(request)
     who = owner_of(form)
     which, shared, _ = _which(who, form)

@@ -31,7 +31,7 @@ from memory_services.consolidation.engine import (
     Options,
     check_id,
 )
-from memory_services.consolidation.ledger import Ledger
+from memory_services.consolidation.ledger import ConsolidationLedger
 from memory_services.episodes.consolidate import EpisodeKind, keep_lineage
 from memory_services.episodes.records import (
     EpisodeLimits,
@@ -102,7 +102,7 @@ class EpisodeMemory:
         self._writing = asyncio.Lock()
         self._consolidation_defaults = consolidation
         kind = EpisodeKind(max_lessons=limits.max_lessons, oldest_kept=self._oldest_kept)
-        ledger = Ledger(store, f"episode-consolidations-{embedder.dimension}")
+        ledger = ConsolidationLedger(store, f"episode-consolidations-{embedder.dimension}")
         self._consolidation = Engine(store, collection, ledger, kind)
 
     async def ensure(self) -> None:

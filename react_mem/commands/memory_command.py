@@ -19,7 +19,7 @@ from react_mem.commands.common import (
     with_bus,
 )
 from react_mem.commands.operation import Operation, owner
-from react_mem.commands.progress import Progress
+from react_mem.commands.progress import StatusLine
 from react_mem.errors import BadRequest, ServiceError, ServiceTimeout
 
 KINDS = {
@@ -66,7 +66,7 @@ async def execute(
         op.client.service.response_schema,
         subscriber="react-mem-memory",
     )
-    progress = Progress(err, f"waiting for {op.service}")
+    progress = StatusLine(err, f"waiting for {op.service}")
     await rpc.start()
     try:
         progress.start()

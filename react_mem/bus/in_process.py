@@ -1,4 +1,4 @@
-"""An in-process transport for tests: processors and clients on one ``MemoryTransport``
+"""An in-process transport for tests: processors and clients on one ``InProcessTransport``
 talk as they would over a broker, with no broker (as FastStream's test brokers).
 
 It keeps the transport contract (``tests/test_transport_contract.py``): shared
@@ -35,8 +35,8 @@ class _Topic:
     subscriptions: dict[str, _Subscription] = field(default_factory=dict)
 
 
-class MemoryProducer:
-    def __init__(self, bus: MemoryTransport, topic: _Topic) -> None:
+class InProcessProducer:
+    def __init__(self, bus: InProcessTransport, topic: _Topic) -> None:
         self._bus, self._topic = bus, topic
         self.closed = False
 
@@ -52,8 +52,8 @@ class MemoryProducer:
         self.closed = True
 
 
-class MemoryConsumer:
-    def __init__(self, bus: MemoryTransport, topic: _Topic, sub: _Subscription) -> None:
+class InProcessConsumer:
+    def __init__(self, bus: InProcessTransport, topic: _Topic, sub: _Subscription) -> None:
         self._bus, self._topic, self._sub = bus, topic, sub
         self._unacked: dict[object, Delivery] = {}
         self.acked: list[Delivery] = []
@@ -98,7 +98,7 @@ class MemoryConsumer:
         self._unacked.clear()
 
 
-class MemoryTransport:
+class InProcessTransport:
     """``nack_delay``: seconds before a nacked message comes back."""
 
     def __init__(self, *, nack_delay: float = 0.01) -> None:
@@ -112,12 +112,12 @@ class MemoryTransport:
     async def connect(self) -> None:
         self.closed = False
 
-    async def producer(self, queue: Queue) -> MemoryProducer:
-        return MemoryProducer(self, self.topic(queue))
+    async def producer(self, queue: Queue) -> InProcessProducer:
+        return InProcessProducer(self, self.topic(queue))
 
     async def consumer(
         self, queue: Queue, subscription: str, *, from_earliest: bool = False
-    ) -> MemoryConsumer:
+    ) -> InProcessConsumer:
         topic = self.topic(queue)
         sub = topic.subscriptions.get(subscription)
         if sub is None:
@@ -128,7 +128,7 @@ class MemoryTransport:
         elif sub.exclusive and sub.consumers:
             raise BusError(f"exclusive subscription {subscription} already has a consumer")
         sub.consumers += 1
-        return MemoryConsumer(self, topic, sub)
+        return InProcessConsumer(self, topic, sub)
 
     async def close(self) -> None:
         self.closed = True

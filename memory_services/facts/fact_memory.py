@@ -10,11 +10,11 @@ from pathlib import Path
 from memory_services import when
 from memory_services.backfill import fill_missing
 from memory_services.consolidation.engine import Engine, Options, check_id
-from memory_services.consolidation.ledger import Ledger
+from memory_services.consolidation.ledger import ConsolidationLedger
 from memory_services.facts import asof, changes, ingest, slots, supersede
 from memory_services.facts import records as rec
-from memory_services.facts.access import AccessLog
 from memory_services.facts.access_overlay import AccessOverlay, owner_of
+from memory_services.facts.access_stats import AccessLog
 from memory_services.facts.access_table import AccessTable
 from memory_services.facts.consolidate import FactKind
 from memory_services.facts.context import Clock, FactContext, fact_ids, query_vector
@@ -83,7 +83,7 @@ class FactMemory:
             max_metadata_chars=policy.max_content_chars,
             history_ttl=policy.consolidation_history_ttl,
         )
-        ledger = Ledger(store, f"fact-consolidations-{embedder.dimension}")
+        ledger = ConsolidationLedger(store, f"fact-consolidations-{embedder.dimension}")
         self._consolidation = Engine(overlay, collection, ledger, kind)
 
     async def ensure(self) -> None:
