@@ -135,11 +135,10 @@ class AccessTable:
         if self.path is None or self._db is None:
             return
         mode = "TRUNCATE" if truncate else "PASSIVE"
-        await asyncio.to_thread(self._checkpoint, mode)
+        await asyncio.to_thread(self._checkpoint, self.path, mode)
 
-    def _checkpoint(self, mode: str) -> None:
-        assert self.path is not None
-        with self._checkpointing, contextlib.closing(sqlite3.connect(self.path)) as db:
+    def _checkpoint(self, path: Path, mode: str) -> None:
+        with self._checkpointing, contextlib.closing(sqlite3.connect(path)) as db:
             db.execute("PRAGMA busy_timeout=5000")
             db.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
 

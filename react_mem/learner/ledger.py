@@ -117,7 +117,7 @@ class TrajectoryLedger:
         # A deleted row's bytes are overwritten, not left in free pages (forgetting).
         db.execute("PRAGMA secure_delete=ON")
         self._db = db
-        self._prune()
+        self._prune(db)
 
     async def close(self) -> None:
         db, self._db = self._db, None
@@ -286,22 +286,21 @@ class TrajectoryLedger:
             cursor = self._db.execute(sql, args)
             found = (cursor.fetchall() if many else cursor.fetchone()) if fetch else None
             if self._clock() - self._pruned_at > 3600:
-                self._prune()
+                self._prune(self._db)
             return found
 
-    def _prune(self) -> None:
-        assert self._db is not None
+    def _prune(self, db: sqlite3.Connection) -> None:
         self._pruned_at = now = self._clock()
         own = self._overrides()
         others = f" AND workspace NOT IN ({', '.join('?' * len(own))})" if own else ""
         for table in _TABLES:
-            self._db.execute(
+            db.execute(
                 f"DELETE FROM {table} WHERE updated_at < ?{others}",
                 (now - self._retention, *own),
             )
             for workspace, seconds in own.items():
                 if seconds is not None:
-                    self._db.execute(
+                    db.execute(
                         f"DELETE FROM {table} WHERE workspace = ? AND updated_at < ?",
                         (workspace, now - seconds),
                     )

@@ -75,33 +75,31 @@ class ConfigServiceSource:
         self._timeout = timeout
         self._on_version = on_version
         self.version = 0
-        self._client: RequestResponseClient[ConfigRequest, ConfigResponse] | None = None
+        self._client: RequestResponseClient[ConfigRequest, ConfigResponse] = RequestResponseClient(
+            transport,
+            CONFIG_REQUEST_QUEUE,
+            CONFIG_RESPONSE_QUEUE,
+            ConfigResponse,
+            subscriber=f"{processor_id}--config",
+            timeout=timeout,
+        )
         self._notify: Consumer | None = None
         self._task: asyncio.Task[None] | None = None
         self._said_waiting = False
 
     async def start(self) -> None:
         # Subscribe to pushes before the first fetch so no change falls in between.
-        self._notify = await self._transport.consumer(
+        notify = self._notify = await self._transport.consumer(
             Queue.parse(CONFIG_PUSH_QUEUE), f"{self._id}--config--{uuid.uuid4().hex[:12]}"
         )
-        self._client = RequestResponseClient(
-            self._transport,
-            CONFIG_REQUEST_QUEUE,
-            CONFIG_RESPONSE_QUEUE,
-            ConfigResponse,
-            subscriber=f"{self._id}--config",
-            timeout=self._timeout,
-        )
         await self._client.start()
-        self._task = asyncio.create_task(self._run(), name=f"{self._id}:config")
+        self._task = asyncio.create_task(self._run(notify), name=f"{self._id}:config")
 
-    async def _run(self) -> None:
+    async def _run(self, notify: Consumer) -> None:
         await self._until_done(self._fetch_all, "config fetch")
-        assert self._notify is not None
         while True:
             try:
-                delivery = await self._notify.receive()
+                delivery = await notify.receive()
             except BusError as exc:
                 logger.warning("%s: config push receive failed, retrying: %s", self._id, exc)
                 await asyncio.sleep(0.5)
@@ -116,7 +114,7 @@ class ConfigServiceSource:
                 await self._until_done(
                     functools.partial(self._on_push, push), "applying config push"
                 )
-            await self._notify.ack(delivery)
+            await notify.ack(delivery)
 
     async def _until_done(self, attempt: Callable[[], Awaitable[None]], what: str) -> None:
         delay = 0.5
@@ -139,7 +137,6 @@ class ConfigServiceSource:
         A request sent before the config service subscribes is dropped by the broker
         (request queues are non-persistent): a short first timeout finds out quickly.
         """
-        assert self._client is not None
         timeout = min(1.0, self._timeout)
         while True:
             try:
@@ -214,11 +211,10 @@ class ConfigServiceSource:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        if self._client is not None:
-            await self._client.close()
+        await self._client.close()
         if self._notify is not None:
             await self._notify.close()
-        self._task = self._client = self._notify = None
+        self._task = self._notify = None
 
 
 async def apply_config_file(

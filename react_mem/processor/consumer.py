@@ -73,8 +73,8 @@ class ConsumerRunner:
         self._handlers: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
-        self._consumer = await self._transport.consumer(self.queue, self.subscription)
-        self._loop_task = asyncio.create_task(self._receive_loop(), name=self.subscription)
+        consumer = self._consumer = await self._transport.consumer(self.queue, self.subscription)
+        self._loop_task = asyncio.create_task(self._receive_loop(consumer), name=self.subscription)
         self._metrics.state("running")
 
     async def stop(self) -> None:
@@ -98,12 +98,11 @@ class ConsumerRunner:
         self._consumer = self._dlq = self._loop_task = None
         self._metrics.state("stopped")
 
-    async def _receive_loop(self) -> None:
-        assert self._consumer is not None
+    async def _receive_loop(self, consumer: Consumer) -> None:
         while True:
             await self._slots.acquire()
             try:
-                delivery = await self._consumer.receive()
+                delivery = await consumer.receive()
             except ConsumerClosed as exc:  # its topic went away (a stopped flow's): no retry
                 self._slots.release()
                 logger.info("%s: consumer closed, receiving ends: %s", self.subscription, exc)
@@ -117,7 +116,7 @@ class ConsumerRunner:
             except BaseException:
                 self._slots.release()
                 raise
-            task = asyncio.create_task(self._settle(delivery))
+            task = asyncio.create_task(self._settle(consumer, delivery))
             self._handlers.add(task)
             task.add_done_callback(self._handler_done)
 
@@ -129,8 +128,7 @@ class ConsumerRunner:
                 "%s: settling a message failed", self.subscription, exc_info=task.exception()
             )
 
-    async def _settle(self, delivery: Delivery) -> None:
-        assert self._consumer is not None
+    async def _settle(self, consumer: Consumer, delivery: Delivery) -> None:
         started = time.monotonic()
         while True:
             try:
@@ -156,9 +154,9 @@ class ConsumerRunner:
             break
         if outcome == "retry":
             self._metrics.redelivered()
-            await self._consumer.nack(delivery)
+            await consumer.nack(delivery)
         else:
-            await self._consumer.ack(delivery)
+            await consumer.ack(delivery)
         self._metrics.processed("ok" if outcome == "ok" else "error", time.monotonic() - started)
 
     async def _handle(self, delivery: Delivery) -> str:
