@@ -17,6 +17,7 @@ find rows without opening them.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import sqlite3
 import threading
@@ -56,8 +57,17 @@ _SCHEMA = (
     PRIMARY KEY (workspace, key)
 )""",
     "CREATE INDEX IF NOT EXISTS reflections_window ON reflections (workspace, scope)",
+    # A forget's tombstone: the owner as a one-way digest, never the id; ``collection``
+    # "" is every collection. Work about the owner from before it is not learned.
+    """CREATE TABLE IF NOT EXISTS forgotten (
+    workspace TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    collection TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (workspace, owner, collection)
+)""",
 )
-_TABLES = ("ledger", "trajectories", "reflections")
+_TABLES = ("ledger", "trajectories", "reflections", "forgotten")
 
 
 @dataclass
@@ -271,8 +281,25 @@ class TrajectoryLedger:
                     (workspace, user, collection, any_collection),
                 )
                 removed[table] = cursor.rowcount
+            self._db.execute(
+                "INSERT OR REPLACE INTO forgotten VALUES (?, ?, ?, ?)",
+                (workspace, _digest(workspace, user), collection, self._clock()),
+            )
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return removed
+
+    async def forgotten_since(
+        self, workspace: str, collection: str, user: str, when: float
+    ) -> bool:
+        """Whether ``user`` (in ``collection``) was forgotten at or after ``when``: work
+        about them from before the forget (queued, or redelivered) is then not learned."""
+        found = await self._run(
+            "SELECT 1 FROM forgotten WHERE workspace = ? AND owner = ? "
+            "AND (collection = ? OR collection = '') AND updated_at >= ? LIMIT 1",
+            (workspace, _digest(workspace, user), collection, when),
+            fetch=True,
+        )
+        return found is not None
 
     async def _run(
         self, sql: str, args: tuple[Any, ...], *, fetch: bool = False, many: bool = False
@@ -304,3 +331,8 @@ class TrajectoryLedger:
                         f"DELETE FROM {table} WHERE workspace = ? AND updated_at < ?",
                         (workspace, now - seconds),
                     )
+
+
+def _digest(workspace: str, user: str) -> str:
+    """An owner in a tombstone: a forgotten user's id is not kept (DESIGN: forget)."""
+    return hashlib.sha256(f"{workspace}\0{user}".encode()).hexdigest()

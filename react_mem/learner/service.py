@@ -224,7 +224,7 @@ class MemoryLearnerProcessor(Processor):
             ("episode", writer.episode),
             ("playbook", writer.playbook),
         ]
-        await self._learn(ledger, ctx, key, to, steps, plan, "trajectory")
+        await self._learn(ledger, ctx, key, to, steps, plan, "trajectory", t.finished_at)
 
     async def on_ended(
         self, ledger: TrajectoryLedger, event: ConversationEnded, ctx: MessageContext
@@ -250,7 +250,7 @@ class MemoryLearnerProcessor(Processor):
         writer = Writer(ctx.flow, self.metrics)
         steps: list[tuple[str, Write]] = [("facts", writer.facts), ("episode", writer.episode)]
         key = f"ended:{event.event_id}"
-        await self._learn(ledger, ctx, key, to, steps, plan, "conversation-ended")
+        await self._learn(ledger, ctx, key, to, steps, plan, "conversation-ended", event.ended_at)
 
     async def on_feedback(
         self, ledger: TrajectoryLedger, feedback: Feedback, ctx: MessageContext
@@ -358,8 +358,10 @@ class MemoryLearnerProcessor(Processor):
         steps: Sequence[tuple[str, Write]],
         make_plan: MakePlan,
         kind: str,
+        when: float = 0.0,
     ) -> bool:
-        """Plan once, write each step once; False when the record was learned before.
+        """Plan once, write each step once; False when the record was learned before. Work
+        from ``when`` (its time) about an owner forgotten since is dropped, counted.
 
         A write a service refuses for good (:class:`ServiceRefused`, e.g. ``quota-exceeded``)
         is recorded (metric, log, the ledger's outcome) and not retried; the other steps
@@ -368,6 +370,9 @@ class MemoryLearnerProcessor(Processor):
         # One conversation at a time: its rolling summary is read, merged and written.
         lock = (workspace, to.collection, to.user, to.conversation or key)
         async with self._learning.running((workspace, to.user)), self._locks.hold(lock):
+            if to.user and await ledger.forgotten_since(workspace, to.collection, to.user, when):
+                self.metrics.record(kind, "forgotten")
+                return True
             entry = await ledger.get(workspace, key)
             if entry is not None and entry.done:
                 self.metrics.duplicate(kind)
