@@ -412,7 +412,7 @@ async def test_processor_started_before_the_config_service_gets_its_flows(
     seen = SendsSeen(transport)
     ping = PingProcessor(
         PingProcessor.Settings.load({"id": ping_id, "config_timeout": 60}),
-        seen,  # type: ignore[arg-type]
+        seen,
         registry=registry,
     )
     pings: RequestResponseClient[PingRequest, PingResponse] = RequestResponseClient(

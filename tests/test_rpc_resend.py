@@ -45,11 +45,7 @@ async def call_then_start(
     topics = {"request": f"request:tg:ping-{unique}", "response": f"response:tg:ping-{unique}"}
     seen = SendsSeen(transport)
     rpc: PingClient = RequestResponseClient(
-        seen,
-        topics["request"],
-        topics["response"],
-        PingResponse,
-        resend=resend,  # type: ignore[arg-type]
+        seen, topics["request"], topics["response"], PingResponse, resend=resend
     )
     await rpc.start()
     call = asyncio.create_task(rpc.request(PingRequest(message="early"), timeout=timeout))

@@ -4,10 +4,9 @@ for "the request is out" itself rather than for a pause long enough on a fast ma
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from react_mem.bus.queues import Queue
-from react_mem.bus.transport import Producer, Transport
+from react_mem.bus.transport import Consumer, Producer, Transport
 
 
 class SendsSeen:
@@ -31,8 +30,16 @@ class SendsSeen:
             self.sent[queue] = self.sent.get(queue, 0) + 1
             self._changed.notify_all()
 
-    def __getattr__(self, name: str) -> Any:  # connect, consumer, close: the inner ones
-        return getattr(self.inner, name)
+    async def connect(self) -> None:
+        await self.inner.connect()
+
+    async def consumer(
+        self, queue: Queue, subscription: str, *, from_earliest: bool = False
+    ) -> Consumer:
+        return await self.inner.consumer(queue, subscription, from_earliest=from_earliest)
+
+    async def close(self) -> None:
+        await self.inner.close()
 
 
 class _Counted:
