@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 
@@ -20,6 +21,12 @@ from react_mem.bus.transport import Transport
 from react_mem.metrics import families
 
 BROKERS = ("pulsar", "rabbitmq")
+
+# Generated examples are judged by what they do, not how fast: hypothesis's per-example
+# deadline and its "too slow" health check depend on the machine's load, so the suite turns
+# them off (the per-test timeout still ends a hang).
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import ClassVar
@@ -80,11 +79,10 @@ LOOKUP = {"type": "knowledge-query", "name": "lookup", "description": "Ask the k
 
 
 class PlaybookDouble(Processor):
-    """Answers ``retrieve`` with ``bullets`` (at most ``top_k``) after ``delay`` seconds."""
+    """Answers ``retrieve`` with ``bullets`` (at most ``top_k``)."""
 
     default_id: ClassVar[str] = "playbook-double"
     bullets: ClassVar[list[Bullet]] = BULLETS
-    delay: ClassVar[float] = 0.0
     requests: ClassVar[list[PlaybookRequest]]
 
     def __init__(
@@ -96,14 +94,22 @@ class PlaybookDouble(Processor):
 
     async def on_request(self, request: PlaybookRequest, ctx: MessageContext) -> None:
         self.requests.append(request)
-        await asyncio.sleep(self.delay)
+        await self.answer_when()
         if request.operation != "retrieve":
             raise BadRequest(f"the double only retrieves, not {request.operation}")
         await ctx.reply(PlaybookResponse(bullets=self.bullets[: request.top_k]))
 
+    async def answer_when(self) -> None:
+        """At once."""
+
 
 class SlowPlaybook(PlaybookDouble):
-    delay: ClassVar[float] = 5.0
+    """Holds every request until the test lets it go: slower than any answer can wait."""
+
+    released: ClassVar[asyncio.Event]
+
+    async def answer_when(self) -> None:
+        await self.released.wait()
 
 
 def script(request: TextCompletionRequest) -> str:
@@ -283,9 +289,11 @@ async def test_an_absent_or_slow_playbook_thins_the_context_and_the_agent_still_
         playbook=SlowPlaybook if case == "slow" else PlaybookDouble,
         agent_mem={"memory-timeout": 0.5},
     ) as stack:
-        started = time.monotonic()
+        SlowPlaybook.released = asyncio.Event()
         got = await stack.ask("What is six times seven?")
-        answered = time.monotonic() - started
+        # Answered while the slow playbook still held its request: not held up by it.
+        assert not SlowPlaybook.released.is_set()
+        SlowPlaybook.released.set()  # its request is answered now, so it stops at once
         missed = {
             s.labels["source"]
             for m in stack.agent.metrics.memory_missed.collect()
@@ -295,7 +303,6 @@ async def test_an_absent_or_slow_playbook_thins_the_context_and_the_agent_still_
     assert got[-1].message_type == "answer" and got[-1].content == "42"
     assert "Playbook" not in stack.prompts()[0] and "<memory>" not in stack.prompts()[0]
     assert "playbook" in missed
-    assert answered < SlowPlaybook.delay  # not held up by the slow service
 
 
 @broker

@@ -9,7 +9,6 @@ import io
 import json
 import re
 import sys
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -235,11 +234,10 @@ async def test_ask_ends_on_a_failed_request_reply_without_end_of_dialog(
         raise BadRequest("question too long", type="too-large")
 
     async with scripted_agent(transport, tmp_path, unique, script=refuse):
-        started = time.monotonic()
         code, _, err = await run_ask(transport, "Q?", unique, conversation="c", timeout=20)
     assert code == 1
     assert "agent error (too-large): question too long" in err
-    assert time.monotonic() - started < 10  # the error reply ended the stream, not a timeout
+    assert "stopped responding" not in err  # the error reply ended the stream, not a timeout
 
 
 async def test_ask_times_out_with_a_hint_when_no_agent_listens(

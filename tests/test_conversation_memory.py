@@ -30,7 +30,15 @@ from react_mem.schema.conversations import (
     ConversationTurn,
 )
 from tests.support.embedder import HashingEmbedder
-from tests.support.memory_services import MovableClock, Raw, Running, serving, topics, until
+from tests.support.memory_services import (
+    MovableClock,
+    Raw,
+    Running,
+    after_sweeps,
+    serving,
+    topics,
+    until,
+)
 from tests.support.recording import eventually
 
 pytestmark = pytest.mark.broker
@@ -257,7 +265,7 @@ async def test_idle_timeout_ends_a_conversation_and_publishes_once(
         quiet = (await get(service, "quiet")).conversation
         assert quiet is not None and quiet.ended and quiet.end_reason == "idle"
 
-        await asyncio.sleep(0.5)  # ten more sweeps: none may announce "quiet" again
+        await after_sweeps(service.processor)  # none may announce "quiet" again
         await ok(service, ConversationRequest(operation="end", conversation_id="busy"))
         assert (await next_event(events)).conversation_id == "busy"
         gauge = {"processor": service.processor.id, "kind": "turn"}
@@ -298,7 +306,7 @@ async def test_an_end_that_could_not_be_announced_is_announced_later_once(
         event = await next_event(events)
         assert (event.conversation_id, event.reason) == ("c1", "idle")
         assert service.processor.refused == 1
-        await asyncio.sleep(0.3)
+        await after_sweeps(service.processor)  # none may announce "c1" again
         await ok(service, append("sentinel", 0))
         await ok(service, ConversationRequest(operation="end", conversation_id="sentinel"))
         assert (await next_event(events)).conversation_id == "sentinel"

@@ -189,7 +189,7 @@ async def test_points_given_new_payloads_or_deleted_bring_the_next_index_run(
         assert await store.delete(NOTES.name, scope=HOME, ids=doomed) == 1_500
         fresh = [point(rng, HOME, text=f"later note {n}") for n in range(2_200)]
         await store.upsert(NOTES.name, fresh[:1_200])
-        await asyncio.sleep(1)
+        assert await store.index_due(idle=True) == []  # the tick's own decision, idle or not
         assert store.indexed == 2
         await store.upsert(NOTES.name, fresh[1_200:])  # ...2,200: one
         await eventually(lambda: store.indexed == 3, timeout=120)
@@ -204,8 +204,8 @@ async def test_points_changed_before_a_restart_still_count(tmp_path: Path) -> No
     try:
         points = await indexed_notes(store, random.Random(6))
         await give_payloads(store, points[:1_500])
-        await asyncio.sleep(1)
-        assert store.indexed == 1  # 1,500 moved: not yet
+        assert await store.index_due(idle=True) == []  # 1,500 moved: not yet
+        assert store.indexed == 1
     finally:
         await store.close()
     again = notes_store(tmp_path / "edge")

@@ -25,7 +25,7 @@ from react_mem.errors import BusError
 from react_mem.schema.ping import PingRequest, PingResponse
 from tests.support.ping import answered, flow_file
 from tests.support.rabbitmq import cli_bus_args
-from tests.support.recording import RecordingProcessor, eventually
+from tests.support.recording import RecordingProcessor, eventually, settled
 
 pytestmark = pytest.mark.broker
 REPO = Path(__file__).resolve().parent.parent
@@ -170,7 +170,7 @@ async def test_broker_restart_loses_nothing(tmp_path: Path, unique: str) -> None
         processor = RecordingProcessor(settings, bus, registry=registry)
         await processor.start()
         await eventually(lambda: len(processor.done) >= 10, timeout=30)
-        await asyncio.sleep(0.3)
+        await settled(processor, registry, topics["input"])  # nothing further may arrive
         assert sorted(processor.done) == sorted(
             [f"before-{n}" for n in range(5)] + [f"after-{n}" for n in range(5)]
         )
@@ -223,6 +223,7 @@ async def test_killed_processor_loses_nothing(
     finally:
         if proc.poll() is None:
             proc.kill()
+        proc.communicate(timeout=10)  # reaped, its output pipe closed
         await producer.close()
 
 
@@ -244,7 +245,7 @@ def test_embedded_broker_dies_with_a_killed_owner(tmp_path: Path) -> None:
     assert owner.stdout is not None
     broker_pid = int(owner.stdout.readline())
     owner.kill()
-    owner.wait(timeout=10)
+    owner.communicate(timeout=10)  # reaped, its output pipe closed
     deadline = time.monotonic() + 15
     while (
         Path(f"/proc/{broker_pid}").exists()

@@ -314,6 +314,9 @@ def _same_as_absent(reply: WireModel, foreign: str, absent: WireModel, made_up: 
     )
 
 
+# Generated owners against every service, each example over the real bus: 70-110 s alone on a
+# loaded 2-core machine, which 4 workers can stretch past the suite's 300 s.
+@pytest.mark.timeout(900)
 async def test_no_owner_reads_or_changes_another_owners_memory(
     transport: PulsarTransport,
     registry: CollectorRegistry,
@@ -484,6 +487,9 @@ async def clients_of(stack: Stack) -> AsyncIterator[Services]:
                 await client.close()
 
 
+# Generated owners against every service, each example over the real bus: 70-110 s alone on a
+# loaded 2-core machine, which 4 workers can stretch past the suite's 300 s.
+@pytest.mark.timeout(900)
 async def test_the_agent_never_puts_another_owners_memory_in_a_prompt(
     transport: PulsarTransport, tmp_path: Path, unique: str, request: pytest.FixtureRequest
 ) -> None:

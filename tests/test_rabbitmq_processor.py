@@ -20,7 +20,7 @@ from react_mem.processor.settings import ProcessorSettings
 from react_mem.schema.ping import PingRequest
 from tests.support.ping import flow_file
 from tests.support.rabbitmq import RabbitMQNode, rabbitmq_node  # noqa: F401 (fixture)
-from tests.support.recording import RecordingProcessor, eventually
+from tests.support.recording import RecordingProcessor, eventually, settled
 from tests.test_bad_input import (  # noqa: F401 (collected here, on RabbitMQ)
     test_a_failing_error_reply_settles_the_message_once,
     test_deeply_nested_flow_message_is_dead_lettered_as_invalid,
@@ -110,8 +110,11 @@ async def test_a_broker_restart_loses_nothing(tmp_path: Path, unique: str) -> No
         for message in expected[5:]:  # the first waits until the connection is back
             await producer.send(PingRequest(message=message).encode(), {"id": message})
         await eventually(lambda: len(processor.done) >= len(expected), timeout=60)
-        await asyncio.sleep(0.3)
-        assert sorted(processor.done) == sorted(expected)
+        # A probe after them: RabbitMQ hands a queue out in order and puts back what comes
+        # back where it was, so whatever else were still to come would come before it.
+        await send_until_accepted(bus, queue, "probe")
+        await eventually(lambda: "probe" in processor.done, timeout=30)
+        assert sorted(processor.done) == sorted([*expected, "probe"])
         assert {("held-0", 1), ("held-1", 1)} <= set(processor.attempts)  # handed back, counted
     finally:
         release.set()
@@ -180,20 +183,24 @@ async def test_replicas_share_a_queue_and_each_message_is_handled_once(
     settings = recording_settings(tmp_path, unique, concurrency=2)
     buses = [rabbitmq_node.transport(prefetch=2) for _ in range(2)]
     replicas = []
+    registries = [CollectorRegistry() for _ in buses]
 
     async def slow(request: PingRequest, ctx: MessageContext) -> None:
-        await asyncio.sleep(0.02)  # long enough for the other replica to take the next one
+        # Time for the other replica to take the next one: the spread under test, not a wait
+        # for something (should one replica take all, "both took a share" says so).
+        await asyncio.sleep(0.02)
 
-    for bus in buses:
+    for bus, registry in zip(buses, registries, strict=True):
         await bus.connect()
-        replica = RecordingProcessor(settings, bus, registry=CollectorRegistry(), behaviour=slow)
+        replica = RecordingProcessor(settings, bus, registry=registry, behaviour=slow)
         await replica.start()
         replicas.append(replica)
     try:
         for n in range(20):
             await send_until_accepted(buses[0], f"flow:tg:in-{unique}", str(n))
         await eventually(lambda: sum(len(r.done) for r in replicas) >= 20, timeout=30)
-        await asyncio.sleep(0.3)
+        for replica, registry in zip(replicas, registries, strict=True):
+            await settled(replica, registry, f"flow:tg:in-{unique}")  # nothing further
         handled = [m for r in replicas for m in r.done]
         assert sorted(handled, key=int) == [str(n) for n in range(20)]
         assert all(r.done for r in replicas)  # both took a share

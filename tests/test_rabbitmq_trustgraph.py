@@ -33,6 +33,7 @@ from tests.support.agent_stack import agent_flow, agent_stack, queues, write_flo
 from tests.support.kinds import INSTALLED
 from tests.support.ping import answered
 from tests.support.rabbitmq import RabbitMQNode, rabbitmq_node  # noqa: F401 (fixture)
+from tests.support.recording import eventually
 from tests.test_agent import ANSWER, LOOKUP, tool_then_answer
 
 tg_rabbitmq = pytest.importorskip(
@@ -261,6 +262,10 @@ async def test_react_mems_agent_calls_a_trustgraph_text_completion_service(
     assert len(prompts) == 1 and "What is the capital of France?" in prompts[0]
 
 
+#: Versions from here on are probes sent after the messages under test.
+PROBE = 1_000
+
+
 @pytest.mark.parametrize("cls", ["flow", "request"])
 async def test_trustgraph_and_react_mem_consumers_share_one_queue(
     transport: RabbitMQTransport, trustgraph: Any, unique: str, cls: str
@@ -291,13 +296,19 @@ async def test_trustgraph_and_react_mem_consumers_share_one_queue(
     try:
         for n in range(20):
             await producer.send(json.dumps({"version": n}).encode(), {"id": str(n)})
-        for _ in range(200):
-            if len(got) >= 20:
-                break
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(0.2)
-        assert sorted(int(g.split(":")[1]) for g in got) == list(range(20))  # each once
-        assert {g.split(":")[0] for g in got} == {"tg", "rm"}  # both took a share
+        await eventually(lambda: len(got) >= 20)
+        # Then probes until each consumer has had one: each takes what the queue hands it in
+        # order, so by then all it was handed before the probes is counted; nothing of the
+        # twenty is left to come again (shown by order, not by a pause).
+        probes = 0
+        while {g.split(":")[0] for g in got if int(g.split(":")[1]) >= PROBE} != {"tg", "rm"}:
+            assert probes < 50, got
+            await producer.send(json.dumps({"version": PROBE + probes}).encode(), {})
+            probes += 1
+            await eventually(lambda n=probes: sum(int(g.split(":")[1]) >= PROBE for g in got) == n)
+        twenty = [g for g in got if int(g.split(":")[1]) < PROBE]
+        assert sorted(int(g.split(":")[1]) for g in twenty) == list(range(20))  # each once
+        assert {g.split(":")[0] for g in twenty} == {"tg", "rm"}  # both took a share
     finally:
         for task in tasks:
             task.cancel()

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from react_mem.bus.queues import Queue
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.bus.transport import Transport
 from react_mem.errors import RequestTimeout
@@ -21,6 +22,7 @@ from react_mem.learner.service import MemoryLearnerProcessor
 from react_mem.ping.service import PingProcessor
 from react_mem.schema.ping import PingRequest, PingResponse
 from tests.support.ping import PingClient, flow_file
+from tests.support.sends import SendsSeen
 
 pytestmark = pytest.mark.broker
 
@@ -41,12 +43,13 @@ async def call_then_start(
     surely gone; what the call got."""
     pid = f"ping-{unique}"
     topics = {"request": f"request:tg:ping-{unique}", "response": f"response:tg:ping-{unique}"}
+    seen = SendsSeen(transport)
     rpc: PingClient = RequestResponseClient(
-        transport, topics["request"], topics["response"], PingResponse, resend=resend
+        seen, topics["request"], topics["response"], PingResponse, resend=resend
     )
     await rpc.start()
     call = asyncio.create_task(rpc.request(PingRequest(message="early"), timeout=timeout))
-    await asyncio.sleep(0.3)  # the first send is done: dropped, no one subscribed
+    await seen.wait_sent(Queue.parse(topics["request"]).id)  # dropped: no one subscribed
     settings = PingProcessor.Settings.load({"id": pid, "flows": flow_file(tmp_path, pid, topics)})
     processor = PingProcessor(settings, transport, registry=registry)
     await processor.start()

@@ -106,10 +106,9 @@ async def test_a_flow_started_by_trustgraphs_flow_service_answers_and_stops_clea
             await agent.request(request, recipient=recipient, timeout=ANSWER_WITHIN)
         answered = time.monotonic() - started
         assert answers == ["Paris is the capital of France."]
+        # The operator's contract is the client's own timeout above (a librarian on the
+        # answer's path made it 10 s and more); the time is a figure, not an assertion.
         logging.getLogger(__name__).info("answered %.2f s after start-flow", answered)
-        # The operator's contract, not a speed target: 0.2-1.1 s measured on a loaded 2-core
-        # machine; a librarian on the answer's path made it 10 s and more.
-        assert answered < ANSWER_WITHIN
 
         # Provenance lands where TrustGraph's explainability reads it.
         def landed() -> set[str]:
@@ -131,7 +130,21 @@ async def test_a_flow_started_by_trustgraphs_flow_service_answers_and_stops_clea
             timeout=30,
         )
         saved = len(books.documents) if books is not None else 0
-        await asyncio.sleep(1.5)  # long enough for a retry loop to show itself
+
+        # React-mem's receive loops ("<id>--<workspace>--<flow>--<spec>"), clients ("rr:<its
+        # response queue>") and after-reply work ("<id> <workspace>/<flow>:<work>") are tasks
+        # named for the flow: once none is left, nothing can retry, log or save for it (no
+        # pause to watch for them). The scripted LLM, a test double, is not react-mem's.
+        ours = tuple(f"{p.id}{sep}" for p in processors.values() for sep in ("--", " "))
+
+        def working_for_the_flow() -> list[str]:
+            names = [t.get_name() for t in asyncio.all_tasks()]
+            return [n for n in names if flow in n and n.startswith(("rr:", *ours))]
+
+        try:
+            await eventually(lambda: not working_for_the_flow(), timeout=30)
+        except AssertionError:
+            raise AssertionError(f"still working for the flow: {working_for_the_flow()}") from None
         noisy = [r.getMessage() for r in caplog.records if "receive failed" in r.getMessage()]
         assert noisy == []
         if books is not None:

@@ -128,3 +128,26 @@ async def until(check: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> 
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.02)
+
+
+async def after_sweeps(processor: Any, more: int = 2, timeout: float = 20.0) -> None:
+    """Wait until ``processor``'s background loop has run ``more`` whole sweeps from now (all
+    a sweep sends is sent when it returns): "no sweep does X" is then shown by what the
+    sweeps did, whatever the machine's speed, not by a pause long enough on a fast one."""
+    sweep = processor.sweep
+    done = 0
+
+    async def counted() -> None:
+        nonlocal done
+        await sweep()
+        done += 1
+
+    processor.sweep = counted
+    try:
+        deadline = time.monotonic() + timeout
+        while done < more:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{more} sweeps did not run in time")
+            await asyncio.sleep(0.01)
+    finally:
+        del processor.sweep

@@ -62,3 +62,26 @@ async def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.02)
+
+
+async def settled(
+    processor: RecordingProcessor, registry: CollectorRegistry, queue: str, *, undecodable: int = 0
+) -> None:
+    """Wait until nothing more can reach ``processor`` from the persistent ``queue``: every
+    delivery it took (its handler's ``attempts``, plus ``undecodable`` ones that never reached
+    the handler) is settled, acknowledged or handed back, and every one handed back has come
+    round again.
+    The broker delivers only what is unacknowledged, so with both accounts square nothing
+    further can arrive; proven by counting, not by waiting a while to see."""
+    labels = {"processor": processor.id, "consumer": queue}
+
+    def count(name: str, **extra: str) -> int:
+        return int(registry.get_sample_value(name, labels | extra) or 0)
+
+    def square() -> bool:
+        settlements = sum(count("tg_consumer_processing_total", status=s) for s in ("ok", "error"))
+        handed_back = count("tg_consumer_redelivery_total")
+        came_round = sum(1 for _, redelivery in processor.attempts if redelivery > 0)
+        return settlements == len(processor.attempts) + undecodable and handed_back == came_round
+
+    await eventually(square)
