@@ -137,9 +137,9 @@ async def after_sweeps(processor: Any, more: int = 2, timeout: float = 20.0) -> 
     sweep = processor.sweep
     done = 0
 
-    async def counted() -> None:
+    async def counted(*args: Any) -> None:
         nonlocal done
-        await sweep()
+        await sweep(*args)
         done += 1
 
     processor.sweep = counted
