@@ -20,6 +20,7 @@ from memory_services.episodes.service import EpisodeMemoryProcessor
 from memory_services.facts.service import FactMemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue, dead_letter_queue
+from react_mem.bus.rpc import RequestResponseClient
 from react_mem.learner.records import invocation_summary
 from react_mem.learner.service import MemoryLearnerProcessor
 from react_mem.learner.settings import LearnerSettings
@@ -33,6 +34,7 @@ from react_mem.schema.conversations import (
 )
 from react_mem.schema.episodes import Episode, EpisodeRequest, EpisodeResponse
 from react_mem.schema.facts import Fact, FactInput, FactRequest, FactResponse
+from react_mem.schema.forget import MEMORY_FORGET, ForgetRequest, ForgetResponse
 from react_mem.schema.trajectory import Trajectory
 from tests.support.memory_services import MovableClock, Running, serving, topics
 from tests.support.recording import eventually
@@ -126,6 +128,8 @@ class Stack:
             "conversation-ended": self.queues("conversation-memory")["ended"],
             "text-completion-request": self.llm_topics["request"],
             "text-completion-response": self.llm_topics["response"],
+            MEMORY_FORGET: f"flow:tg:{MEMORY_FORGET}-{self.unique}:default:f1",
+            f"{MEMORY_FORGET}-response": f"response:tg:{MEMORY_FORGET}-{self.unique}:default:f1",
         }
         for name in ("fact-memory", "episode-memory", "conversation-memory"):
             found[f"{name}-request"] = self.queues(name)["request"]
@@ -300,6 +304,42 @@ async def test_a_trajectory_published_twice_is_learned_once(stack: Stack) -> Non
     assert len(stack.llm.requests) == 3  # the second delivery asked nothing
     assert stack.sample("tg_memory_learner_duplicates_total", kind="trajectory") == 1
     assert stack.sample("tg_memory_learned_total", kind="summary") == 1
+
+
+async def test_work_from_before_a_forget_is_not_learned_after_it(stack: Stack) -> None:
+    """A trajectory about alice from before her forget, delivered after it (queued behind
+    it, or redelivered), learns nothing; what she says after the forget is learned."""
+    await stack.start_service("fact-memory")
+    await stack.start_learner()
+    before = trajectory("s-old", "c-old", finished_at=time.time() - 60)
+    topics = stack.learner_topics
+    client = RequestResponseClient(
+        stack.transport,
+        topics[MEMORY_FORGET],
+        topics[f"{MEMORY_FORGET}-response"],
+        ForgetResponse,
+        subscriber=f"forget-{stack.unique}",
+    )
+    await client.start()
+    try:
+        reply = await client.request(ForgetRequest(user="alice"), timeout=30)
+    finally:
+        await client.close()
+    assert reply.error is None and reply.forgotten is not None
+
+    await stack.publish(before, "trajectory")
+    await stack.settled("trajectory")
+    assert await stack.facts() == [] and await stack.episodes() == []
+    assert stack.llm.requests == []  # not even planned
+    forgotten = {"kind": "trajectory", "outcome": "forgotten"}
+    assert stack.sample("tg_memory_learner_records_total", **forgotten) == 1
+
+    after = trajectory("s-new", "c-new", finished_at=time.time())  # after the forget
+    await stack.append_turn(after)
+    await stack.publish(after, "trajectory")
+    await stack.settled("trajectory", 2)
+    assert len(await stack.facts()) == 2
+    assert stack.sample("tg_memory_learner_records_total", **forgotten) == 1
 
 
 async def test_an_explicit_request_to_remember_is_kept_once_beside_the_llms_facts(

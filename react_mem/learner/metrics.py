@@ -74,7 +74,7 @@ def _create(registry: CollectorRegistry) -> LearnerFamilies:
         records=Counter(
             "tg_memory_learner_records_total",
             "Records learned, by outcome: learned (every write done), partial (a write was "
-            "refused), empty (nothing to learn)",
+            "refused), empty (nothing to learn), forgotten (its owner was forgotten since)",
             ["processor", "kind", "outcome"],
             registry=registry,
         ),

@@ -361,7 +361,8 @@ class MemoryLearnerProcessor(Processor):
         when: float = 0.0,
     ) -> bool:
         """Plan once, write each step once; False when the record was learned before. Work
-        from ``when`` (its time) about an owner forgotten since is dropped, counted.
+        from ``when`` (its time; 0, unknown, counts as before) about an owner forgotten since
+        is dropped, counted.
 
         A write a service refuses for good (:class:`ServiceRefused`, e.g. ``quota-exceeded``)
         is recorded (metric, log, the ledger's outcome) and not retried; the other steps
