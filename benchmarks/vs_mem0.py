@@ -259,7 +259,8 @@ async def compare(
 def table(out: Outcome) -> str:
     n, react, mem0 = len(out.dataset.questions), out.react, out.mem0
     rows = [
-        f"{out.dataset.name}, {n} questions, {len(react.runs)} search run(s)",
+        f"{out.dataset.name}, {n} questions, {len(react.runs)} search run(s),"
+        f" load average {os.getloadavg()[0]:.1f}",
         f"  {'':<18}{'react-mem':>11}{'mem0':>11}{'react-mem x':>14}",
     ]
     for k in KS:
