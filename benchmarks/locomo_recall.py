@@ -23,6 +23,8 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, get_args
@@ -114,15 +116,12 @@ class Tally:
         return "\n".join(rows)
 
 
-async def evaluate(
-    data: list[dict[str, Any]],
-    url: str,
-    tmp: Path,
-    backend: EmbeddingBackend,
-    window: int,
-    rankings: dict[str, RetrievalOptions],
-) -> dict[str, list[list[str]]]:
-    """Print the table; return each question's top k per column."""
+@asynccontextmanager
+async def fact_memory(
+    url: str, tmp: Path, backend: EmbeddingBackend, **settings: object
+) -> AsyncIterator[FactClient]:
+    """The fact-memory service on the broker at ``url`` (in this process, store under
+    ``tmp``, near-duplicate merging off, ``settings`` over these), and a client of it."""
     bus = PulsarTransport(PulsarOptions(url=url))
     await bus.connect()
     topics = {
@@ -141,6 +140,7 @@ async def evaluate(
                 "near_duplicate_threshold": 1.0,
                 "embedding_backend": backend,
                 "concurrency": 4,
+                **settings,
             }
         ),
         bus,
@@ -150,10 +150,26 @@ async def evaluate(
         bus, topics["request"], topics["response"], FactResponse, timeout=120
     )
     await client.start()
-    memory = FactClient(client)
+    try:
+        yield FactClient(client)
+    finally:
+        await client.close()
+        await service.stop()
+        await bus.close()
+
+
+async def evaluate(
+    data: list[dict[str, Any]],
+    url: str,
+    tmp: Path,
+    backend: EmbeddingBackend,
+    window: int,
+    rankings: dict[str, RetrievalOptions],
+) -> dict[str, list[list[str]]]:
+    """Print the table; return each question's top k per column."""
     tally = Tally()
     ranked: dict[str, list[list[str]]] = defaultdict(list)  # what --dump writes
-    try:
+    async with fact_memory(url, tmp, backend) as memory:
         for sample in data:
             collection, facts = f"locomo-{sample['sample_id']}", turns(sample)
             where = Scope("eval", collection)
@@ -185,10 +201,6 @@ async def evaluate(
                                     e in near for e in qa["evidence"]
                                 )
             print(f"  {collection}: {len(facts)} turns stored", flush=True)
-    finally:
-        await client.close()
-        await service.stop()
-        await bus.close()
     columns = [*rankings, *(["hybrid+ctx"] if window and "hybrid" in rankings else [])]
     print(f"\n{tally.questions['all']} questions over {len(data)} conversations, recall@5 / @10")
     print(tally.table(columns))
@@ -200,7 +212,7 @@ async def evaluate(
         p50, p99 = statistics.median(values), values[int(len(values) * 0.99)]
         print(f"  {column:<12} p50 {p50 * 1000:6.1f}  p99 {p99 * 1000:6.1f}")
     if importlib.util.find_spec("mem0") is None:
-        print("mem0: not installed (optional; same embedder, infer=False) - no column")
+        print("mem0: side by side in benchmarks/vs_mem0.py (its own virtual environment)")
     return ranked
 
 
