@@ -12,6 +12,7 @@ from pydantic import Field
 
 from memory_services.consolidation.metrics import Consolidations
 from memory_services.consolidation.settings import ConsolidationSettings
+from memory_services.facts import ranked
 from memory_services.facts.memory import FactMemory
 from memory_services.facts.quota import QuotaExceeded
 from memory_services.facts.records import FactPolicy
@@ -191,6 +192,12 @@ class FactMemoryProcessor(MemoryProcessor[FactMemorySettings]):
                 offset = page_offset("list", r.offset)
                 facts, next_offset = await memory.page(scope, limit=r.limit, cursor=offset)
                 return FactResponse(facts=facts, next_offset=next_offset)
+            case "sorted":
+                facts, next_offset, total = await ranked.sorted_page(
+                    memory.ctx, scope, r.sort_by, ascending=r.ascending, limit=r.limit,
+                    offset=r.offset,
+                )  # fmt: skip
+                return FactResponse(facts=facts, next_offset=next_offset, total=total)
             case "delete":
                 return FactResponse(deleted=await memory.delete(scope, r.ids))
             case "consolidate":
