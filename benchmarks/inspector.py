@@ -178,8 +178,10 @@ def pages(facts: list[str], fact_id: str) -> dict[str, str]:
     who = f"workspace={WS}&flow={FLOW}&collection={COLLECTION}&user={USER}"
     word = facts[len(facts) // 2].split()[-1].strip(".?!,")
     return {
-        "facts (page of 50)": f"/facts?{who}",
+        "facts by time (50)": f"/facts?{who}",
         "facts by importance": f"/facts?{who}&sort=importance",
+        "facts by access": f"/facts?{who}&sort=access",
+        "facts by time, mid page": f"/facts?{who}&sort=time&offset={len(facts) // 100 * 50}",
         "facts hybrid search": f"/facts?{who}&q={word}",
         "one fact + provenance": f"/fact?{who}&id={fact_id}",
         "episodes": f"/episodes?{who}",
