@@ -194,8 +194,8 @@ class FactMemoryProcessor(MemoryProcessor[FactMemorySettings]):
                 return FactResponse(facts=facts, next_offset=next_offset)
             case "sorted":
                 facts, next_offset, total = await ranked.sorted_page(
-                    memory.ctx, scope, r.sort_by, ascending=r.ascending, limit=r.limit,
-                    offset=r.offset,
+                    memory.ctx, memory.sort_keys, scope, r.sort_by,
+                    ascending=r.ascending, limit=r.limit, offset=r.offset,
                 )  # fmt: skip
                 return FactResponse(facts=facts, next_offset=next_offset, total=total)
             case "delete":

@@ -1,10 +1,10 @@
 """Fact-memory wire messages: one request and one response shape for every operation.
 
 Operations: ``store``, ``retrieve``, ``get``, ``history``, ``list``, ``sorted``, ``update``,
-``delete``, ``purge``, ``consolidate``, ``unconsolidate``, ``forget``. The scope is the flow's workspace plus
-``collection`` and the optional ``user``; ``conversation_id`` is the conversation a stored
-fact was learned in (its source), and on reads and purges it narrows the scope to facts from
-that conversation. Ownership (:mod:`react_mem.schema.scope`): with ``user``, a request sees
+``delete``, ``purge``, ``consolidate``, ``unconsolidate``, ``forget``. The scope is the flow's
+workspace plus ``collection`` and the optional ``user``; ``conversation_id`` is the
+conversation a stored fact was learned in (its source), and on reads and purges it narrows
+the scope to facts from that conversation. Ownership (:mod:`react_mem.schema.scope`): with ``user``, a request sees
 and changes only that user's facts; without one (or with ``""``), only the collection's
 shared facts, those stored without a user, never a user's. So ``purge`` deletes one owner's
 facts (the shared ones, or one user's), or one conversation's of that owner

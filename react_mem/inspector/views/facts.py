@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import cast
-
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -19,7 +17,7 @@ from react_mem.inspector.views.common import (
     render,
 )
 from react_mem.schema.conversations import ConversationTurn
-from react_mem.schema.facts import FACT_SORTS, Fact, FactInput, FactSort
+from react_mem.schema.facts import FACT_SORTS, Fact, FactInput
 from react_mem.schema.retrieval import RetrievalOptions
 
 #: How facts may be ordered: a listing is ordered by fact-memory's ``sorted`` over all of the
@@ -63,7 +61,7 @@ async def facts_page(request: Request) -> Response:
         if sort not in FACT_SORTS:
             raise BadRequest(f"sort must be one of {', '.join(FACT_SORTS)}", type="invalid")
         page, total = await client.sorted_page(
-            who.scope(), cast(FactSort, sort), limit=limit, offset=offset
+            who.scope(), sort, limit=limit, offset=offset
         )
         facts, following = page.items, page.next
     template = "facts_rows.html" if request.headers.get("hx-target") == "results" else "facts.html"
