@@ -113,7 +113,7 @@ async def sorted_page(
     now = ctx.clock()
     live = [k for k in await keys.of(ctx, scope) if k[1] > now]
     column, sign = _COLUMN[sort_by], 1.0 if ascending else -1.0
-    live.sort(key=lambda k: (sign * k[column], k[0]))
+    live.sort(key=lambda k: (sign * float(k[column]), k[0]))
     chosen = [k[0] for k in live[start : start + limit]]
     following = str(start + limit) if start + limit < len(live) else None
     return await _read(ctx, scope, chosen, now), following, len(live)

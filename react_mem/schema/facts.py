@@ -4,11 +4,12 @@ Operations: ``store``, ``retrieve``, ``get``, ``history``, ``list``, ``sorted``,
 ``delete``, ``purge``, ``consolidate``, ``unconsolidate``, ``forget``. The scope is the flow's
 workspace plus ``collection`` and the optional ``user``; ``conversation_id`` is the
 conversation a stored fact was learned in (its source), and on reads and purges it narrows
-the scope to facts from that conversation. Ownership (:mod:`react_mem.schema.scope`): with ``user``, a request sees
-and changes only that user's facts; without one (or with ``""``), only the collection's
-shared facts, those stored without a user, never a user's. So ``purge`` deletes one owner's
-facts (the shared ones, or one user's), or one conversation's of that owner
-(``conversation_id``); another owner's fact id is "not found" to every operation.
+the scope to facts from that conversation. Ownership (:mod:`react_mem.schema.scope`): with
+``user``, a request sees and changes only that user's facts; without one (or with ``""``),
+only the collection's shared facts, those stored without a user, never a user's. So
+``purge`` deletes one owner's facts (the shared ones, or one user's), or one conversation's
+of that owner (``conversation_id``); another owner's fact id is "not found" to every
+operation.
 
 ``consolidate`` merges clusters of near-duplicate facts (cosine similarity at or above
 ``similarity_threshold``, and the same fact by :mod:`memory_services.dedup_guard`: never

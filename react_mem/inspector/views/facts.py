@@ -60,9 +60,7 @@ async def facts_page(request: Request) -> Response:
     else:
         if sort not in FACT_SORTS:
             raise BadRequest(f"sort must be one of {', '.join(FACT_SORTS)}", type="invalid")
-        page, total = await client.sorted_page(
-            who.scope(), sort, limit=limit, offset=offset
-        )
+        page, total = await client.sorted_page(who.scope(), sort, limit=limit, offset=offset)
         facts, following = page.items, page.next
     template = "facts_rows.html" if request.headers.get("hx-target") == "results" else "facts.html"
     return render(
