@@ -18,7 +18,7 @@ pass straight through. On the facts collection:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from memory_services.facts.access_stats import FIELDS, AccessLog
@@ -60,10 +60,24 @@ def overlaid(payload: Mapping[str, Any], row: Row | None) -> Mapping[str, Any]:
 class AccessOverlay:
     """A :class:`VectorStore` over ``store`` overlaying ``log`` on ``collection``."""
 
-    def __init__(self, store: VectorStore, collection: str, log: AccessLog) -> None:
+    def __init__(
+        self,
+        store: VectorStore,
+        collection: str,
+        log: AccessLog,
+        *,
+        on_write: Callable[[OwnerKey | None], None] = lambda owner: None,
+    ) -> None:
+        """``on_write``: told the owner of every write to ``collection`` (None: any owner)
+        once it is made, or failed (:mod:`.ranked` drops what it holds of that owner)."""
         self.store = store
         self.collection = collection
         self.log = log
+        self.on_write = on_write
+
+    def _writing(self, collection: str, scope: StoreScope) -> None:
+        if collection == self.collection:
+            self.on_write(owner_key(scope) if isinstance(scope, Scope) else None)
 
     # -- passed through --------------------------------------------------------------
     async def open(self) -> None:
@@ -164,7 +178,12 @@ class AccessOverlay:
 
     # -- writes ------------------------------------------------------------------------
     async def upsert(self, collection: str, records: Sequence[Record]) -> None:
-        await self.store.upsert(collection, records)
+        try:
+            await self.store.upsert(collection, records)
+        finally:
+            if collection == self.collection:
+                for owner in {owner_of(record.payload) for record in records}:
+                    self.on_write(owner)
         if collection == self.collection:
             by_owner: dict[OwnerKey, list[str]] = {}
             for record in records:
@@ -173,6 +192,14 @@ class AccessOverlay:
                 self.log.drop(owner, ids)
 
     async def set_payload(
+        self, collection: str, ids: Sequence[str], payload: Mapping[str, Any], *, scope: StoreScope
+    ) -> None:
+        try:
+            await self._set_payload(collection, ids, payload, scope=scope)
+        finally:
+            self._writing(collection, scope)
+
+    async def _set_payload(
         self, collection: str, ids: Sequence[str], payload: Mapping[str, Any], *, scope: StoreScope
     ) -> None:
         if collection != self.collection or not FIELDS & payload.keys():
@@ -202,7 +229,10 @@ class AccessOverlay:
         ids: Sequence[str] | None = None,
         where: Sequence[Condition] = (),
     ) -> int:
-        removed = await self.store.delete(collection, scope=scope, ids=ids, where=where)
+        try:
+            removed = await self.store.delete(collection, scope=scope, ids=ids, where=where)
+        finally:
+            self._writing(collection, scope)
         if collection != self.collection or not removed:
             return removed
         whole_owner = isinstance(scope, Scope) and scope.conversation is None

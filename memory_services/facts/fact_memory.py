@@ -11,7 +11,7 @@ from memory_services import when
 from memory_services.backfill import fill_missing
 from memory_services.consolidation.engine import Engine, Options, check_id
 from memory_services.consolidation.ledger import ConsolidationLedger
-from memory_services.facts import asof, changes, ingest, slots, supersede
+from memory_services.facts import asof, changes, ingest, ranked, slots, supersede
 from memory_services.facts import records as rec
 from memory_services.facts.access_overlay import AccessOverlay, owner_of
 from memory_services.facts.access_stats import AccessLog
@@ -64,7 +64,9 @@ class FactMemory:
     ) -> None:
         collection = f"facts-{embedder.dimension}"
         self._access = AccessLog(AccessTable(access_path), delay=access_delay)
-        overlay = AccessOverlay(store, collection, self._access)
+        #: Each owner's sort keys for ``sorted`` (:mod:`.ranked`), dropped on their writes.
+        self.sort_keys = ranked.SortKeys()
+        overlay = AccessOverlay(store, collection, self._access, on_write=self.sort_keys.changed)
         self.ctx = FactContext(
             store=overlay,
             embedder=embedder,
@@ -334,6 +336,8 @@ class FactMemory:
         for hit in hits:
             seen = self._access.seen(owner_of(hit.payload), hit.id, hit.payload, now)
             facts.append(rec.to_fact(hit.id, {**hit.payload, **seen}, hit.score))
+        for owner in {owner_of(hit.payload) for hit in hits}:  # their access counts moved
+            self.sort_keys.changed(owner)
         if query is not None and time_boost and (past := asof.asked(query, now)):
             earlier = await ctx.search(
                 scope,

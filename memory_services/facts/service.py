@@ -10,6 +10,7 @@ from pydantic import Field
 
 from memory_services.consolidation.metrics import Consolidations
 from memory_services.consolidation.settings import ConsolidationSettings
+from memory_services.facts import ranked
 from memory_services.facts.fact_memory import FactMemory
 from memory_services.facts.quota import FactQuotaExceeded
 from memory_services.facts.records import FactPolicy
@@ -176,6 +177,12 @@ class FactMemoryProcessor(MemoryProcessor[FactMemorySettings, FactMemory]):
                 offset = page_offset("list", r.offset)
                 facts, next_offset = await memory.page(scope, limit=r.limit, cursor=offset)
                 return FactResponse(facts=facts, next_offset=next_offset)
+            case "sorted":
+                facts, next_offset, total = await ranked.sorted_page(
+                    memory.ctx, memory.sort_keys, scope, r.sort_by,
+                    ascending=r.ascending, limit=r.limit, offset=r.offset,
+                )  # fmt: skip
+                return FactResponse(facts=facts, next_offset=next_offset, total=total)
             case "delete":
                 return FactResponse(deleted=await memory.delete(scope, r.ids))
             case "consolidate":

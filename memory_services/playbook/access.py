@@ -21,6 +21,7 @@ from typing import Literal
 from memory_services.playbook.records import ScopeKey
 from memory_services.playbook.versions import COLLECTION
 from memory_services.store.base import Condition, Record, VectorStore
+from react_mem.schema.playbook import Grant
 
 Relation = Literal["owner", "editor", "viewer"]
 Granted = Literal["editor", "viewer"]
@@ -82,6 +83,13 @@ class PlaybookAccess:
         if not user:
             return [key.of(None)]
         return [key.of(user), key.of(None), *await self.shared_with(key, user)]
+
+    async def grants(self, key: ScopeKey) -> list[Grant]:
+        """The grants in force on ``key`` (its acl), by user: for its owner's eyes only."""
+        acl = await self.acl(key)
+        held = [Grant(user=u, relation="viewer") for u in acl.viewers]
+        held += [Grant(user=u, relation="editor") for u in acl.editors]
+        return sorted(held, key=lambda g: g.user)
 
     async def grant(self, key: ScopeKey, relation: Granted | None, grantees: Sequence[str]) -> Acl:
         """Give (``relation``) or take away (None) ``grantees``' relation to ``key``."""

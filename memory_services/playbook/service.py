@@ -222,6 +222,9 @@ class PlaybookMemoryProcessor(MemoryProcessor[PlaybookMemorySettings, PlaybookMe
             case "grant" | "revoke":
                 _needs_owner(op, relation)
                 return await self._grant(memory, target, r)
+            case "grants":
+                _needs_owner(op, relation)
+                return PlaybookResponse(grants=await memory.access.grants(target))
             case "purge":
                 _needs_owner(op, relation)
                 removed = await memory.purge(target)

@@ -7,7 +7,14 @@ from collections.abc import Sequence
 from react_mem.clients.base import Page, Service, build, owner
 from react_mem.clients.consolidating import ConsolidatingClient
 from react_mem.errors import BadReply
-from react_mem.schema.facts import Fact, FactInput, FactRequest, FactResponse, StoredFact
+from react_mem.schema.facts import (
+    Fact,
+    FactInput,
+    FactRequest,
+    FactResponse,
+    FactSort,
+    StoredFact,
+)
 from react_mem.schema.forget import Forgotten
 from react_mem.schema.retrieval import RetrievalOptions
 from react_mem.schema.scope import Scope
@@ -77,6 +84,25 @@ class FactClient(ConsolidatingClient[FactRequest, FactResponse]):
             build(FactRequest, operation="list", limit=limit, offset=offset, **owner(scope))
         )
         return Page(response.facts, response.next_offset)
+
+    async def sorted_page(
+        self,
+        scope: Scope,
+        sort_by: FactSort,
+        *,
+        ascending: bool = False,
+        limit: int = 50,
+        offset: str | None = None,
+    ) -> tuple[Page[Fact], int]:
+        """A page of all of the owner's current facts ordered by ``sort_by`` (highest first
+        unless ``ascending``), and how many there are; ``offset``: the ``next`` of the
+        previous page."""
+        request = build(
+            FactRequest, operation="sorted", sort_by=sort_by, ascending=ascending, limit=limit,
+            offset=offset, **owner(scope),
+        )  # fmt: skip
+        response = await self.call(request)
+        return Page(response.facts, response.next_offset), response.total or 0
 
     async def delete(self, scope: Scope, ids: Sequence[str]) -> int:
         """How many of ``ids`` were deleted."""

@@ -12,6 +12,7 @@ from react_mem.schema.forget import Forgotten
 from react_mem.schema.playbook import (
     Bullet,
     Delta,
+    Grant,
     PlaybookRequest,
     PlaybookResponse,
     Relevance,
@@ -119,6 +120,10 @@ class PlaybookClient(ServiceClient[PlaybookRequest, PlaybookResponse]):
 
     async def revoke(self, which: PlaybookRef, grantees: Sequence[str]) -> PlaybookResponse:
         return await self._op(which, "revoke", grantees=list(grantees))
+
+    async def grants(self, which: PlaybookRef) -> list[Grant]:
+        """The grants in force on the playbook (its owner only; others: ``forbidden``)."""
+        return (await self._op(which, "grants")).grants
 
     async def share(self, which: PlaybookRef, ids: Sequence[str]) -> PlaybookResponse:
         return await self._op(which, "share", ids=list(ids))

@@ -1,14 +1,15 @@
 """Fact-memory wire messages: one request and one response shape for every operation.
 
-Operations: ``store``, ``retrieve``, ``get``, ``history``, ``list``, ``update``, ``delete``,
-``purge``, ``consolidate``, ``unconsolidate``, ``forget``. The scope is the flow's workspace plus
-``collection`` and the optional ``user``; ``conversation_id`` is the conversation a stored
-fact was learned in (its source), and on reads and purges it narrows the scope to facts from
-that conversation. Ownership (:mod:`react_mem.schema.scope`): with ``user``, a request sees
-and changes only that user's facts; without one (or with ``""``), only the collection's
-shared facts, those stored without a user, never a user's. So ``purge`` deletes one owner's
-facts (the shared ones, or one user's), or one conversation's of that owner
-(``conversation_id``); another owner's fact id is "not found" to every operation.
+Operations: ``store``, ``retrieve``, ``get``, ``history``, ``list``, ``sorted``, ``update``,
+``delete``, ``purge``, ``consolidate``, ``unconsolidate``, ``forget``. The scope is the flow's
+workspace plus ``collection`` and the optional ``user``; ``conversation_id`` is the
+conversation a stored fact was learned in (its source), and on reads and purges it narrows
+the scope to facts from that conversation. Ownership (:mod:`react_mem.schema.scope`): with
+``user``, a request sees and changes only that user's facts; without one (or with ``""``),
+only the collection's shared facts, those stored without a user, never a user's. So
+``purge`` deletes one owner's facts (the shared ones, or one user's), or one conversation's
+of that owner (``conversation_id``); another owner's fact id is "not found" to every
+operation.
 
 ``consolidate`` merges clusters of near-duplicate facts (cosine similarity at or above
 ``similarity_threshold``, and the same fact by :mod:`memory_services.dedup_guard`: never
@@ -31,6 +32,13 @@ Absorbed facts count towards the quota until deleted, purged or expired (setting
 passes. ``dry_run`` reports without writing. A pass is named by ``consolidation_id``
 (default: the request's id), so a repeated request answers with the first report and merges
 nothing twice.
+
+``list`` pages one owner's current facts in id order (a cursor); ``sorted`` pages them in the
+order ``sort_by`` names (``time``: last stored or updated; ``importance``; ``access``: the
+access count, retrievals in the side table included), over every current fact of the owner
+in the scope, highest first (``ascending`` reverses it), ties by id; ``offset`` is a
+position there ("0", the default, "50", ...; ``next_offset`` gives the next), and ``total``
+counts them all.
 
 ``forget`` removes everything ``user`` (required) owns in ``collection``, or with
 ``collection`` ``""`` in every collection of the workspace: facts with their history and
@@ -57,6 +65,7 @@ ScopedFactOperation = Literal[
     "get",
     "history",
     "list",
+    "sorted",
     "update",
     "delete",
     "purge",
@@ -66,6 +75,9 @@ ScopedFactOperation = Literal[
 #: ``forget`` spans a user's collections.
 FactOperation = Literal[ScopedFactOperation, "forget"]
 FACT_OPERATIONS: tuple[FactOperation, ...] = get_args(FactOperation)
+#: What ``sorted`` orders by.
+FactSort = Literal["time", "importance", "access"]
+FACT_SORTS: tuple[FactSort, ...] = get_args(FactSort)
 
 
 class FactInput(WireModel):
@@ -184,6 +196,9 @@ class FactRequest(WireModel):
     #: its former name, ``cursor``).
     limit: int = Field(default=50, ge=1)
     offset: str | None = Field(default=None, validation_alias=AliasChoices("offset", "cursor"))
+    #: sorted: the order (required); highest first unless ``ascending``.
+    sort_by: FactSort | None = None
+    ascending: bool = False
     #: consolidate: names the pass (default: the request's id); unconsolidate: the pass.
     consolidation_id: str | None = None
     #: consolidate: defaults from the service's settings (0.85 and 0.7).
@@ -201,14 +216,16 @@ class FactRequest(WireModel):
 
 class FactResponse(WireModel):
     error: Error | None = None
-    #: retrieve (by score, best first), get, history (oldest first), list.
+    #: retrieve (by score, best first), get, history (oldest first), list, sorted.
     facts: list[Fact] = Field(default_factory=list)
     #: store, update.
     stored: list[StoredFact] = Field(default_factory=list)
     #: get: requested ids not found in scope (or expired).
     missing: list[str] = Field(default_factory=list)
-    #: list: pass as ``offset`` for the next page; null on the last page.
+    #: list, sorted: pass as ``offset`` for the next page; null on the last page.
     next_offset: str | None = None
+    #: sorted: the owner's current facts in the scope, all pages together.
+    total: int | None = None
     #: delete, purge: how many records were removed.
     deleted: int = 0
     #: consolidate, unconsolidate.

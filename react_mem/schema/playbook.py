@@ -28,7 +28,8 @@ Operations (``operation``):
   whose bullets equal those of ``version``.
 - ``stats`` -> ``count``, ``version``, ``clock``.
 - ``grant`` (``relation``: ``viewer`` | ``editor``, ``grantees``) and ``revoke``
-  (``grantees``): the owner shares their playbook, or stops sharing it.
+  (``grantees``): the owner shares their playbook, or stops sharing it; ``grants``: the
+  owner (only) lists the grants in force on it -> ``grants`` (by user).
 - ``share`` (``ids``): an editor of the collection-wide playbook (a request without a user,
   or a user granted ``editor`` on it) moves bullets of a playbook they may edit into it
   (screened for personal data again).
@@ -61,6 +62,7 @@ PlaybookOperation = Literal[
     "stats",
     "grant",
     "revoke",
+    "grants",
     "share",
     "delete",
     "purge",
@@ -255,6 +257,13 @@ class PlaybookRequest(WireModel):
     grantees: list[str] = Field(default_factory=list, max_length=100)
 
 
+class Grant(WireModel):
+    """A grant in force: ``user`` may read (``viewer``) or also change (``editor``) it."""
+
+    user: str = ""
+    relation: Literal["viewer", "editor"] = "viewer"
+
+
 class PlaybookResponse(WireModel):
     error: Error | None = None
     bullets: list[Bullet] = Field(default_factory=list)
@@ -270,6 +279,8 @@ class PlaybookResponse(WireModel):
     #: forget: the collections looked in, what was removed, the store files rewritten.
     collections: list[str] = Field(default_factory=list)
     forgotten: Forgotten | None = None
+    #: grants: the playbook's grants in force, by user.
+    grants: list[Grant] = Field(default_factory=list)
 
 
 class RubricResult(WireModel):

@@ -17,10 +17,11 @@ from react_mem.inspector.views.common import (
     render,
 )
 from react_mem.schema.conversations import ConversationTurn
-from react_mem.schema.facts import Fact, FactInput
+from react_mem.schema.facts import FACT_SORTS, Fact, FactInput
 from react_mem.schema.retrieval import RetrievalOptions
 
-#: How a page of facts may be ordered (``relevance`` only for a search).
+#: How facts may be ordered: a listing is ordered by fact-memory's ``sorted`` over all of the
+#: owner's facts; a search's results (``relevance`` only there) are ordered here.
 SORTS = {
     "relevance": None,
     "time": lambda f: -(f.updated_at or f.created_at),
@@ -50,20 +51,24 @@ async def facts_page(request: Request) -> Response:
     sort = param(q, "sort") or ("relevance" if query else "time")
     limit = _size(param(q, "limit"))
     client = await memory(request).facts(who.where)
-    following = None
+    following, total = None, None
     if query:
-        facts = await client.retrieve(
+        found = await client.retrieve(
             who.scope(), query, top_k=limit, retrieval=RetrievalOptions(mode="hybrid")
         )
+        facts = _sorted(found, sort)
     else:
-        page = await client.page(who.scope(), limit=limit, offset=offset)
+        if sort not in FACT_SORTS:
+            raise BadRequest(f"sort must be one of {', '.join(FACT_SORTS)}", type="invalid")
+        page, total = await client.sorted_page(who.scope(), sort, limit=limit, offset=offset)
         facts, following = page.items, page.next
     template = "facts_rows.html" if request.headers.get("hx-target") == "results" else "facts.html"
     return render(
         request,
         template,
         owner=who,
-        facts=_sorted(facts, sort),
+        facts=facts,
+        total=total,
         query=query,
         sort=sort,
         sorts=[s for s in SORTS if query or s != "relevance"],

@@ -65,6 +65,9 @@ async def playbook_page(request: Request) -> Response:
     page = await client.page(which, limit=100, offset=offset)
     stats = await client.stats(which)
     history = (await client.history(which, limit=20)).history
+    # The grants in force: only the owner may list them (the section shows for the owner).
+    owned = not shared or not who.user
+    in_force = await client.grants(which) if owned else []
     a, b = _version(param(q, "a")), _version(param(q, "b"))
     changes = None
     if a is not None and b is not None:
@@ -82,6 +85,7 @@ async def playbook_page(request: Request) -> Response:
         a=a,
         b=b,
         changes=changes,
+        grants=in_force,
     )
 
 
