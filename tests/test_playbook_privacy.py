@@ -156,7 +156,7 @@ async def test_purge_and_forget_leave_the_users_words_nowhere(pb: Service, tmp_p
     await pb.ok("apply-delta", user="alice", collection_wide=True, delta=shared)
     await pb.ok("grant", user="alice", relation="viewer", grantees=["bob"])
 
-    await pb.processor.memory.store.flush()
+    await pb.processor.memory.store.inner.flush()  # the engine under the retry policy
     assert hits(store, CANARY)  # on disk, as plain text, before
 
     purged = await pb.ok("purge", user="alice", context_scope_id="games")
@@ -180,5 +180,5 @@ async def test_purge_and_forget_leave_the_users_words_nowhere(pb: Service, tmp_p
     # Others keep theirs; the collection keeps its own lesson.
     assert bob[0] in {b.id for b in await pb.listed(user="bob")}
     assert "Read the manual first." in {b.content for b in await pb.listed()}
-    await pb.processor.memory.store.flush()
+    await pb.processor.memory.store.inner.flush()  # the engine under the retry policy
     assert hits(store, CANARY) == []
