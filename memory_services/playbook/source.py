@@ -37,7 +37,7 @@ def _embeds(cfg: AgentMemConfig) -> bool:
 PLAYBOOK = MemorySource(
     name="playbook",
     service=PLAYBOOK_MEMORY,
-    title="PlaybookRef (strategies learned from past tasks):",
+    title="Playbook (strategies learned from past tasks):",
     share=0.25,
     section=0,
     share_key="playbook-token-share",
