@@ -14,7 +14,6 @@ trajectory is reflected on and curated into a delta, and :class:`Feedback` on th
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -41,7 +40,7 @@ from react_mem.learner.locks import InFlight, KeyedLocks
 from react_mem.learner.metrics import Lag, LearnerMetrics
 from react_mem.learner.planner import Plan, Planner
 from react_mem.learner.planning import MakePlan, planned, with_run
-from react_mem.learner.settings import LearnerSettings
+from react_mem.learner.settings import LearnerSettings, agent_mem_flag
 from react_mem.learner.writer import Writer
 from react_mem.processor.base import Processor
 from react_mem.processor.config_source import WorkspaceConfig
@@ -170,8 +169,8 @@ class MemoryLearnerProcessor(Processor):
     async def on_agent_mem(self, workspace: str, config: WorkspaceConfig, version: int) -> None:
         values = config.get(AGENT_MEM, {})
         self._agent_mem[workspace] = (
-            _flag(values.get("enable-auto-fact-extraction")),
-            _flag(values.get("enable-episode-recording")),
+            agent_mem_flag(values.get("enable-auto-fact-extraction")),
+            agent_mem_flag(values.get("enable-episode-recording")),
         )
 
     # -- handlers ----------------------------------------------------------------
@@ -444,14 +443,3 @@ class MemoryLearnerProcessor(Processor):
 
 def _owner(workspace: str, t: Trajectory) -> Scope:
     return Scope(workspace, t.collection or "default", t.user)
-
-
-def _flag(raw: str | None) -> bool:
-    """A JSON boolean from config; absent or unreadable means the default, on."""
-    if raw is None:
-        return True
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        value = raw.strip().lower()
-    return value not in (False, "false", "no", "off", 0)

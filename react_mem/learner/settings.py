@@ -3,6 +3,7 @@ ledger, and how it learns a playbook (ACE)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Literal
 
@@ -90,3 +91,15 @@ class LearnerSettings(ProcessorSettings):
             prompt_chars=self.prompt_chars,
             similarity=self.reinforce_similarity,
         )
+
+
+def agent_mem_flag(raw: str | None) -> bool:
+    """An ``agent-mem`` switch (a JSON boolean) from config; absent or unreadable means the
+    default, on."""
+    if raw is None:
+        return True
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw.strip().lower()
+    return value not in (False, "false", "no", "off", 0)
