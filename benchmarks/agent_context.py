@@ -570,9 +570,12 @@ async def append(s: Stack, conversation: str, turn: Turn) -> None:
 
 
 # -- part 1: assembly latency ------------------------------------------------------------
-async def assemble(s: Stack, question: str, scope: Scope) -> tuple[float, Recall, float, str]:
-    """Total seconds, the recall, render seconds and the memory section, as ``begin``."""
-    cfg = s.config
+async def assemble(
+    s: Stack, question: str, scope: Scope, cfg: AgentMemConfig | None = None
+) -> tuple[float, Recall, float, str]:
+    """Total seconds, the recall, render seconds and the memory section, as ``begin``
+    (with the workspace's config, or ``cfg``)."""
+    cfg = cfg or s.config
     started = time.perf_counter()
     embedder = s.agent.started.state.embedder
     recall = await MemoryRecall(s.flow, embedder, cfg, s.agent.sources).recall(question, scope)
@@ -624,6 +627,34 @@ async def latency(s: Stack, asked: list[str], warmup: int, conversation: str, si
         f"      per prompt: {statistics.mean(facts):.1f} facts, memory section p50 "
         f"{statistics.median(tokens):.0f} / max {max(tokens)} tokens (budget "
         f"{s.config.memory_token_budget}); invocations with a source missed: {missed}"
+    )
+
+
+async def top_k_side_by_side(
+    s: Stack, asked: list[str], warmup: int, conversation: str, ks: list[int]
+) -> str:
+    """Assembly with each ``fact-retrieval-top-k`` in ``ks``, taking turns per question (the
+    first value changes each question), so load on the machine falls on all alike."""
+    scope = Scope(WS, COLLECTION, USER, conversation)
+    configs = {k: s.config.model_copy(update={"fact_retrieval_top_k": k}) for k in ks}
+    totals: dict[int, list[float]] = {k: [] for k in ks}
+    fact_ms: dict[int, list[float]] = {k: [] for k in ks}
+    shown: dict[int, list[int]] = {k: [] for k in ks}
+    tokens: dict[int, list[int]] = {k: [] for k in ks}
+    for n, question in enumerate(asked):
+        for k in ks[n % len(ks) :] + ks[: n % len(ks)]:
+            total, recall, _, context = await assemble(s, question, scope, configs[k])
+            if n >= warmup:
+                totals[k].append(total)
+                fact_ms[k].append(recall.timings.get("facts", 0.0))
+                shown[k].append(len(recall.items.get("facts", [])))
+                tokens[k].append(s.counter.count(context))
+    return "\n      ".join(
+        f"fact-retrieval-top-k {k}: assembly p50 {ms(totals[k], 0.5):.1f} ms, p99 "
+        f"{ms(totals[k], 0.99):.1f} ms; facts source p50 {ms(fact_ms[k], 0.5):.1f} ms; "
+        f"{statistics.mean(shown[k]):.1f} facts recalled, memory section p50 "
+        f"{statistics.median(tokens[k]):.0f} tokens"
+        for k in ks
     )
 
 
@@ -681,6 +712,10 @@ async def overhead(
             )
             print("  as grown (indexed by the store as it went):\n    " + await latency(
                 s, asked, args.warmup, conversation, size))  # fmt: skip
+            if args.fact_top_k:
+                print("  side by side (taking turns per question):\n      " + await
+                      top_k_side_by_side(s, asked, args.warmup, conversation,
+                                         args.fact_top_k))  # fmt: skip
         if not args.hnsw:
             continue
         seconds = await optimize(root / "fact-memory")  # offline: it holds the GIL
@@ -783,8 +818,11 @@ def main() -> None:
     parser.add_argument("--no-hnsw", dest="hnsw", action="store_false",
                         help="skip the runs after EdgeStore.optimize()")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="a smoke run: 2,000 facts, 40 queries")
+    parser.add_argument("--fact-top-k", default="",
+                        help="fact-retrieval-top-k values timed side by side: 5,10")  # fmt: skip
     args = parser.parse_args()
     args.sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    args.fact_top_k = [int(k) for k in args.fact_top_k.split(",") if k.strip()]
     if args.quick:
         args.sizes, args.queries, args.warmup, args.episodes = [2000], 40, 5, 50
     print(f"command: {shlex.join([Path(sys.executable).name, *sys.argv])}")

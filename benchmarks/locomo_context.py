@@ -18,6 +18,16 @@ the section as the agent writes it (``react_mem.agent.items.fact_items``, MiniLM
 the bundled one the agent counts with). Conversations are split: ``tune`` (the first two,
 where the assemblies were chosen) and ``report`` (the other three, not looked at while
 choosing). The data is read at run time from ``../shared/eval/locomo-dev.json``.
+
+``--top-k 5,8,10,15,20`` measures instead what the agent itself puts in its prompt: for each
+``fact-retrieval-top-k`` in the list, the facts source's retrieval (top k, the default
+``fact-min-score`` and ranking), rendered by the agent's ``render_context`` with the layout
+of its installed sources (shares and leftover order) at the default
+``memory-token-budget`` and at 1k, 2k and 4k tokens. A question counts when every evidence
+turn's line is in the rendered memory whole (a line cut short does not count). ``alone``:
+the facts are the only section (a new conversation); ``busy``: the conversation section
+also holds its five most recent invocations (built from the conversation's last turns), so
+the facts keep their share and what the others leave.
 """
 
 from __future__ import annotations
@@ -34,11 +44,16 @@ from typing import Any
 from locomo_recall import CATEGORIES, DEFAULT_DATA, turns
 
 from memory_services.facts.service import FactMemoryProcessor
-from react_mem.agent.items import fact_items
+from react_mem.agent.config import AgentMemConfig
+from react_mem.agent.items import Item, conversation_items, fact_items
+from react_mem.agent.prompt import Layout, render_context
+from react_mem.agent.sources import Sources, setting
 from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.clients.facts import FactClient
+from react_mem.processor.kinds import MemoryKinds
+from react_mem.schema.conversations import Conversation, ConversationTurn
 from react_mem.schema.facts import Fact, FactRequest, FactResponse
 from react_mem.schema.scope import Scope
 from react_mem.tokens import HFTokenCounter
@@ -47,6 +62,13 @@ BUDGETS = (1000, 2000, 4000)
 ASSEMBLIES = ("ranked", "spread", "2hop", "ranked+ctx")
 TUNE = 2  # conversations in the tuning split
 PER_SESSION = 2
+#: The agent's defaults, its installed sources' layout and its token counter.
+AGENT_CFG = AgentMemConfig.parse({}, keys=Sources.of(MemoryKinds.from_entry_points()).keys)
+LAYOUT = Layout.of(Sources.of(MemoryKinds.from_entry_points()))
+AGENT_BUDGETS = (AGENT_CFG.memory_token_budget, *BUDGETS)
+SCENES = ("alone", "busy")
+#: Renders longer than their budget, by budget (the renderer must never overflow).
+OVERFLOWS: dict[int, int] = defaultdict(int)
 
 
 def session(dia: str) -> str:
@@ -88,6 +110,59 @@ def with_neighbours(hits: list[Fact], by_dia: dict[str, Fact]) -> list[Fact]:
     return out
 
 
+class Memo:
+    """The agent's token counter, remembering counts: the same lines are rendered many times."""
+
+    def __init__(self, counter: HFTokenCounter) -> None:
+        self.counter, self.seen = counter, dict[str, int]()
+
+    def count(self, text: str) -> int:
+        if text not in self.seen:
+            self.seen[text] = self.counter.count(text)
+        return self.seen[text]
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        return [self.count(t) for t in texts]
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        return self.counter.truncate(text, max_tokens)
+
+
+COUNTER = Memo(HFTokenCounter.from_file())
+
+
+def recent(sample: dict[str, Any], cfg: AgentMemConfig) -> list[Item]:
+    """The conversation section of a ``busy`` prompt: the last turns of the conversation as
+    its most recent invocations (one turn asks, the next answers)."""
+    said = [
+        t
+        for key, s in sample["conversation"].items()
+        if key.startswith("session_") and isinstance(s, list)
+        for t in s
+    ]
+    turns = int(setting(cfg, "conversation-turns"))
+    pairs = [
+        (said[i]["text"], said[i + 1]["text"])
+        for i in range(len(said) - 2 * turns, len(said) - 1, 2)
+    ]
+    records = [
+        ConversationTurn(turn_id=str(n), sequence=n, query=q, answer=a)
+        for n, (q, a) in enumerate(pairs)
+    ]
+    return conversation_items(Conversation(turns=records), turns)
+
+
+def rendered(
+    counter: Memo, budget: int, sections: dict[str, list[Item]], layout: Layout
+) -> set[str]:
+    """The fact ids whose lines the agent's renderer puts whole in ``budget`` tokens."""
+    context = render_context(counter, budget, sections, layout)
+    if counter.counter.count(context.memory) > budget:
+        OVERFLOWS[budget] += 1
+    lines = set(context.memory.splitlines())
+    return {i.ref.id for i in sections["facts"] if i.text in lines}
+
+
 def within(counter: HFTokenCounter, facts: list[Fact], budget: int) -> set[str]:
     """The dia_ids whose lines fit in ``budget`` tokens, in order (whole lines only)."""
     lines = [item.text for item in fact_items(facts)]
@@ -100,7 +175,9 @@ def within(counter: HFTokenCounter, facts: list[Fact], budget: int) -> set[str]:
     return found
 
 
-async def evaluate(data: list[dict[str, Any]], url: str, tmp: Path) -> None:
+async def evaluate(
+    data: list[dict[str, Any]], url: str, tmp: Path, ks: tuple[int, ...] = ()
+) -> None:
     bus = PulsarTransport(PulsarOptions(url=url))
     await bus.connect()
     topics = {
@@ -144,6 +221,11 @@ async def evaluate(data: list[dict[str, Any]], url: str, tmp: Path) -> None:
                 if not qa.get("evidence") or "answer" not in qa:
                     continue
                 category = CATEGORIES.get(qa["category"], str(qa["category"]))
+                if ks:
+                    for name in (category, "all"):
+                        questions[split, name] += 1
+                    await agent_assembly(memory, where, qa, sample, ks, (split, category), hits)
+                    continue
                 first = await memory.retrieve(where, qa["question"], top_k=50)
                 top = first[0].content.split(": ", 1)[-1] if first else ""
                 second = await memory.retrieve(where, f"{qa['question']} {top}", top_k=50)
@@ -168,6 +250,9 @@ async def evaluate(data: list[dict[str, Any]], url: str, tmp: Path) -> None:
         await service.stop()
         await bus.close()
     columns = [f"{a} {k}" for a in ASSEMBLIES for k in ("@10", *map(str, BUDGETS))]
+    if ks:
+        report(ks, questions, hits)
+        return
     for split in ("tune", "report"):
         print(f"\n{split} split: recall@10 and recall within N tokens of the fact section")
         print(f"{'category':<12} {'n':>4}  " + " ".join(f"{c:>16}" for c in columns))
@@ -178,10 +263,66 @@ async def evaluate(data: list[dict[str, Any]], url: str, tmp: Path) -> None:
                 print(f"{name:<12} {count:>4}  {cells}")
 
 
+def report(
+    ks: tuple[int, ...],
+    questions: dict[tuple[str, str], int],
+    hits: dict[tuple[str, str, str], int],
+) -> None:
+    print(f"renders over budget: {dict(OVERFLOWS) or 'none'}")
+    for split in ("tune", "report"):
+        n, multi = questions[split, "all"], questions[split, "multi-hop"]
+        print(f"\n{split} split ({n} questions, {multi} multi-hop): all / multi-hop")
+        print(f"{'scene':<6} {'top-k':>5}  " + " ".join(f"{b:>13}" for b in AGENT_BUDGETS))
+        for scene in SCENES:
+            for k in ks:
+                cells = " ".join(
+                    f"{hits[split, 'all', f'{scene} k={k} {b}'] / max(n, 1):>6.3f} / "
+                    f"{hits[split, 'multi-hop', f'{scene} k={k} {b}'] / max(multi, 1):.3f}"
+                    for b in AGENT_BUDGETS
+                )
+                print(f"{scene:<6} {k:>5}  {cells}")
+
+
+async def agent_assembly(
+    memory: FactClient,
+    where: Scope,
+    qa: dict[str, Any],
+    sample: dict[str, Any],
+    ks: tuple[int, ...],
+    key: tuple[str, str],
+    hits: dict[tuple[str, str, str], int],
+) -> None:
+    """Count one question's evidence in the agent's rendered memory, per top k and budget."""
+    split, category = key
+    cfg = AGENT_CFG
+    evidence = set(qa["evidence"])
+    busy = recent(sample, cfg)
+    for k in ks:
+        facts = await memory.retrieve(
+            where, qa["question"], top_k=k, min_score=cfg.fact_min_score, retrieval=cfg.retrieval()
+        )
+        dia = {f.id: f.metadata.get("dia_id", "") for f in facts}
+        items = fact_items(facts)
+        for scene, sections in (
+            ("alone", {"facts": items}),
+            ("busy", {"facts": items, "conversation": busy}),
+        ):
+            for budget in AGENT_BUDGETS:
+                found = {dia[i] for i in rendered(COUNTER, budget, sections, LAYOUT)}
+                for name in (category, "all"):
+                    hits[split, name, f"{scene} k={k} {budget}"] += evidence <= found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument(
+        "--top-k",
+        default="",
+        help="comma-separated fact-retrieval-top-k values: the agent's own assembly instead",
+    )
     args = parser.parse_args()
+    ks = tuple(int(k) for k in args.top_k.split(",") if k.strip())
     if not args.data.is_file():
         print(f"no LoCoMo data at {args.data}; nothing to evaluate")
         return
@@ -190,7 +331,7 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="locomo-ctx-") as tmp,
         EmbeddedBroker(Path(tmp) / "broker") as broker,
     ):
-        asyncio.run(evaluate(data, broker.url, Path(tmp)))
+        asyncio.run(evaluate(data, broker.url, Path(tmp), ks))
     sys.stdout.flush()
 
 
