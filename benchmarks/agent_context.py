@@ -667,7 +667,9 @@ async def sources_alone(s: Stack, asked: list[str], conversation: str) -> str:
         "conversation": ({"fact_retrieval_top_k": 0, "episode_retrieval_top_k": 0}, conversation),
     }
     for name, (update, conversation_id) in only.items():
-        recall = MemoryRecall(s.flow, s.agent.started.state.embedder, cfg.model_copy(update=update))
+        recall = MemoryRecall(
+            s.flow, s.agent.started.state.embedder, cfg.model_copy(update=update), s.agent.sources
+        )
         for question in asked:
             got = await recall.recall(question, Scope(WS, COLLECTION, USER, conversation_id))
             for key in (name, "embed"):

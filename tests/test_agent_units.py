@@ -113,6 +113,24 @@ def test_memory_stays_within_its_budget_and_shares_it(counter: HFTokenCounter) -
     assert prompt.render_memory(counter, 100, {"facts": []}, LAYOUT) == ("", [])
 
 
+def test_the_default_fact_count_fills_the_default_budget_without_overflowing_it(
+    counter: HFTokenCounter,
+) -> None:
+    # fact-retrieval-top-k is sized so the budget, not k, bounds the fact section for facts of
+    # a LoCoMo turn's length (~50 tokens; docs/memory-updates.md): the renderer cuts by tokens.
+    cfg = AgentMemConfig()
+    facts = [
+        Fact(id=f"f{i}", content=f"Caroline said on day {i}: " + "we went hiking by the lake " * 7)
+        for i in range(cfg.fact_retrieval_top_k)
+    ]
+    assert 40 <= counter.count(prompt.fact_items(facts)[0].text) <= 60
+    budget = cfg.memory_token_budget
+    text, used = prompt.render_memory(counter, budget, {"facts": prompt.fact_items(facts)}, LAYOUT)
+    assert counter.count(text) <= budget
+    assert 0 < len(used) < len(facts)  # cut by tokens: the budget binds, not k
+    assert counter.count(text) > budget - 60  # within one fact's length of the budget
+
+
 def test_working_memory_is_rendered_in_the_reply_format() -> None:
     steps = [
         AgentStep(observation="earlier: looked up A", step_type="summary"),

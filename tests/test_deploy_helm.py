@@ -403,7 +403,7 @@ def test_agent_settings_and_tools_reach_the_agent_as_config_strings(tmp_path: Pa
     (config,) = read_config_file(path).values()
     parsed = AgentMemConfig.parse(config["agent-mem"], keys=SOURCES.keys)
     assert parsed.max_iterations == 6 and parsed.reply_format == "json"
-    assert parsed.fact_retrieval_top_k == 5  # the chart's default, as the agent's
+    assert parsed.fact_retrieval_top_k == 20  # the chart's default, as the agent's
     (tool,) = tools_from_config(config["tool"]).values()
     assert tool.name == "Lookup" and tool.config == lookup
 

@@ -101,7 +101,7 @@ class AgentMemConfig(BaseModel):
     working_memory_threshold: int = Field(default=2000, ge=64, alias="working-memory-threshold")
     #: Recent steps kept verbatim when working memory is compressed.
     working_memory_keep_recent: int = Field(default=3, ge=0, alias="working-memory-keep-recent")
-    fact_retrieval_top_k: int = Field(default=5, ge=0, le=100, alias="fact-retrieval-top-k")
+    fact_retrieval_top_k: int = Field(default=20, ge=0, le=100, alias="fact-retrieval-top-k")
     episode_retrieval_top_k: int = Field(default=3, ge=0, le=50, alias="episode-retrieval-top-k")
     #: Facts and episodes less similar than this (cosine) are left out of the prompt.
     fact_min_score: float = Field(default=0.15, ge=-1.0, le=1.0, alias="fact-min-score")
