@@ -11,16 +11,21 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
+from memory_services.conversations.service import ConversationMemoryProcessor
 from memory_services.episodes.service import EpisodeMemoryProcessor
 from react_mem.bus.transport import Transport
 from react_mem.schema import TextCompletionRequest
+from react_mem.schema.conversations import ConversationRequest, ConversationResponse, QuotaNotice
 from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
 from tests.support.agent_stack import agent_stack
+from tests.support.embedder import HashingEmbedder
 from tests.support.memory_services import MovableClock, serving, topics, until
 from tests.test_agent_playbook import answer_at_once
 
@@ -153,3 +158,98 @@ async def test_a_fact_evicted_at_the_user_quota_is_told_once_in_that_conversatio
     assert registry.get_sample_value("tg_memory_quota_notices_total", given) == 1
     left = {"processor": learner, "kind": "fact", "action": "evicted", "outcome": "left"}
     assert registry.get_sample_value("tg_memory_learner_quota_notices_total", left) == 1
+
+
+async def test_a_fact_refused_at_the_collection_quota_is_told_to_its_owner(
+    transport: Transport, tmp_path: Path, unique: str
+) -> None:
+    registry = CollectorRegistry()
+    learner = f"learner-{unique}"
+
+    def sample(name: str, **labels: str) -> float:
+        return registry.get_sample_value(name, {"processor": learner, **labels}) or 0.0
+
+    async def refused() -> bool:
+        labels = {"kind": "fact", "action": "refused", "outcome": "left"}
+        return sample("tg_memory_learner_quota_notices_total", **labels) >= 1
+
+    async with agent_stack(
+        transport,
+        tmp_path,
+        unique,
+        script=noted,
+        services=("conversation-memory", "fact-memory", "episode-memory"),
+        service_settings={"fact-memory": {"max_facts_per_collection": 1}},
+        learner=True,
+        learner_settings={"judge_fact_changes": False},
+        registry=registry,
+    ) as stack:
+        await stack.ask("Please remember that I row.", user="bob", conversation_id="b")
+        await until(lambda: _learned_fact(sample), timeout=60)
+        await stack.ask("Please remember that I sing.", user="ada", conversation_id="a")
+        await until(refused, timeout=60)
+        bob = await stack.ask("Anything new?", user="bob", conversation_id="b")
+        ada = await stack.ask("Anything new?", user="ada", conversation_id="a")
+
+    assert bob[-1].content == "Noted."  # the collection is shared; the notice is not
+    assert ada[-1].content.endswith(
+        "(Memory is full: 1 fact from an earlier message was not saved.)"
+    )
+
+
+async def _learned_fact(sample: Callable[..., float]) -> bool:
+    return sample("tg_memory_learned_total", kind="fact") >= 1
+
+
+def notice(notice_id: str, count: int = 2) -> QuotaNotice:
+    return QuotaNotice(notice_id=notice_id, kind="fact", action="evicted", count=count, ids=["f1"])
+
+
+async def test_a_notice_is_given_once_to_the_next_answer_of_its_owners_conversation(
+    transport: Transport, tmp_path: Path, unique: str, registry: CollectorRegistry
+) -> None:
+    async with serving(
+        ConversationMemoryProcessor,
+        ConversationResponse,
+        transport,
+        pid=f"conversation-memory-{unique}",
+        queues={"default": topics("conversation-memory", unique, "default", ("ended",))},
+        data_dir=tmp_path / "conversations",
+        registry=registry,
+        clock=MovableClock(),
+        embedder=HashingEmbedder(),
+    ) as svc:
+
+        async def ask(operation: Any, **fields: Any) -> ConversationResponse:
+            reply = await svc.ask(ConversationRequest(operation=operation, **fields))
+            assert reply.error is None, reply.error
+            return reply
+
+        def turn(user: str, n: int, take: bool = True) -> dict[str, Any]:
+            return {
+                "user": user,
+                "conversation_id": "c1",
+                "session_id": f"{user}-{n}",
+                "query": f"q{n}",
+                "answer": f"a{n}",
+                "take_notices": take,
+            }
+
+        # Left before the conversation's first turn lands (the learner can be first).
+        for _ in range(2):  # a redelivered notice is kept once
+            await ask("notice", user="ada", conversation_id="c1", notice=notice("run-1"))
+        error_turn = await ask("append", **turn("ada", 0, take=False))  # an error reply's
+        bob = await ask("append", **turn("bob", 1))  # same id, another owner
+        first = await ask("append", **turn("ada", 1))
+        redelivered = await ask("append", **turn("ada", 1))
+        await ask("notice", user="ada", conversation_id="c1", notice=notice("run-1"))  # given
+        later = await ask("append", **turn("ada", 2))
+        pid = svc.processor.id
+
+    assert error_turn.turn is not None and error_turn.turn.notices == []
+    assert bob.turn is not None and bob.turn.notices == []
+    assert first.turn is not None and first.turn.notices == [notice("run-1")]
+    assert redelivered.created is False and redelivered.turn == first.turn  # a retried answer
+    assert later.turn is not None and later.turn.notices == []
+    given = {"processor": pid, "kind": "fact", "action": "evicted"}
+    assert registry.get_sample_value("tg_memory_quota_notices_total", given) == 1
