@@ -151,7 +151,7 @@ async def test_a_fact_evicted_at_the_user_quota_is_told_once_in_that_conversatio
 
     assert bob[-1].content == "Noted." and elsewhere[-1].content == "Noted."
     answer = told[-1].content
-    assert answer.startswith("Noted.") and "1 fact of the oldest" in answer and "removed" in answer
+    assert answer.startswith("Noted.") and "1 earlier fact was removed" in answer
     assert "peanut" not in answer.lower()  # the notice says what kind and how many, no words
     assert again[-1].content == "Noted."  # told once
     given = {"processor": conversations, "kind": "fact", "action": "evicted"}
@@ -193,7 +193,7 @@ async def test_a_fact_refused_at_the_collection_quota_is_told_to_its_owner(
 
     assert bob[-1].content == "Noted."  # the collection is shared; the notice is not
     assert ada[-1].content.endswith(
-        "(Memory is full: 1 fact from an earlier message was not saved.)"
+        "(Your memory is full: 1 fact from an earlier message was not saved.)"
     )
 
 

@@ -8,12 +8,9 @@ from collections.abc import Sequence
 
 from react_mem.schema.conversations import QuotaNotice
 
-_NOUNS = {"fact": ("fact", "facts"), "episode": ("episode", "episodes")}
 
-
-def _many(count: int, kind: str) -> str:
-    one, more = _NOUNS.get(kind, (kind, kind))
-    return f"{count} {one if count == 1 else more}"
+def _many(count: int, noun: str) -> str:
+    return f"{count} {noun if count == 1 else noun + 's'}"
 
 
 def told(notices: Sequence[QuotaNotice]) -> str | None:
@@ -23,14 +20,20 @@ def told(notices: Sequence[QuotaNotice]) -> str | None:
         counts[(n.kind, n.action)] = counts.get((n.kind, n.action), 0) + n.count
     said = []
     for (kind, action), count in sorted(counts.items()):
-        if action == "evicted":
+        was = "was" if count == 1 else "were"
+        if action == "refused":
             said.append(
-                f"Your memory was full: {_many(count, kind)} of the oldest or least used "
-                f"were removed to keep what you asked for."
+                f"Your memory is full: {_many(count, kind)} from an earlier message {was} "
+                "not saved."
+            )
+        elif kind == "fact":  # evicted to keep a fact the user asked to be remembered
+            said.append(
+                f"Your memory was full, so {_many(count, 'earlier ' + kind)} {was} removed to "
+                "keep what you asked me to remember."
             )
         else:
             said.append(
-                f"Memory is full: {_many(count, kind)} from an earlier message "
-                f"{'was' if count == 1 else 'were'} not saved."
+                f"Your memory was full, so {_many(count, 'older ' + kind)} {was} removed to "
+                "make room."
             )
     return " ".join(said) or None
