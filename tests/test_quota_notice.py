@@ -27,6 +27,7 @@ from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
 from tests.support.agent_stack import agent_stack
 from tests.support.embedder import HashingEmbedder
 from tests.support.memory_services import MovableClock, serving, topics, until
+from tests.test_agent_explain import LOOKUP
 from tests.test_agent_playbook import answer_at_once
 
 pytestmark = pytest.mark.broker
@@ -253,3 +254,51 @@ async def test_a_notice_is_given_once_to_the_next_answer_of_its_owners_conversat
     assert later.turn is not None and later.turn.notices == []
     given = {"processor": pid, "kind": "fact", "action": "evicted"}
     assert registry.get_sample_value("tg_memory_quota_notices_total", given) == 1
+
+
+async def test_an_episode_evicted_at_the_cap_is_told_at_the_next_answer(
+    transport: Transport, tmp_path: Path, unique: str
+) -> None:
+    registry = CollectorRegistry()
+    learner = f"learner-{unique}"
+    calls = 0
+
+    def looks_up(request: TextCompletionRequest) -> str:
+        """Each ask looks something up (a task: an episode), then answers."""
+        nonlocal calls
+        if request.system.startswith("You are a helpful agent"):
+            calls += 1
+            if calls % 2:
+                return 'Thought: look\nAction: lookup\nArgs: {"question": "the weather"}'
+            return "Thought: done\nFinal Answer: Sunny."
+        return noted(request)
+
+    async def evicted() -> bool:
+        labels = {"kind": "episode", "action": "evicted", "outcome": "left"}
+        value = registry.get_sample_value(
+            "tg_memory_learner_quota_notices_total", {"processor": learner, **labels}
+        )
+        return (value or 0) >= 1
+
+    async with agent_stack(
+        transport,
+        tmp_path,
+        unique,
+        script=looks_up,
+        services=("conversation-memory", "fact-memory", "episode-memory"),
+        service_settings={"episode-memory": {"max_episodes_per_scope": 1}},
+        tools={"lookup": LOOKUP},
+        learner=True,
+        learner_settings={"judge_fact_changes": False},
+        registry=registry,
+    ) as stack:
+        for question in ("Weather today?", "Weather tomorrow?"):
+            reply = await stack.ask(question, user="ada", conversation_id="e")
+            assert reply[-1].content == "Sunny."
+        await until(evicted, timeout=60)
+        told = await stack.ask("Weather on Sunday?", user="ada", conversation_id="e")
+
+    assert (
+        told[-1].content
+        == "Sunny.\n\n(Your memory was full, so 1 older episode was removed to make room.)"
+    )
