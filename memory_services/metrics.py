@@ -65,6 +65,20 @@ def _quota_refusals(registry: CollectorRegistry) -> Counter:
 quota_refusals = per_registry(_quota_refusals)
 
 
+def _quota_notices(registry: CollectorRegistry) -> Counter:
+    return Counter(
+        "tg_memory_quota_notices_total",
+        "Quota notices (a fact or episode evicted or refused after an answer) handed to "
+        "the user's next answer in the conversation",
+        ["processor", "kind", "action"],
+        registry=registry,
+    )
+
+
+#: ``tg_memory_quota_notices_total{processor, kind, action}``.
+quota_notices = per_registry(_quota_notices)
+
+
 def _partition_passed(registry: CollectorRegistry) -> Counter:
     return Counter(
         "tg_memory_partition_passed_total",

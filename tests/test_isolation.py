@@ -6,7 +6,8 @@ ids collide on purpose), one canary of each memory kind is written per owner ove
 broker, and then every operation of every memory service is run from every owner against
 every other owner's ids, conversation ids and words. No reply may carry another owner's
 canary or record id, another owner's record must look exactly like one that does not exist,
-and every other owner's memory must read back unchanged after each owner's turn.
+and every other owner's memory must read back unchanged after each owner's turn. A quota notice
+left on each owner's conversation is given once, to that owner only.
 """
 
 from __future__ import annotations
@@ -31,7 +32,11 @@ from memory_services.playbook.service import PlaybookMemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.schema import AgentStep, TextCompletionRequest, WireModel
-from react_mem.schema.conversations import ConversationRequest, ConversationResponse
+from react_mem.schema.conversations import (
+    ConversationRequest,
+    ConversationResponse,
+    QuotaNotice,
+)
 from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
 from react_mem.schema.facts import FactInput, FactRequest, FactResponse
 from react_mem.schema.playbook import (
@@ -204,7 +209,16 @@ async def write_canaries(svc: Services, owner: Owner) -> Canaries:
             **scope,
         ),
     )
+    notice = QuotaNotice(notice_id=notice_id(owner), kind="fact", action="evicted", count=1)
+    await svc.ok(
+        "conversation-memory", ws, ConversationRequest(operation="notice", notice=notice, **scope)
+    )
     return Canaries(stored.stored[0].id, episode.id)
+
+
+def notice_id(owner: Owner) -> str:
+    """The quota notice left on the owner's conversation (it names the owner's token)."""
+    return f"nt-{owner.token}"
 
 
 async def snapshot(svc: Services, owner: Owner, mine: Canaries) -> str:
@@ -303,7 +317,9 @@ def conversation_ops(fields: dict[str, Any], conversation: str) -> list[tuple[st
         ("conversation-memory", ConversationRequest(operation="end", **conv)),
         (
             "conversation-memory",
-            ConversationRequest(operation="append", turn_id="t-x", query="hi", **conv),
+            ConversationRequest(
+                operation="append", turn_id="t-x", query="hi", take_notices=True, **conv
+            ),
         ),
     ]
 
@@ -330,6 +346,7 @@ async def test_no_owner_reads_or_changes_another_owners_memory(
         before = {o.key: await snapshot(svc, o, canaries[o.key]) for o in owners}
         secrets = {o.key: (o.token, canaries[o.key].fact, canaries[o.key].episode) for o in owners}
 
+        told = dict.fromkeys(before, 0)  # an owner's notice, in the owner's own replies
         for n, attacker in enumerate(owners):
             fields = attacker.fields(n)
             foreign = [s for key, found in secrets.items() if key != attacker.key for s in found]
@@ -345,6 +362,7 @@ async def test_no_owner_reads_or_changes_another_owners_memory(
                 text, asked = reply.encode().decode(), r.encode().decode()
                 leaked = [s for s in foreign if s in text and s not in asked]
                 assert not leaked, (attacker, r, text)
+            told[attacker.key] += sum(notice_id(attacker) in r.encode().decode() for r in replies)
             # The queries do find memory: the attacker's own canary, where it has one.
             assert attacker.token in replies[0].encode().decode()  # fact retrieve
             assert attacker.token in replies[4].encode().decode()  # episode retrieve
@@ -365,6 +383,20 @@ async def test_no_owner_reads_or_changes_another_owners_memory(
                 now = await snapshot(svc, other, canaries[other.key])
                 assert now == before[other.key], (attacker, other)
             before[attacker.key] = await snapshot(svc, attacker, canaries[attacker.key])
+
+        # Each owner's notice waited for its own next answer, or went to it: once.
+        for o in owners:
+            last = ConversationRequest(
+                operation="append",
+                turn_id="t-last",
+                query="hi",
+                take_notices=True,
+                **o.fields(conversation_id=o.conversation),
+            )
+            reply = await svc.ok("conversation-memory", o.workspace, last)
+            told[o.key] += notice_id(o) in reply.encode().decode()
+            assert told[o.key] == 1, o
+            before[o.key] = await snapshot(svc, o, canaries[o.key])
 
         # Purges and deletes by each owner, with every other owner's conversation id, take
         # only its own memory.

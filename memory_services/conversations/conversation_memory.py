@@ -14,6 +14,7 @@ from memory_services.conversations.records import (
     ConversationLimits,
     header_id,
     new_header,
+    notices_taken,
     placeholder_vector,
     to_turn,
     turn_payload,
@@ -105,6 +106,11 @@ class ConversationMemory:
         record = Record(id=header_id(scope), payload=dict(payload), vector=vector)
         await self._store.upsert(self.collection, [record])
 
+    async def new_header(self, scope: Scope, *, flow: str) -> Payload:
+        """A header for a conversation with no turn yet (registered, so forget finds it)."""
+        await self.registry.remember(scope)
+        return new_header(scope, now=self._clock(), flow=flow)
+
     async def headers(
         self, scope: StoreScope, where: Sequence[Condition], *, limit: int, offset: str | None
     ) -> tuple[list[Payload], str | None]:
@@ -145,6 +151,8 @@ class ConversationMemory:
             sequence = int(stored["sequence"])
             if header is None or int(header["turn_count"]) <= sequence:
                 repaired = header or new_header(scope, now=now, flow=flow)
+                given = list(stored.get("notices") or [])
+                repaired = notices_taken(repaired, given, self.limits)
                 await self.write_header(scope, repaired | {"turn_count": sequence + 1})
             return to_turn(stored), False
         sequence = int(header["turn_count"]) if header else 0
@@ -154,11 +162,14 @@ class ConversationMemory:
                 type="quota-exceeded",
             )
         payload = turn_payload(scope, request, key=key, sequence=sequence, now=now)
+        # The quota notices pending here go with this turn: its answer tells them, once.
+        given = list(header.get("notices") or []) if header and request.take_notices else []
+        payload["notices"] = given
         [vector] = await self._embedder.embed([turn_text(payload)])
         await self.registry.remember(scope)
         record = Record(id=record_id, payload=payload, vector=vector)
         await self._store.upsert(self.collection, [record])
-        updated = header or new_header(scope, now=now, flow=flow)
+        updated = notices_taken(header or new_header(scope, now=now, flow=flow), given, self.limits)
         updated |= {"turn_count": sequence + 1, "last_activity": now, "flow": flow}
         if updated["ended"]:  # a new turn reopens an ended conversation
             updated |= {

@@ -12,6 +12,7 @@ from memory_services.conversations.records import (
     turn_key,
     validate_append,
     validate_summary,
+    with_notice,
 )
 from memory_services.processor import page_offset
 from memory_services.retrieval import resolve
@@ -65,6 +66,8 @@ class ConversationOperations:
                 return await self.list_conversations(scope, request, ctx)
             case "delete" | "purge":
                 return await self.delete(scope, request, ctx)
+            case "notice":
+                return await self.notice(scope, request, ctx)
             case _:
                 assert_never(op)
 
@@ -159,6 +162,24 @@ class ConversationOperations:
         """One conversation (``delete``), or everything in the request's scope (``purge``)."""
         async with self._lifecycle.lock(scope):
             return ConversationResponse(count=await self._memory.delete(scope))
+
+    async def notice(
+        self, scope: Scope, request: ConversationRequest, ctx: MessageContext
+    ) -> ConversationResponse:
+        """Leave a quota notice for the next turn. The learner may get here before the
+        conversation's first append lands (both follow one answer): the header is made
+        then, and that append takes the notice."""
+        if request.notice is None:
+            raise BadRequest("notice: the notice is required")
+        async with self._lifecycle.lock(scope):
+            header = await self._memory.header(scope)
+            if header is None:
+                header = await self._memory.new_header(scope, flow=ctx.flow.name)
+            updated = with_notice(header, request.notice, self._memory.limits)
+            if updated is not None:
+                await self._memory.write_header(scope, updated)
+                header = updated
+        return ConversationResponse(count=len(header.get("notices") or []))
 
 
 def via(flow: Flow) -> Publisher:

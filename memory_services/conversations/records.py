@@ -23,6 +23,7 @@ from react_mem.schema.conversations import (
     Conversation,
     ConversationRequest,
     ConversationTurn,
+    QuotaNotice,
 )
 
 _NAMESPACE = uuid.UUID("9b2e4c71-3d5a-5e8f-b6c0-1a7d9e2f4b63")
@@ -40,6 +41,10 @@ class ConversationLimits:
     max_turns: int = 10_000
     max_top_k: int = 50
     max_page: int = 200
+    #: Quota notices pending on one conversation (the oldest give way) and notice ids
+    #: remembered as given, so a redelivered notice is not told twice.
+    max_notices: int = 16
+    max_given_notices: int = 64
 
 
 def _key(scope: Scope) -> str:
@@ -162,6 +167,7 @@ def to_turn(payload: Mapping[str, Any], similarity: float | None = None) -> Conv
         session_id=payload.get("session_id"),
         conversation_id=payload.get("scope_conversation", ""),
         memory_used=[MemoryRef.model_validate(r) for r in payload.get("memory_used") or []],
+        notices=[QuotaNotice.model_validate(n) for n in payload.get("notices") or []],
         similarity=similarity,
     )
 
@@ -182,3 +188,26 @@ def to_conversation(
         ended_at=header.get("ended_at"),
         end_reason=header.get("end_reason"),
     )
+
+
+def with_notice(
+    header: Mapping[str, Any], notice: QuotaNotice, limits: ConversationLimits
+) -> dict[str, Any] | None:
+    """``header`` with ``notice`` pending; None when it is pending or was given already."""
+    pending: list[dict[str, Any]] = list(header.get("notices") or [])
+    known = {n["notice_id"] for n in pending} | set(header.get("given_notices") or [])
+    if notice.notice_id in known:
+        return None
+    pending = [*pending, notice.model_dump(mode="json")][-limits.max_notices :]
+    return dict(header) | {"notices": pending}
+
+
+def notices_taken(
+    header: Mapping[str, Any], given: list[dict[str, Any]], limits: ConversationLimits
+) -> dict[str, Any]:
+    """``header`` without the pending notices ``given`` (now on a turn), remembering their
+    ids as given."""
+    ids = [n["notice_id"] for n in given]
+    pending = [n for n in header.get("notices") or [] if n["notice_id"] not in ids]
+    remembered = [*(header.get("given_notices") or []), *ids][-limits.max_given_notices :]
+    return dict(header) | {"notices": pending, "given_notices": remembered}

@@ -14,7 +14,7 @@ from memory_services.conversations.conversation_memory import ConversationMemory
 from memory_services.conversations.lifecycle import ConversationLifecycle
 from memory_services.conversations.operations import ENDED, ConversationOperations, send_ended
 from memory_services.conversations.records import ConversationLimits
-from memory_services.metrics import quota_refusals
+from memory_services.metrics import quota_notices, quota_refusals
 from memory_services.processor import MemoryOptions, MemoryProcessor
 from memory_services.runtime import MemorySettings
 from memory_services.scope_registry import ScopeRegistry
@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 
 #: Operations that address one conversation and need its ``conversation_id``.
 NEEDS_CONVERSATION: frozenset[ScopedConversationOperation] = frozenset(
-    {"append", "get", "update-summary", "end", "delete"}
+    {"append", "get", "update-summary", "end", "delete", "notice"}
 )
 
 
@@ -75,6 +75,7 @@ class ConversationMemoryProcessor(MemoryProcessor[ConversationMemorySettings, Co
     ) -> None:
         super().__init__(settings, transport, **options)
         self._refusals = quota_refusals(options.get("registry"))
+        self._notices = quota_notices(options.get("registry"))
         self.kept_ended = self.retention(
             "conversation-retention-days", self.settings.retention_days
         )
@@ -158,4 +159,7 @@ class ConversationMemoryProcessor(MemoryProcessor[ConversationMemorySettings, Co
             if exc.type == "quota-exceeded":  # a turn past the conversation's cap: counted
                 self._refusals.labels(self.id, "turn", "conversation").inc()
             raise
+        if reply.created and reply.turn is not None:  # handed to the answer: given, once
+            for notice in reply.turn.notices:
+                self._notices.labels(self.id, notice.kind, notice.action).inc()
         await ctx.reply(reply)

@@ -6,6 +6,7 @@ import logging
 import time
 
 from react_mem.agent.config import AgentMemConfig
+from react_mem.agent.notices import told
 from react_mem.clients.conversations import ConversationClient
 from react_mem.errors import BadRequest, ReactMemError, TransientError
 from react_mem.processor.flow import Flow
@@ -75,16 +76,20 @@ async def append_turn(
     answer: str,
     outcome: Outcome,
     timeout: float,
+    *,
+    take_notices: bool = False,
 ) -> str | None:
     """The turn, with a cheap deterministic summary; a failure is logged, never raised.
     Returns what the caller must be told: why a turn the service refused for good (the
-    conversation at its cap) was not kept, else None."""
+    conversation at its cap) was not kept, or (``take_notices``: an answer still to be
+    sent) the quota notices the turn took (what a quota did to the user's memory after an
+    earlier answer), else None."""
     tools_used = sorted({s.action for s in state.steps if s.action} - {PARSE_ERROR_ACTION})
     did = f" using {', '.join(tools_used)}" if tools_used else ""
     said = answer if answer else "no answer"
     summary = f"User asked: {short(request.question)} Agent answered{did}: {short(said)}"
     try:
-        await ConversationClient.of(flow, timeout=timeout).append(
+        turn, _ = await ConversationClient.of(flow, timeout=timeout).append(
             scope,
             query=request.question,
             answer=answer,
@@ -94,6 +99,7 @@ async def append_turn(
             result=outcome,
             # What the prompt held, for the inspector's "context of an answer"; no contents.
             memory_used=[r.model_copy(update={"content": ""}) for r in state.used],
+            take_notices=take_notices,
         )
     except ReactMemError as exc:  # the client maps every failure to one
         logger.warning("conversation turn not stored: %s", exc)
@@ -102,7 +108,10 @@ async def append_turn(
                 "This conversation has reached its limit of turns: this exchange was not "
                 "saved to it. Start a new conversation to keep the next ones."
             )
-    return None
+        return None
+    # A redelivered append returns the turn as stored, notices included: told again only
+    # in the retried answer of the same turn.
+    return told(turn.notices)
 
 
 async def publish_trajectory(flow: Flow, record: Trajectory, *, answered: bool) -> None:

@@ -307,7 +307,7 @@ class AgentProcessor(Processor):
             # Learning first: the answer goes out only once its trajectory is on the
             # persistent flow (an answered "remember that ..." is never lost) and its turn
             # is in conversation memory (a follow-up sees it); the two run side by side.
-            turn = self.start_turn(inv, decision.answer, outcome)
+            turn = self.start_turn(inv, decision.answer, outcome, notices=True)
             note = await self.finish(inv, decision.answer, outcome, None, turn, answered=False)
             await respond.answer(f"{decision.answer}\n\n({note})" if note else decision.answer)
             self.metrics.sessions.labels(processor=self.id, outcome="completed").inc()
@@ -380,12 +380,14 @@ class AgentProcessor(Processor):
 
     # -- invocation end ------------------------------------------------------------
     def start_turn(
-        self, inv: Invocation, answer: str, outcome: Outcome
+        self, inv: Invocation, answer: str, outcome: Outcome, *, notices: bool = False
     ) -> asyncio.Task[str | None] | None:
-        """Start appending the conversation turn (see :mod:`.turns`); None if there is none."""
+        """Start appending the conversation turn (see :mod:`.turns`); None if there is none.
+        ``notices``: the answer is still to be sent, so the turn takes the quota notices."""
         appended = inv.flow.has_client(CONVERSATION_MEMORY.request)
         if inv.memory_on and inv.scope.conversation and appended:
-            return self.turns.start(inv.scope, self.append_turn(inv, answer, outcome))
+            append = self.append_turn(inv, answer, outcome, notices=notices)
+            return self.turns.start(inv.scope, append)
         return None
 
     async def finish(
@@ -412,7 +414,9 @@ class AgentProcessor(Processor):
             await publish_trajectory(inv.flow, record, answered=answered)
         return await turn if turn is not None else None
 
-    async def append_turn(self, inv: Invocation, answer: str, outcome: Outcome) -> str | None:
+    async def append_turn(
+        self, inv: Invocation, answer: str, outcome: Outcome, *, notices: bool
+    ) -> str | None:
         return await append_turn(
             inv.flow,
             inv.request,
@@ -421,6 +425,7 @@ class AgentProcessor(Processor):
             answer,
             outcome,
             self.settings.memory_write_timeout,
+            take_notices=notices,
         )
 
 

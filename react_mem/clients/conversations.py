@@ -13,6 +13,7 @@ from react_mem.schema.conversations import (
     ConversationRequest,
     ConversationResponse,
     ConversationTurn,
+    QuotaNotice,
     Result,
 )
 from react_mem.schema.forget import Forgotten
@@ -42,8 +43,10 @@ class ConversationClient(ServiceClient[ConversationRequest, ConversationResponse
         result: Result | None = None,
         time: float | None = None,
         memory_used: Sequence[MemoryRef] = (),
+        take_notices: bool = False,
     ) -> tuple[ConversationTurn, bool]:
-        """The turn as stored and whether it was new (a repeated ``turn_id`` is not)."""
+        """The turn as stored and whether it was new (a repeated ``turn_id`` is not).
+        ``take_notices``: the turn takes the conversation's pending quota notices."""
         response = await self.call(
             build(
                 ConversationRequest,
@@ -56,6 +59,7 @@ class ConversationClient(ServiceClient[ConversationRequest, ConversationResponse
                 result=result,
                 time=time,
                 memory_used=list(memory_used),
+                take_notices=take_notices,
                 **owner(scope),
             )
         )
@@ -121,6 +125,13 @@ class ConversationClient(ServiceClient[ConversationRequest, ConversationResponse
 
     async def purge(self, scope: Scope) -> int:
         response = await self.call(build(ConversationRequest, operation="purge", **owner(scope)))
+        return response.count or 0
+
+    async def notice(self, scope: Scope, notice: QuotaNotice) -> int:
+        """Leave ``notice`` for the next turn of ``scope.conversation``; how many wait."""
+        response = await self.call(
+            build(ConversationRequest, operation="notice", notice=notice, **owner(scope))
+        )
         return response.count or 0
 
     async def forget(self, user: str, *, collection: str = "") -> Forgotten:

@@ -20,6 +20,7 @@ class LearnerFamilies:
     feedback: Counter
     rejected: Counter
     evicted: Counter
+    notices: Counter
     records: Counter
     ungrounded: Counter
     age: Gauge
@@ -69,6 +70,13 @@ def _create(registry: CollectorRegistry) -> LearnerFamilies:
             "tg_memory_learner_evicted_total",
             "Memories a service evicted at a quota to store what the user asked to remember",
             ["processor", "kind"],
+            registry=registry,
+        ),
+        notices=Counter(
+            "tg_memory_learner_quota_notices_total",
+            "Quota notices the learner left for the user's next answer (outcome: left, "
+            "no-conversation, refused)",
+            ["processor", "kind", "action", "outcome"],
             registry=registry,
         ),
         records=Counter(
@@ -121,6 +129,10 @@ class LearnerMetrics:
 
     def evicted(self, kind: str, count: int) -> None:
         self._fam.evicted.labels(processor=self._processor, kind=kind).inc(count)
+
+    def notice(self, kind: str, action: str, outcome: str) -> None:
+        labels = {"kind": kind, "action": action, "outcome": outcome}
+        self._fam.notices.labels(processor=self._processor, **labels).inc()
 
     def ungrounded(self, kind: str, count: int) -> None:
         if count:

@@ -18,9 +18,12 @@ from react_mem.clients.conversations import ConversationClient
 from react_mem.clients.episodes import EpisodeClient
 from react_mem.clients.facts import FactClient
 from react_mem.clients.playbook import PlaybookClient, PlaybookRef
+from react_mem.errors import ServiceRefused
 from react_mem.learner.metrics import LearnerMetrics
+from react_mem.learner.notices import leave_notice
 from react_mem.learner.planner import Plan
 from react_mem.processor.flow import Flow
+from react_mem.schema.conversations import NoticeAction, NoticeKind
 from react_mem.schema.facts import Fact, FactInput
 from react_mem.schema.scope import Scope
 
@@ -67,11 +70,18 @@ class Writer:
     async def facts(self, to: Scope, plan: Plan) -> bool:
         """At the user's quota, a batch holding a fact the user asked to be remembered
         evicts by the service's retention rule (see ``FactRequest.evict``); others are
-        refused there."""
+        refused there. Either way the user's conversation gets a notice (:mod:`.notices`)."""
         if not plan.facts:
             return False
         evict = any(f.metadata.get("extracted-by") == EXPLICIT for f in plan.facts)
-        response = await FactClient.of(self._flow).store(to, plan.facts, evict=evict)
+        # The learner run that plans these facts names the write (a redelivery's is the same).
+        run = str(plan.facts[0].metadata.get("learner-run", ""))
+        try:
+            response = await FactClient.of(self._flow).store(to, plan.facts, evict=evict)
+        except ServiceRefused as exc:
+            if exc.type == "quota-exceeded":
+                await self._notice(to, f"{run}:facts:refused", "fact", "refused", len(plan.facts))
+            raise
         added = sum(1 for s in response.stored if s.status == "added")
         self._metrics.learned("fact", added)
         self._metrics.duplicate("fact", len(response.stored) - added)
@@ -83,6 +93,10 @@ class Writer:
                 ", ".join(response.evicted),
                 to.user,
                 to.collection,
+            )
+            evicted = list(response.evicted)
+            await self._notice(
+                to, f"{run}:facts:evicted", "fact", "evicted", len(evicted), ids=evicted
             )
         return True
 
@@ -104,7 +118,30 @@ class Writer:
                 to.user,
                 to.collection,
             )
+            notice_id = f"episode:{episode.session_id or to.conversation}:evicted"
+            await self._notice(to, notice_id, "episode", "evicted", stored.evicted)
         return True
+
+    async def _notice(
+        self,
+        to: Scope,
+        notice_id: str,
+        kind: NoticeKind,
+        action: NoticeAction,
+        count: int,
+        *,
+        ids: list[str] | None = None,
+    ) -> None:
+        await leave_notice(
+            self._flow,
+            self._metrics,
+            to,
+            notice_id=notice_id,
+            kind=kind,
+            action=action,
+            count=count,
+            ids=ids,
+        )
 
     async def playbook(self, to: Scope, plan: Plan) -> bool:
         """Apply the plan's delta in its playbook scope (the trajectory's, not ``to``'s)."""

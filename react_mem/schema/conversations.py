@@ -19,6 +19,10 @@ another user (or none) the same id names another, separate conversation.
   or without one the collection's user-less conversations) -> ``turns``.
 - ``list``: conversations (without turns), paged by ``limit``/``offset`` -> ``conversations``.
 - ``delete``: one conversation, ``purge``: the request's scope -> ``count`` of records removed.
+- ``notice``: leave ``notice`` (a :class:`QuotaNotice`: what a quota dropped or evicted of
+  this user's memory, never its words) pending on the conversation; the next ``append``
+  with ``take_notices`` takes them onto its turn (``turn.notices``), so the answer of that
+  turn tells the user once. A repeated ``notice_id`` is kept once -> ``count`` of pending.
 - ``forget``: every conversation of ``user`` (required) with its turns and summary, in
   ``collection`` or (``""``) every collection; the store's files are rewritten so no deleted
   byte remains -> ``forgotten``.
@@ -48,10 +52,29 @@ ScopedConversationOperation = Literal[
     "list",
     "delete",
     "purge",
+    "notice",
 ]
 #: ``forget`` spans a user's collections.
 ConversationOperation = Literal[ScopedConversationOperation, "forget"]
 OPERATIONS: tuple[ConversationOperation, ...] = get_args(ConversationOperation)
+
+
+#: A notice's kind of memory and what its quota did to it.
+NoticeKind = Literal["fact", "episode"]
+NoticeAction = Literal["evicted", "refused"]
+
+
+class QuotaNotice(WireModel):
+    """What a quota did to a user's memory after an answer (the learner's writes), for the
+    user's next answer in the conversation: the kind and how many, ids at most, no words."""
+
+    #: Names the write that caused it: a redelivered notice is kept once.
+    notice_id: str = Field(min_length=1, max_length=256)
+    kind: NoticeKind
+    action: NoticeAction
+    count: int = Field(ge=1)
+    #: The records evicted, when the service named them.
+    ids: list[str] = Field(default_factory=list, max_length=64)
 
 
 class ConversationTurn(WireModel):
@@ -70,6 +93,8 @@ class ConversationTurn(WireModel):
     conversation_id: str = ""
     #: The memory items the answer's prompt held (no contents: see the module's ``append``).
     memory_used: list[MemoryRef] = Field(default_factory=list)
+    #: The quota notices this turn's answer gave (taken from the conversation at append).
+    notices: list[QuotaNotice] = Field(default_factory=list)
     #: Cosine similarity to the query (``search`` only).
     similarity: float | None = None
 
@@ -105,6 +130,9 @@ class ConversationRequest(WireModel):
     time: float | None = Field(default=None, gt=0)
     #: append: the memory items in the answer's prompt (contents are dropped).
     memory_used: list[MemoryRef] = Field(default_factory=list, max_length=256)
+    #: append: take the conversation's pending quota notices onto this turn (its answer
+    #: states them). The agent sets it for an answer still to be sent, never after a reply.
+    take_notices: bool = False
     # get (last N turns) / list (page size) / search (top_k)
     limit: int | None = Field(default=None, ge=1)
     offset: str | None = None
@@ -114,6 +142,8 @@ class ConversationRequest(WireModel):
     retrieval: RetrievalOptions | None = None
     #: search: turns brought either side of each hit, in its conversation (0: none).
     window: int = Field(default=0, ge=0, le=5)
+    #: notice: what to tell the user at their next turn here.
+    notice: QuotaNotice | None = None
 
 
 class ConversationResponse(WireModel):
