@@ -535,18 +535,24 @@ async def test_the_agent_never_puts_another_owners_memory_in_a_prompt(
         canaries = {o.key: await write_canaries(svc, o) for o in owners}
         tokens = {o.key: o.token for o in owners}
         conversations = sorted({o.conversation for o in owners})
+        told = dict.fromkeys(tokens, 0)  # the quota notice on each owner's conversation
         for n, asker in enumerate(owners):
             foreign = [t for key, t in tokens.items() if key != asker.key]
             for conversation in [asker.conversation, *conversations]:
                 seen = len(stack.llm.requests)
                 reply = await stack.ask(FACT_QUERY, conversation_id=conversation, **asker.fields(n))
-                assert reply[-1].error is None and reply[-1].content == "I checked."
+                answer, _, note = reply[-1].content.partition("\n\n")
+                assert reply[-1].error is None and answer == "I checked."
+                if note:  # only in the asker's own conversation: the notice is theirs
+                    assert conversation == asker.conversation, (asker, conversation, note)
+                    told[asker.key] += 1
                 prompts = [r.prompt for r in stack.llm.requests[seen:]]
                 assert len(prompts) == len(TOOLS) + 1
                 text = "\n".join(prompts)
                 assert not [t for t in foreign if t in text], (asker, conversation)
                 # Recall and tools found the asker's own memory: the queries match.
                 assert asker.token in prompts[0] and asker.token in prompts[1]
+        assert told == dict.fromkeys(tokens, 1)  # each owner told once, in their next answer
         # Every owner's memory is as written, and the tools' stores stayed with the asker.
         for owner in owners:
             mine = await svc.ok(
