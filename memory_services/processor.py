@@ -20,6 +20,7 @@ import logging
 import time
 import typing
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypedDict, TypeVar, Unpack
@@ -82,7 +83,7 @@ class Opened(Generic[MemoryT]):
     memory: MemoryT
 
 
-class MemoryProcessor(Processor, Generic[SettingsT, MemoryT]):
+class MemoryProcessor(Processor, ABC, Generic[SettingsT, MemoryT]):
     Settings: ClassVar[type[ProcessorSettings]] = MemorySettings
     #: Of the ``Settings`` class (:class:`Processor` revalidates what it is given as it).
     settings: SettingsT
@@ -164,9 +165,9 @@ class MemoryProcessor(Processor, Generic[SettingsT, MemoryT]):
         return bound
 
     # -- subclass hooks ------------------------------------------------------------
+    @abstractmethod
     async def open_memory(self, store: VectorStore, embedder: Embedder) -> MemoryT:
         """Create collections and build the memory; called once the store is open."""
-        raise NotImplementedError
 
     async def sweep(self, memory: MemoryT) -> None:
         """One background pass (retention, idle detection, gauges)."""
