@@ -6,6 +6,11 @@ one answer among the facts, while the other attributes of that person and the sa
 of everyone else are the distractors. 100 first names x 100 family names x 12 attributes
 give room for 120,000 facts. The same ``(count, seed)`` always gives the same facts and the
 same questions.
+
+By default facts come as whole people: every attribute of ``count / 12`` people, so the
+person's name in a question does not single out the answer (eleven other facts share it, and
+namesakes share the first name). Spread over all 10,000 people instead (``whole_people=False``),
+most people get one fact and naming them is nearly the whole answer: recall saturates.
 """
 
 from __future__ import annotations
@@ -79,13 +84,21 @@ class Question:
     answer: str  # the key of the one fact that answers it
 
 
-def generate(count: int, questions: int, seed: int = 7) -> tuple[list[Fact], list[Question]]:
+def generate(
+    count: int, questions: int, seed: int = 7, *, whole_people: bool = True
+) -> tuple[list[Fact], list[Question]]:
     """``count`` facts and ``questions`` questions (each about a different fact)."""
     if not 0 < count <= CAPACITY:
         raise ValueError(f"count must be in 1..{CAPACITY}, not {count}")
     rng = random.Random(seed)
-    # Every (person, attribute) slot, in a seeded order: the first ``count`` are the facts.
-    slots = rng.sample(range(CAPACITY), count)
+    # (person, attribute) slots in a seeded order: the first ``count`` are the facts.
+    if whole_people:
+        attributes = len(ATTRIBUTES)
+        people = rng.sample(range(CAPACITY // attributes), -(-count // attributes))
+        slots = [p * attributes + a for p in people for a in range(attributes)][:count]
+        rng.shuffle(slots)
+    else:
+        slots = rng.sample(range(CAPACITY), count)
     facts, asked = [], []
     for index, slot in enumerate(slots):
         person, attribute = divmod(slot, len(ATTRIBUTES))

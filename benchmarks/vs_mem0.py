@@ -170,12 +170,13 @@ def locomo(path: Path) -> Dataset | None:
     return Dataset(f"LoCoMo dev ({len(data)} conversations, {turns_n} turns)", scopes, questions)
 
 
-def generated(count: int, questions: int) -> Dataset:
-    facts, asked = generate(count, questions)
+def generated(count: int, questions: int, whole_people: bool) -> Dataset:
+    facts, asked = generate(count, questions, whole_people=whole_people)
     items = [(f.key, FactInput(content=f.text, metadata={"key": f.key})) for f in facts]
     scope = f"facts-{count}"
     return Dataset(
-        f"generated facts, {count:,} in one scope",
+        f"generated facts, {count:,} in one scope"
+        + ("" if whole_people else ", spread over people"),
         {scope: items},
         [(scope, q.text, [q.answer]) for q in asked],
     )
@@ -303,7 +304,7 @@ async def run(args: argparse.Namespace, url: str, tmp: Path, python: Path) -> No
             print(f"no LoCoMo data at {args.data}; LoCoMo skipped")
         else:
             datasets.append(found)
-    datasets += [generated(n, args.questions) for n in sizes(args.sizes)]
+    datasets += [generated(n, args.questions, not args.spread) for n in sizes(args.sizes)]
     env = {**os.environ, **ONE_THREAD, "MEM0_TELEMETRY": "false", "HF_HUB_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "OPENAI_API_KEY": "unused-infer-false"}  # fmt: skip
     model = str(model_path(MODEL))
@@ -335,6 +336,9 @@ def main() -> None:
     parser.add_argument("--no-locomo", action="store_true", help="generated facts only")
     parser.add_argument("--sizes", default="10k,100k", help="generated fact counts ('' none)")
     parser.add_argument("--questions", type=int, default=500, help="per generated size")
+    parser.add_argument(
+        "--spread", action="store_true", help="one fact per person mostly (recall saturates)"
+    )
     parser.add_argument("--runs", type=int, default=3, help="search passes (medians printed)")
     parser.add_argument("--batch", type=int, default=64, help="items per ingest batch")
     parser.add_argument(

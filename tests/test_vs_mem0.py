@@ -62,6 +62,19 @@ def test_generated_facts_are_the_same_for_the_same_seed_and_each_question_has_it
         assert name in question.text
 
 
+@pytest.mark.parametrize("whole_people", [True, False])
+def test_whole_people_share_their_name_with_eleven_other_facts(whole_people: bool) -> None:
+    facts, _ = generate(1200, 10, whole_people=whole_people)
+    people: dict[str, int] = {}
+    for fact in facts:
+        name = " ".join(fact.text.replace("'s ", " ").split()[:2])
+        people[name] = people.get(name, 0) + 1
+    if whole_people:
+        assert len(people) == 100 and set(people.values()) == {12}
+    else:  # spread over 10,000 people: nearly everyone has one fact
+        assert len(people) > 1000
+
+
 def test_generated_facts_refuse_a_size_past_their_capacity() -> None:
     with pytest.raises(ValueError, match="count must be"):
         generate(CAPACITY + 1, 10)
