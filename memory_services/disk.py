@@ -3,9 +3,9 @@
 The embedded store (qdrant-edge) maps its files into memory; when the disk fills under a
 mapped write the process dies of SIGBUS, with no log line, and every service of the
 process with it. So a service refuses a write while the free space under its store is
-below ``min_free_disk_mib``: the caller gets ``processing-failed`` naming the directory
-and the space left (nothing was written, nothing acknowledged as written: the learner's
-trajectory is redelivered, a client may ask again), the refusal is counted, and writes
+below ``min_free_disk_mib``: the caller gets ``disk-full`` naming the directory and the
+space left (nothing was written, nothing acknowledged as written: the learner keeps its
+trajectory and has it redelivered until space returns, a client may ask again), the refusal is counted, and writes
 go through again as soon as space is freed. A service that starts with less than that
 stops at once with the same explanation. Reads, deletes and forgetting are never refused
 (they free space).
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter
 
-from react_mem.errors import BadRequest, ConfigurationError
+from react_mem.errors import ConfigurationError, DiskFull
 from react_mem.metrics import per_registry
 
 MIB = 2**20
@@ -59,7 +59,6 @@ class DiskReserve:
     def check_write(self) -> None:
         if self.min_free and (free := self.free()) < self.min_free:
             self._refused.inc()
-            raise BadRequest(
-                f"{self._short(free)}: nothing was written; ask again once space is freed",
-                type="processing-failed",
+            raise DiskFull(
+                f"{self._short(free)}: nothing was written; ask again once space is freed"
             )

@@ -91,7 +91,7 @@ async def test_a_full_disk_refuses_writes_clearly_and_recovers_when_space_return
             again = await store(3)
             after = await svc.ask(FactRequest(operation="list", user="ada"), "ws")
             pid = svc.processor.id
-    assert refused.error is not None and refused.error.type == "processing-failed"
+    assert refused.error is not None and refused.error.type == "disk-full"
     assert "MiB free" in refused.error.message and "min_free_disk_mib" in refused.error.message
     assert listed.error is None and len(listed.facts) == 1  # reads go on
     assert again.error is None

@@ -25,6 +25,7 @@ from react_mem.errors import (
     RequestTimeout,
     ServiceError,
     ServiceFailed,
+    ServiceDiskFull,
     ServiceRefused,
     ServiceTimeout,
     ServiceUnavailable,
@@ -38,6 +39,7 @@ EXCEPTIONS: Mapping[ErrorType | str, type[ServiceError]] = {
     "forbidden": Forbidden,
     "quota-exceeded": QuotaExceeded,
     "processing-failed": ServiceFailed,
+    "disk-full": ServiceDiskFull,
     "llm-error": LLMUnavailable,
 }
 
