@@ -63,7 +63,7 @@ def fact(n: int) -> FactInput:
 async def test_a_full_disk_refuses_writes_clearly_and_recovers_when_space_returns(
     transport: Transport, tmp_path: Path, unique: str, registry: CollectorRegistry
 ) -> None:
-    with small_disk(tmp_path / "disk", 64) as disk:
+    with small_disk(tmp_path / "disk", 96) as disk:  # its first files take 40-45 MiB
         async with serving(
             FactMemoryProcessor,
             FactResponse,
