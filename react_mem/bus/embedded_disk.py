@@ -23,7 +23,7 @@ from pathlib import Path
 
 from react_mem.bus.queues import Queue
 from react_mem.bus.transport import Consumer, Producer, Transport
-from react_mem.disk import DiskFloor
+from react_mem.disk import MIB, DiskFloor
 from react_mem.errors import DiskFull
 
 logger = logging.getLogger(__name__)
@@ -46,12 +46,14 @@ class BrokerDisk:
 
     def check_send(self) -> None:
         """Raise :class:`DiskFull` where a publish could not be kept."""
-        if self.torn:
+        free = self.floor.free()
+        if self.torn or free < self.floor.min_free:
+            then = ", and is restarted before it takes any again" if self.torn else ""
             raise DiskFull(
-                f"the embedded broker in {self.data_dir} ran out of disk space and is "
-                "restarted once space is freed: nothing was sent; ask again then"
+                f"the embedded broker's disk ({self.data_dir}) has {free / MIB:.1f} MiB free; "
+                f"it takes no publishes below {SETTING} ({self.floor.min_free // MIB} MiB)"
+                f"{then}: nothing was sent; ask again once space is freed"
             )
-        self.floor.check_write()
 
     def low(self) -> str | None:
         """Why the broker cannot take publishes now (None: it can). Looked at by its owner,

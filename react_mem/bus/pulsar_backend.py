@@ -53,7 +53,7 @@ class PulsarSettings(BaseModel):
     )
     #: The embedded broker takes no persistent publish while its disk has less free than
     #: this (see :mod:`react_mem.bus.embedded_disk`); 0: never checked.
-    broker_min_free_disk_mib: int = Field(default=32, ge=0)
+    broker_min_free_disk_mib: int = Field(default=64, ge=0)
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:

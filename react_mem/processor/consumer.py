@@ -35,6 +35,17 @@ logger = logging.getLogger(__name__)
 DISK_FULL_PAUSE = 2.0
 
 
+def full_disk(exc: BaseException) -> bool:
+    """Whether ``exc`` is, or was raised from, a :class:`DiskFull` (a handler may wrap it
+    in its own words with ``raise ... from``)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, DiskFull):
+            return True
+        cause = cause.__cause__
+    return False
+
+
 @dataclass(frozen=True, kw_only=True)
 class Settlement:
     """How failures are retried; see the module docstring."""
@@ -150,11 +161,14 @@ class ConsumerRunner:
                     "%s: could not settle a message; retrying: %s", self.subscription, exc
                 )
                 outcome = "retry"
-            except Exception:
-                # A defect in settling itself. Counted like a failed attempt, so that one
-                # message can never hold a slot for ever; past the limit it is set aside.
-                logger.exception("%s: could not settle a message", self.subscription)
-                outcome = await self._unsettled(delivery)
+            except Exception as exc:
+                if full_disk(exc) and self.queue.persistent:
+                    outcome = "deferred"  # no room for its dead letter: kept for later
+                else:
+                    # A defect in settling itself. Counted like a failed attempt, so that one
+                    # message can never hold a slot for ever; past the limit it is set aside.
+                    logger.exception("%s: could not settle a message", self.subscription)
+                    outcome = await self._unsettled(delivery)
             if outcome == "deferred":
                 self._metrics.redelivered()
                 pause = min(self._settlement.delay(self._deferred), DISK_FULL_PAUSE)
@@ -205,9 +219,9 @@ class ConsumerRunner:
         except BadRequest as exc:
             await self._reply_error(delivery, exc.type, str(exc))
             return "answered"
-        except DiskFull as exc:
-            return await self._disk_full(delivery, exc)
         except Exception as exc:  # noqa: BLE001 - any failure is an attempt, then a dead letter
+            if full_disk(exc):
+                return await self._disk_full(delivery, exc)
             if delivery.redelivery_count < self._settlement.max_redeliveries:
                 logger.warning(
                     "%s: attempt %d failed: %r",
@@ -222,12 +236,19 @@ class ConsumerRunner:
                 delivery.redelivery_count + 1,
                 exc,
             )
-            await self._dead_letter(delivery, "exhausted", repr(exc))
+            try:
+                await self._dead_letter(delivery, "exhausted", repr(exc))
+            except Exception as error:
+                # No room for it: a persistent message is kept (``_settle``), a request is
+                # still answered.
+                if self.queue.persistent or not full_disk(error):
+                    raise
+                logger.error("%s: not dead-lettered: %s", self.subscription, error)
             await self._reply_error(delivery, "processing-failed", str(exc) or repr(exc))
             return "answered"
         return "ok"
 
-    async def _disk_full(self, delivery: Delivery, exc: DiskFull) -> str:
+    async def _disk_full(self, delivery: Delivery, exc: Exception) -> str:
         """Nothing was written: a request is told so at once (its caller asks again later),
         a persistent message is kept (``deferred``) however often this happens."""
         if not self.queue.persistent:
