@@ -116,6 +116,36 @@ def test_a_disk_filling_at_run_time_refuses_each_write_and_writes_resume_when_sp
     assert "restarted after its disk had filled" in rest
 
 
+def test_a_fatal_signal_leaves_where_it_struck_in_the_log(tmp_path: Path) -> None:
+    """SIGBUS (what a mapped write to a full disk raises) no longer ends a process with an
+    exit status alone: ``faulthandler`` writes where each thread was."""
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "react_mem.cli", "run", "ping", "--no-metrics"),
+            *("--state-dir", str(tmp_path), "-l", "INFO"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=ENV,
+    )
+    assert process.stdout is not None
+    lines: list[str] = []
+    try:
+        while not any("ping started" in line for line in lines):
+            line = process.stdout.readline()
+            assert line, "".join(lines)
+            lines.append(line)
+        process.send_signal(signal.SIGBUS)
+        rest, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == -signal.SIGBUS
+    assert "Fatal Python error: Bus error" in rest and "most recent call first" in rest
+
+
 def _fill_rest(disk: Path) -> None:
     """Take every byte left, in a second file (the first one stays)."""
     block = b"\0" * 2**20
