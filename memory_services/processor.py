@@ -242,9 +242,15 @@ class MemoryProcessor(Processor, ABC, Generic[SettingsT, MemoryT]):
 
     async def _sweep_loop(self) -> None:
         memory = self.started.state.memory  # open until stop() ends this task
+        low = False
         while True:
             try:
-                await self.sweep(memory)
+                # A sweep writes too (consolidation, flags, ends): not below the floor.
+                was, low = low, self.disk.low()
+                if low and not was:
+                    logger.warning("%s: background sweeps wait: %s", self.id, self.disk.describe())
+                if not low:
+                    await self.sweep(memory)
             except Exception:
                 # A store outage must not end the task: the next pass tries again.
                 logger.exception("%s: background sweep failed", self.id)
