@@ -14,12 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import threading
 from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from react_mem.bus import health as bus_health
+from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.health import BusHealth
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
 from react_mem.bus.pulsar_backend import connect
@@ -61,12 +63,23 @@ async def test_a_full_disk_refuses_publishes_and_the_broker_comes_back_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(bus_health, "CHECK_INTERVAL", 0.1)
+    gate, recycle = threading.Event(), EmbeddedBroker.recycle
+
+    def held(broker: EmbeddedBroker) -> None:  # the restart waits for the test's say-so
+        gate.wait(PATIENCE)
+        recycle(broker)
+
+    monkeypatch.setattr(EmbeddedBroker, "recycle", held)
     with small_disk(tmp_path / "state", 32) as disk:
         settings = BusSettings(state_dir=disk, broker_min_free_disk_mib=16)
         health = BusHealth(CollectorRegistry())
-        async with connect(settings, start_embedded=True, health=health) as transport:
+        async with (
+            connect(settings, start_embedded=True, health=health) as transport,
+            connect(settings, start_embedded=False) as beside,  # another process's view
+        ):
             pid = int((disk / "broker" / "broker.pid").read_text())
             producer = await transport.producer(QUEUE)
+            neighbour = await beside.producer(QUEUE)
             consumer = await transport.consumer(QUEUE, "probe")
             acked = {str(n) for n in range(3) if await send(producer, n)}
             assert len(acked) == 3
@@ -94,13 +107,18 @@ async def test_a_full_disk_refuses_publishes_and_the_broker_comes_back_whole(
 
             for filler in disk.glob("filler*"):
                 filler.unlink()
+            # Space is back, the broker not yet restarted: the other process is told too.
+            with pytest.raises(DiskFull, match="restarted before it takes any again"):
+                await neighbour.send(b"x", {"n": "102"})
+            gate.set()
             await eventually(lambda: health.up, timeout=PATIENCE)
             restarted = int((disk / "broker" / "broker.pid").read_text()) != pid
             after = {str(n) for n in range(500, 505) if await send(producer, n)}
+            after |= {str(n) for n in range(600, 603) if await send(neighbour, n)}
             got = await drain(consumer, acked | after)
     assert refused
     assert "broker_min_free_disk_mib" in down
-    assert len(after) == 5
+    assert len(after) == 8
     assert acked | after <= got, sorted((acked | after) - got)  # every acknowledged one delivered
     assert restarted  # the torn log is read back whole only by a new broker
-    assert "100" not in got and "101" not in got  # refused: never sent
+    assert not {"100", "101", "102"} & got  # refused: never sent

@@ -283,11 +283,12 @@ async def _mind_disk(
         return
     if not disk.torn:
         return
+    disk.mark()  # now that there is room for it, if there was none before
     try:
         await asyncio.to_thread(broker.recycle)
     except BusError as exc:
         logger.error("restarting the embedded broker after a full disk failed: %s", exc)
         return
-    disk.torn = False
+    disk.clear()
     logger.warning("embedded broker restarted after its disk had filled; publishes resume")
     health.mark_up()

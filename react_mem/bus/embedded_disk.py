@@ -14,10 +14,14 @@ broker is restarted (measured with 0.2.0; a restart reads the log back whole). S
   publish goes through again.
 
 Requests and replies (non-persistent queues) are never written by the broker: they pass.
+Other processes on the broker (found through the state directory) check the same floor,
+and the file ``broker.disk-full`` the owner keeps in the data directory from the moment the
+disk is low until the broker has been restarted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 
@@ -31,6 +35,8 @@ logger = logging.getLogger(__name__)
 #: What pulsar-lite logs when a write to its data fails for want of space.
 NO_SPACE = b"No space left on device"
 SETTING = "broker_min_free_disk_mib"
+#: Present while the owner has not yet restarted a broker whose disk filled.
+MARKER = "broker.disk-full"
 
 
 class BrokerDisk:
@@ -47,8 +53,9 @@ class BrokerDisk:
     def check_send(self) -> None:
         """Raise :class:`DiskFull` where a publish could not be kept."""
         free = self.floor.free()
-        if self.torn or free < self.floor.min_free:
-            then = ", and is restarted before it takes any again" if self.torn else ""
+        torn = self.torn or (self.data_dir / MARKER).exists()
+        if torn or free < self.floor.min_free:
+            then = ", and is restarted before it takes any again" if torn else ""
             raise DiskFull(
                 f"the embedded broker's disk ({self.data_dir}) has {free / MIB:.1f} MiB free; "
                 f"it takes no publishes below {SETTING} ({self.floor.min_free // MIB} MiB)"
@@ -67,7 +74,18 @@ class BrokerDisk:
         if not self.torn:
             logger.error("%s: publishes are refused until space is freed", reason)
         self.torn = True
+        self.mark()
         return reason
+
+    def mark(self) -> None:
+        """Tell the other processes on this broker (best effort: the disk may be full)."""
+        with contextlib.suppress(OSError):
+            (self.data_dir / MARKER).touch()
+
+    def clear(self) -> None:
+        """The broker has been (re)started: its log is whole again."""
+        self.torn = False
+        (self.data_dir / MARKER).unlink(missing_ok=True)
 
     def _log_size(self) -> int:
         try:

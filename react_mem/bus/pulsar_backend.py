@@ -127,6 +127,7 @@ async def connect(
         if url is None:
             broker = EmbeddedBroker(data_dir)
             url = await asyncio.to_thread(broker.start)
+            disk.clear()  # a new broker reads its log back whole
     pulsar = PulsarTransport(
         PulsarOptions(
             url=url,
