@@ -70,13 +70,14 @@ class DiskFloor:
         )
 
     def check_start(self, fresh: int = 0) -> None:
-        """Refuse to start below the floor, plus ``fresh`` bytes for a first start's files."""
-        free = self.free()
-        if free < self.min_free + fresh:
-            made = f" and {fresh / MIB:.0f} MiB for the files a first start makes" if fresh else ""
-            raise ConfigurationError(
-                f"{self.describe(free)}{made}: free space, or lower the setting"
-            )
+        """Refuse to start below the floor plus ``fresh`` bytes for a first start's files."""
+        if not self.min_free or (free := self.free()) >= self.min_free + fresh:
+            return
+        made = f" plus {fresh / MIB:.0f} MiB for the files a first start makes" if fresh else ""
+        raise ConfigurationError(
+            f"{self.what}: the disk under {self.path} has {free / MIB:.1f} MiB free; it needs "
+            f"{self.setting} ({self.min_free // MIB} MiB){made}: free space, or lower the setting"
+        )
 
     def check_write(self) -> None:
         if self.min_free and (free := self.free()) < self.min_free:

@@ -101,8 +101,8 @@ def disk_needs(settings: BusSettings) -> list[DiskNeed]:
     data_dir = settings.state_dir / "broker"
     if settings.pulsar_host is not None or running_broker_url(data_dir) is not None:
         return []
-    return [DiskNeed("the embedded broker", data_dir, MIB, settings.broker_min_free_disk_mib * MIB,
-                     "broker_min_free_disk_mib")]  # fmt: skip
+    floor = settings.broker_min_free_disk_mib * MIB
+    return [DiskNeed("the embedded broker", data_dir, MIB, floor, "broker_min_free_disk_mib")]
 
 
 @contextlib.asynccontextmanager
