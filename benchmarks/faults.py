@@ -18,8 +18,11 @@ counts extra copies of one fact. Last, fact-memory is killed (-9) and restarted 
 and every row's acknowledged facts are counted again.
 
 Issue 26's faults: the embedded broker killed and restarted by its supervisor (the one
-``react-mem up`` runs), fact-memory's disk full (its store on a small tmpfs, filled below
-``min_free_disk_mib``; needs root to mount it, else the row says so), eight replies over
+``react-mem up`` runs), a full disk under fact-memory's store and the learner's ledger (one
+small tmpfs, filled below their ``min_free_disk_mib``), a full disk under the embedded
+broker's data (its own small tmpfs, below ``broker_min_free_disk_mib``; both need root to
+mount, else the rows say so; the children find the broker through their state directory,
+as processes beside ``react-mem up`` do, so they check its disk), eight replies over
 the bus's message limit at once, and the biggest valid batch (256 facts of 4,000
 characters) stored beside the traffic.
 
@@ -57,6 +60,7 @@ from prometheus_client import CollectorRegistry  # noqa: E402
 
 from memory_services.facts.records import normalise  # noqa: E402
 from react_mem.bus.embedded import EmbeddedBroker, keep_embedded  # noqa: E402
+from react_mem.bus.embedded_disk import BrokerDisk  # noqa: E402
 from react_mem.bus.health import BusHealth  # noqa: E402
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport  # noqa: E402
 from react_mem.bus.rpc import RequestResponseClient  # noqa: E402
@@ -85,6 +89,7 @@ KEYS = (
     "read-only",
     "supervised",
     "disk-full",
+    "broker-disk",
     "oversized",
     "max-batch",
 )
@@ -144,18 +149,33 @@ class Stack:
         self.root, self.llm, self.llm_concurrency = root, llm, llm_concurrency
         self.broker = EmbeddedBroker(root / "broker")
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.facts_dir = root / "facts-store"
-        self.small_disk = False  # the store on its own small tmpfs (the disk-full row)
+        #: fact-memory's store and the learner's ledger share one small tmpfs (the
+        #: disk-full row); the broker's data has its own (the broker-disk row).
+        self.disk = root / "disk"
+        self.facts_dir = self.disk / "facts-store"
+        self.small_disks: list[Path] = []
 
-    def mount_small_disk(self, mib: int) -> None:
-        """fact-memory's store on a tmpfs of ``mib`` MiB, where this process may mount one."""
-        self.facts_dir.mkdir(parents=True, exist_ok=True)
-        mount = ["mount", "-t", "tmpfs", "-o", f"size={mib}m", "tmpfs", str(self.facts_dir)]
-        self.small_disk = subprocess.run(mount, capture_output=True, check=False).returncode == 0
+    def mount_small_disks(self, mib: int) -> None:
+        """The two small disks (tmpfs of ``mib`` MiB), where this process may mount them."""
+        for where in (self.disk, self.broker.data_dir):
+            where.mkdir(parents=True, exist_ok=True)
+            mount = ["mount", "-t", "tmpfs", "-o", f"size={mib}m", "tmpfs", str(where)]
+            if subprocess.run(mount, capture_output=True, check=False).returncode == 0:
+                self.small_disks.append(where)
 
-    def unmount_small_disk(self) -> None:
-        if self.small_disk:
-            subprocess.run(["umount", "-l", str(self.facts_dir)], check=False)
+    def unmount_small_disks(self) -> None:
+        for where in self.small_disks:
+            subprocess.run(["umount", "-l", str(where)], check=False)
+
+    def state_dir(self, name: str) -> Path:
+        """A child's state directory. Its ``broker`` links to the embedded broker's data,
+        so the child finds the broker there, as a process beside ``react-mem up`` does, and
+        checks the broker's disk before each publish (a ``--pulsar-host`` is not checked)."""
+        state = self.disk / "learner-state" if name == "learner" else self.root / f"state-{name}"
+        state.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            (state / "broker").symlink_to(self.broker.data_dir)
+        return state
 
     def start_broker(self) -> str:
         self.broker = EmbeddedBroker(self.broker.data_dir, port=self.broker.port)
@@ -180,8 +200,8 @@ class Stack:
     def spawn(self, name: str, *args: str) -> None:
         log = open(self.root / f"{name}.log", "ab")  # noqa: SIM115 - the child's stdout
         self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "react_mem.cli", *args, "-p", self.broker.url,
-             "--no-metrics", "-l", "WARNING", "--state-dir", str(self.root / f"state-{name}")],
+            [sys.executable, "-m", "react_mem.cli", *args,
+             "--no-metrics", "-l", "WARNING", "--state-dir", str(self.state_dir(name))],
             cwd=REPO, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             preexec_fn=_child_setup(name == "facts"),
         )  # fmt: skip
@@ -391,6 +411,7 @@ class Run:
         self.texts = iter(facts_for_run(4000))
         self.asked: set[str] = set()  # every ask's fact, normalised
         self.notes: list[str] = []  # what the current fault found out about itself
+        self._background: list[asyncio.Task[None]] = []  # a fault's own late checks
 
     async def traffic(self, collection: str, stop: asyncio.Event) -> list[Outcome]:
         a, tasks = self.args, list[asyncio.Task[Outcome]]()
@@ -474,6 +495,8 @@ class Run:
             row.notes.append(f"{len(merged)} acknowledged writes were merged into another fact")
         if caught_up is None:
             row.notes.append(f"the learner's backlog was not stored within {a.drain:.0f} s")
+        await asyncio.gather(*self._background)
+        self._background = []
         row.notes += self.notes
         if logged := sorted(set(self.stack.problems()) - set(problems)):
             first = logged[0].split(": ", 1)[-1][:120]
@@ -509,7 +532,13 @@ class Run:
                 f"store dir read-only ({a.read_only:g} s)", "read-only", self.read_only, ("write",)
             ),
             Fault("embedded broker kill -9, supervisor restarts it", "supervised", self.supervised),
-            Fault(f"store disk full ({a.outage:g} s)", "disk-full", self.disk_full, ("write",)),
+            Fault(
+                f"store and ledger disk full ({a.outage:g} s)",
+                "disk-full",
+                self.disk_full,
+                ("write",),
+            ),
+            Fault(f"broker disk full ({a.outage:g} s)", "broker-disk", self.broker_disk, ("ask",)),
             Fault("8 replies over the 5 MiB limit at once", "oversized", self.oversized),
             Fault("max batch (256 x 4,000 chars) beside traffic", "max-batch", self.max_batch),
         ]
@@ -573,17 +602,51 @@ class Run:
         return killed
 
     async def disk_full(self) -> float:
-        if not self.stack.small_disk:
+        """fact-memory's store and the learner's ledger share a disk, filled below their
+        64 MiB floors: writes are answered ``disk-full``, learning waits (its trajectories
+        kept on the bus), asks are still answered; all resume when space is freed."""
+        if self.stack.disk not in self.stack.small_disks:
             self.notes.append("no small filesystem could be mounted here: no real fault")
             await asyncio.sleep(self.args.outage)
             return time.monotonic()
-        disk = os.statvfs(self.stack.facts_dir)
-        filler = self.stack.facts_dir / "filler"
-        with filler.open("wb") as out:  # all but 16 MiB: below fact-memory's 64 MiB reserve
-            out.write(b"\0" * max(disk.f_bavail * disk.f_frsize - 16 * 2**20, 0))
+        filler = _fill(self.stack.disk, leave_mib=16)
         await asyncio.sleep(self.args.outage)
         filler.unlink()
-        return time.monotonic()
+        freed = time.monotonic()
+        collection, wait = "faults-disk-full", self.args.after + self.args.drain
+
+        async def learning_resumed() -> None:
+            when = await self.learned_again(collection, wait)
+            self.notes.append(f"learning resumed {_secs(None if when is None else when - freed)}"
+                              " s after space returned")  # fmt: skip
+
+        self._background.append(asyncio.create_task(learning_resumed()))
+        return freed
+
+    async def broker_disk(self) -> float:
+        """The embedded broker's disk filled below its 64 MiB floor while its owner keeps it
+        as ``react-mem up`` does: publishes (the asks' trajectories) are refused, requests
+        go on; once space is back the broker is restarted (a log pulsar-lite tore on a full
+        disk is read back whole only by a new broker) and asks are answered again."""
+        broker = self.stack.broker
+        if broker.data_dir not in self.stack.small_disks:
+            self.notes.append("no small filesystem could be mounted here: no real fault")
+            await asyncio.sleep(self.args.outage)
+            return time.monotonic()
+        health = BusHealth(CollectorRegistry())
+        disk = BrokerDisk(broker.data_dir, 64)
+        watch = asyncio.create_task(keep_embedded(broker, health, disk=disk))
+        pid = broker.pid
+        filler = _fill(broker.data_dir, leave_mib=16)
+        await asyncio.sleep(self.args.outage)
+        filler.unlink()
+        freed = time.monotonic()
+        while (broker.pid == pid or not health.up) and time.monotonic() - freed < 60:  # noqa: ASYNC110 - the supervisor's state, polled
+            await asyncio.sleep(0.02)
+        back = "never" if broker.pid == pid else f"{time.monotonic() - freed:.1f} s"
+        self.notes.append(f"broker restarted {back} after space returned")
+        watch.cancel()
+        return freed
 
     async def oversized(self) -> float:
         """220 facts of 4,000 mostly non-ASCII characters (two valid batches), then eight
@@ -622,6 +685,15 @@ class Run:
             outcome = f"failed: {exc}"
         self.notes.append(f"the batch {outcome} in {time.monotonic() - began:.1f} s")
         return time.monotonic()
+
+
+def _fill(disk: Path, leave_mib: int) -> Path:
+    """A file taking all but ``leave_mib`` MiB of ``disk``."""
+    free = os.statvfs(disk)
+    filler = disk / "filler"
+    with filler.open("wb") as out:
+        out.write(b"\0" * max(free.f_bavail * free.f_frsize - leave_mib * 2**20, 0))
+    return filler
 
 
 def _secs(value: float | None) -> str:
@@ -709,7 +781,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=5.0, help="patience per fact request")
     parser.add_argument("--ask-timeout", type=float, default=120.0, help="patience per ask")
     parser.add_argument("--drain", type=float, default=90.0, help="wait for the learner's backlog")
-    parser.add_argument("--disk-mib", type=int, default=512, help="fact-memory's small disk")
+    parser.add_argument("--disk-mib", type=int, default=512, help="each small disk")
     args = parser.parse_args()
     os.environ["OMP_NUM_THREADS"] = "1"  # the services' processes inherit it
     if args.quick:
@@ -726,8 +798,8 @@ def main() -> None:
         llm.server.start()
         stack = Stack(Path(name), llm, args.llm_concurrency)
         try:
+            stack.mount_small_disks(args.disk_mib)
             stack.start_broker()
-            stack.mount_small_disk(args.disk_mib)
             stack.start_facts()
             stack.start_learner()
             stack.start_agent()
@@ -742,7 +814,7 @@ def main() -> None:
         finally:
             llm.release_held()
             stack.stop()
-            stack.unmount_small_disk()
+            stack.unmount_small_disks()
             llm.server.stop()
 
 

@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Generic, TypedDict, TypeVar, Unpack
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
-from memory_services.disk import DiskReserve
+from memory_services.disk import FRESH_STORE, DiskReserve
 from memory_services.metrics import index_duration, memory_items, partition_passed
 from memory_services.partition import Partition
 from memory_services.pii.fields import stores
@@ -37,6 +37,7 @@ from memory_services.retry import retrying_embedder, retrying_store
 from memory_services.runtime import MemorySettings, make_store
 from memory_services.store.base import Scope, VectorStore
 from react_mem.bus.transport import Transport
+from react_mem.disk import MIB, DiskNeed, first_start
 from react_mem.embedding.base import Embedder
 from react_mem.embedding.shared import shared_embedder
 from react_mem.errors import BadRequest
@@ -120,6 +121,19 @@ class MemoryProcessor(Processor, ABC, Generic[SettingsT, MemoryT]):
         s = self.settings
         self.disk = DiskReserve(self.id, s.store_dir, s.min_free_disk_mib, registry)
 
+    @classmethod
+    def disk_needs(cls, settings: ProcessorSettings) -> list[DiskNeed]:
+        """The embedded store's first files and its floor (a Qdrant server's are its own)."""
+        s = (
+            settings
+            if isinstance(settings, MemorySettings)
+            else cls.Settings.load(settings.model_dump())
+        )
+        if not isinstance(s, MemorySettings) or s.vector_store != "edge":
+            return []
+        fresh = FRESH_STORE if first_start(s.store_dir) else 0
+        return [DiskNeed(s.id, s.store_dir, fresh, s.min_free_disk_mib * MIB)]
+
     def admitted(self, handler: Handler) -> Handler:
         """A write is refused while the store's disk is nearly full (:mod:`..disk`). A
         partitioned replica passes on the requests of owners it does not serve: settled,
@@ -186,7 +200,8 @@ class MemoryProcessor(Processor, ABC, Generic[SettingsT, MemoryT]):
 
     async def start(self) -> None:
         if self._given_store is None and self.settings.vector_store == "edge":
-            self.disk.check_start()  # before its files are mapped: a clear stop, not SIGBUS
+            # Before its files are mapped: a clear stop, not SIGBUS.
+            self.disk.check_start(FRESH_STORE if first_start(self.settings.store_dir) else 0)
         store = retrying_store(
             self._given_store or make_store(self.settings, on_indexed=self._indexed)
         )
@@ -227,9 +242,15 @@ class MemoryProcessor(Processor, ABC, Generic[SettingsT, MemoryT]):
 
     async def _sweep_loop(self) -> None:
         memory = self.started.state.memory  # open until stop() ends this task
+        low = False
         while True:
             try:
-                await self.sweep(memory)
+                # A sweep writes too (consolidation, flags, ends): not below the floor.
+                was, low = low, self.disk.low()
+                if low and not was:
+                    logger.warning("%s: background sweeps wait: %s", self.id, self.disk.describe())
+                if not low:
+                    await self.sweep(memory)
             except Exception:
                 # A store outage must not end the task: the next pass tries again.
                 logger.exception("%s: background sweep failed", self.id)

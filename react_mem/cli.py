@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import logging
 import os
 import statistics
@@ -395,6 +396,9 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, int | Non
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # A fatal signal (SIGBUS from a mapped file on a full disk, SIGSEGV in a native library)
+    # leaves where it struck on stderr instead of an exit status alone.
+    faulthandler.enable(all_threads=True)
     args = build_parser().parse_args(argv)
     _setup_logging(getattr(args, "log_level", "INFO"))
     try:

@@ -30,6 +30,13 @@ class NotStarted(TransientError):
     redelivered once the processor runs, never answered as bad input or bad config."""
 
 
+class DiskFull(TransientError):
+    """A write refused because the disk under a part's data is (nearly) full; nothing was
+    written. A message on a persistent queue is kept and redelivered until space returns,
+    never dead-lettered for it; a request is answered ``disk-full`` at once (see
+    :mod:`react_mem.processor.consumer`)."""
+
+
 class ConfigurationError(ReactMemError):
     """Settings or flow definitions are invalid; the message names the key."""
 
@@ -85,6 +92,11 @@ class QuotaExceeded(ServiceRefused):
 
 class ServiceFailed(ServiceError, TransientError):
     """The service failed to serve the request (``processing-failed``): worth a retry."""
+
+
+class ServiceDiskFull(ServiceFailed, DiskFull):
+    """The service refused a write because its disk is (nearly) full (``disk-full``):
+    nothing was written; ask again once space is freed."""
 
 
 class ServiceUnavailable(ServiceError, TransientError):

@@ -33,6 +33,7 @@ from react_mem.errors import (
     QuotaExceeded,
     ReactMemError,
     RequestTimeout,
+    ServiceDiskFull,
     ServiceError,
     ServiceFailed,
     ServiceRefused,
@@ -53,6 +54,7 @@ SPECIAL: dict[str, type[ServiceError]] = {
     "forbidden": Forbidden,
     "quota-exceeded": QuotaExceeded,
     "processing-failed": ServiceFailed,
+    "disk-full": ServiceDiskFull,
     "llm-error": LLMUnavailable,
 }
 
@@ -70,7 +72,7 @@ def test_every_error_type_maps_to_its_exception(kind: str) -> None:
     assert (error.service, error.type) == ("fact-memory", kind)
     assert "fact-memory" in str(error) and "why" in str(error)
     # Worth a retry exactly when the service, not the request, failed.
-    assert isinstance(error, TransientError) == (kind in {"processing-failed", "llm-error"})
+    assert isinstance(error, TransientError) == (kind in {"processing-failed", "disk-full", "llm-error"})
     # A refusal settles the caller's own message with an error reply of the same type.
     if isinstance(error, BadRequest):
         assert error.type == kind

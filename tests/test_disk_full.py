@@ -25,6 +25,7 @@ from react_mem.errors import ConfigurationError
 from react_mem.schema.facts import FactInput, FactRequest, FactResponse
 from tests.support.embedder import HashingEmbedder
 from tests.support.memory_services import MovableClock, serving, topics
+from tests.support.recording import eventually
 
 pytestmark = pytest.mark.broker
 
@@ -61,9 +62,13 @@ def fact(n: int) -> FactInput:
 
 
 async def test_a_full_disk_refuses_writes_clearly_and_recovers_when_space_returns(
-    transport: Transport, tmp_path: Path, unique: str, registry: CollectorRegistry
+    transport: Transport,
+    tmp_path: Path,
+    unique: str,
+    registry: CollectorRegistry,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with small_disk(tmp_path / "disk", 64) as disk:
+    with small_disk(tmp_path / "disk", 96) as disk:  # its first files take 40-45 MiB
         async with serving(
             FactMemoryProcessor,
             FactResponse,
@@ -75,6 +80,7 @@ async def test_a_full_disk_refuses_writes_clearly_and_recovers_when_space_return
             clock=MovableClock(),
             embedder=HashingEmbedder(),
             min_free_disk_mib=16,
+            sweep_interval=0.05,
             metrics=False,
         ) as svc:
 
@@ -87,11 +93,13 @@ async def test_a_full_disk_refuses_writes_clearly_and_recovers_when_space_return
             filler = fill(disk, leave_mib=8)
             refused = await store(2)
             listed = await svc.ask(FactRequest(operation="list", user="ada"), "ws")
+            # The background sweep writes too (consolidation): it waits meanwhile.
+            await eventually(lambda: "background sweeps wait" in caplog.text, timeout=30)
             filler.unlink()
             again = await store(3)
             after = await svc.ask(FactRequest(operation="list", user="ada"), "ws")
             pid = svc.processor.id
-    assert refused.error is not None and refused.error.type == "processing-failed"
+    assert refused.error is not None and refused.error.type == "disk-full"
     assert "MiB free" in refused.error.message and "min_free_disk_mib" in refused.error.message
     assert listed.error is None and len(listed.facts) == 1  # reads go on
     assert again.error is None

@@ -29,6 +29,7 @@ FRAMEWORK = {
     "react_mem.tokens",
     "react_mem.text",
     "react_mem.retention",
+    "react_mem.disk",  # a floor of free space under what a part writes
 }
 #: The typed clients of the services, the layer just above the framework: they import only
 #: the framework, and every service and the command line may use them.

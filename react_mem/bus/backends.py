@@ -19,6 +19,7 @@ from react_mem.bus.health import BusHealth
 from react_mem.bus.pulsar_backend import PulsarSettings
 from react_mem.bus.rabbitmq_backend import RabbitMQSettings
 from react_mem.bus.transport import Transport
+from react_mem.disk import DiskNeed
 from react_mem.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -42,11 +43,18 @@ class BusBackend:
     #: :class:`~react_mem.bus.transport.BrokerNotRunning` instead of starting a broker;
     #: with ``health``, it watches the broker while open (see ``bus/health.py``).
     connect: Connect
+    #: What the backend keeps on this machine's disk (an embedded broker's data), checked
+    #: for room before a process starts (:func:`react_mem.disk.preflight`).
+    disk_needs: Callable[[BusSettings], list[DiskNeed]] = lambda _: []
 
 
 BACKENDS: dict[str, BusBackend] = {
     "pulsar": BusBackend(
-        "pulsar", pulsar_backend.add_args, pulsar_backend.describe, pulsar_backend.connect
+        "pulsar",
+        pulsar_backend.add_args,
+        pulsar_backend.describe,
+        pulsar_backend.connect,
+        pulsar_backend.disk_needs,
     ),
     "rabbitmq": BusBackend(
         "rabbitmq", rabbitmq_backend.add_args, rabbitmq_backend.describe, rabbitmq_backend.connect
@@ -78,6 +86,10 @@ def add_bus_args(parser: argparse.ArgumentParser) -> None:
     )
     for each in BACKENDS.values():
         each.add_args(parser)
+
+
+def bus_disk_needs(settings: BusSettings) -> list[DiskNeed]:
+    return backend(settings).disk_needs(settings)
 
 
 def describe_bus(settings: BusSettings) -> str:

@@ -28,6 +28,7 @@ from typing import IO, Self
 from pulsar_lite.binary_finder import find_pulsar_lite_binary
 
 from react_mem.bus import health as bus_health
+from react_mem.bus.embedded_disk import BrokerDisk
 from react_mem.errors import BusError, NotStarted
 
 logger = logging.getLogger(__name__)
@@ -132,6 +133,19 @@ class EmbeddedBroker:
         self._wait_ready(*self._spawn())
         logger.warning("embedded broker restarted at %s", self.url)
 
+    def recycle(self) -> None:
+        """Stop the broker and start it again on the same address and data: what clears a
+        log it tore on a full disk (:mod:`.embedded_disk`)."""
+        process = self._process
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self.restart()
+
     def _spawn(self) -> tuple[subprocess.Popen[bytes], int]:
         config = self.data_dir / "pulsar-lite.toml"
         config.write_text(_CONFIG.format(log_level=self.log_level))
@@ -221,9 +235,12 @@ async def keep_embedded(
     *,
     max_restarts: int | None = None,
     window: float | None = None,
+    disk: BrokerDisk | None = None,
 ) -> None:
     """Keep the embedded broker running until cancelled: restart it when it dies; after
-    ``max_restarts`` deaths within ``window`` seconds, give up (``health.lost``)."""
+    ``max_restarts`` deaths within ``window`` seconds, give up (``health.lost``). With
+    ``disk``: the bus is down while the broker's disk is full, and the broker is restarted
+    once space is back (see :mod:`.embedded_disk`)."""
     max_restarts = MAX_RESTARTS if max_restarts is None else max_restarts
     window = RESTART_WINDOW if window is None else window
     deaths: deque[float] = deque()
@@ -232,6 +249,8 @@ async def keep_embedded(
         await asyncio.sleep(bus_health.health_interval())
         code = broker.exit_code()
         if code is None:
+            if disk is not None:
+                await _mind_disk(broker, health, disk)
             continue
         health.mark_down(f"embedded broker exited with status {code}")
         now = time.monotonic()
@@ -252,3 +271,24 @@ async def keep_embedded(
             logger.error("restarting the embedded broker failed: %s", exc)
             continue
         health.mark_up()
+
+
+async def _mind_disk(
+    broker: EmbeddedBroker, health: bus_health.BusHealth, disk: BrokerDisk
+) -> None:
+    """Down while the broker's disk is full; restarted (and up) once space is back."""
+    reason = disk.low()
+    if reason is not None:
+        health.mark_down(reason)
+        return
+    if not disk.torn:
+        return
+    disk.mark()  # now that there is room for it, if there was none before
+    try:
+        await asyncio.to_thread(broker.recycle)
+    except BusError as exc:
+        logger.error("restarting the embedded broker after a full disk failed: %s", exc)
+        return
+    disk.clear()
+    logger.warning("embedded broker restarted after its disk had filled; publishes resume")
+    health.mark_up()

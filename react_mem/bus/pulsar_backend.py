@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING
 from pydantic import AliasChoices, BaseModel, Field
 
 from react_mem.bus.embedded import EmbeddedBroker, keep_embedded, running_broker_url
+from react_mem.bus.embedded_disk import BrokerDisk, GuardedTransport
 from react_mem.bus.health import BusHealth, watch_address
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
 from react_mem.bus.transport import BrokerNotRunning, Transport
+from react_mem.disk import MIB, DiskNeed
 
 if TYPE_CHECKING:
     from react_mem.processor.settings import BusSettings
@@ -49,6 +51,9 @@ class PulsarSettings(BaseModel):
     pulsar_tls_key_file: str | None = Field(
         default=None, validation_alias=AliasChoices("pulsar_tls_key_file", "PULSAR_TLS_KEY_FILE")
     )
+    #: The embedded broker takes no persistent publish while its disk has less free than
+    #: this (see :mod:`react_mem.bus.embedded_disk`); 0: never checked.
+    broker_min_free_disk_mib: int = Field(default=64, ge=0)
 
 
 def add_args(parser: argparse.ArgumentParser) -> None:
@@ -91,6 +96,15 @@ def broker_address(url: str) -> tuple[str, int]:
     return (host, int(port)) if host and port.isdigit() else (rest.split(",")[0], default)
 
 
+def disk_needs(settings: BusSettings) -> list[DiskNeed]:
+    """The embedded broker's data and floor, where this process would start it."""
+    data_dir = settings.state_dir / "broker"
+    if settings.pulsar_host is not None or running_broker_url(data_dir) is not None:
+        return []
+    floor = settings.broker_min_free_disk_mib * MIB
+    return [DiskNeed("the embedded broker", data_dir, MIB, floor, "broker_min_free_disk_mib")]
+
+
 @contextlib.asynccontextmanager
 async def connect(
     settings: BusSettings, *, start_embedded: bool, health: BusHealth | None = None
@@ -99,9 +113,11 @@ async def connect(
     state directory, else (if ``start_embedded``) a new one owned by this process. With
     ``health``, the broker is watched meanwhile (ours kept alive, another one probed)."""
     broker: EmbeddedBroker | None = None
+    disk: BrokerDisk | None = None
     url = settings.pulsar_host
     if url is None:
         data_dir = settings.state_dir / "broker"
+        disk = BrokerDisk(data_dir, settings.broker_min_free_disk_mib)
         url = running_broker_url(data_dir)
         if url is None and not start_embedded:
             raise BrokerNotRunning(
@@ -111,7 +127,8 @@ async def connect(
         if url is None:
             broker = EmbeddedBroker(data_dir)
             url = await asyncio.to_thread(broker.start)
-    transport = PulsarTransport(
+            disk.clear()  # a new broker reads its log back whole
+    pulsar = PulsarTransport(
         PulsarOptions(
             url=url,
             api_key=settings.pulsar_api_key,
@@ -123,11 +140,12 @@ async def connect(
             connect_timeout=settings.connect_timeout,
         )
     )
+    transport: Transport = pulsar if disk is None else GuardedTransport(pulsar, disk)
     await transport.connect()
     watcher = None
     if health is not None:
         watcher = asyncio.create_task(
-            keep_embedded(broker, health)
+            keep_embedded(broker, health, disk=disk)
             if broker is not None
             else watch_address(*broker_address(url), health)
         )

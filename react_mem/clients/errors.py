@@ -23,6 +23,7 @@ from react_mem.errors import (
     NotFound,
     QuotaExceeded,
     RequestTimeout,
+    ServiceDiskFull,
     ServiceError,
     ServiceFailed,
     ServiceRefused,
@@ -38,6 +39,7 @@ EXCEPTIONS: Mapping[ErrorType | str, type[ServiceError]] = {
     "forbidden": Forbidden,
     "quota-exceeded": QuotaExceeded,
     "processing-failed": ServiceFailed,
+    "disk-full": ServiceDiskFull,
     "llm-error": LLMUnavailable,
 }
 

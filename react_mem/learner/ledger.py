@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from react_mem.errors import NotStarted
+from react_mem.disk import DiskFloor
+from react_mem.errors import DiskFull, NotStarted
 from react_mem.learner.cipher import LedgerCipher
 
 _SCHEMA = (
@@ -68,6 +69,8 @@ _SCHEMA = (
 )""",
 )
 _TABLES = ("ledger", "trajectories", "reflections", "forgotten")
+#: SQLite's primary result code for "database or disk is full".
+_SQLITE_FULL = 13
 
 
 @dataclass
@@ -81,7 +84,11 @@ class Entry:
 
 class TrajectoryLedger:
     """Records older than ``retention`` seconds are pruned at open and then hourly; a
-    workspace in ``overrides()`` keeps its records for its own period (None: forever)."""
+    workspace in ``overrides()`` keeps its records for its own period (None: forever).
+
+    With a ``floor``, the ledger does not open below it (:meth:`DiskFloor.check_start`);
+    a write SQLite finds no room for raises :class:`DiskFull`, like the floor's own check,
+    so the learner keeps the message and has it redelivered."""
 
     def __init__(
         self,
@@ -91,8 +98,10 @@ class TrajectoryLedger:
         clock: Callable[[], float] = time.time,
         overrides: Callable[[], Mapping[str, float | None]] = dict,
         cipher: LedgerCipher | None = None,
+        floor: DiskFloor | None = None,
     ) -> None:
         self.path = path
+        self.floor = floor
         self._cipher = cipher
         self._retention = retention
         self._overrides = overrides
@@ -105,6 +114,8 @@ class TrajectoryLedger:
         await asyncio.to_thread(self._open)
 
     def _open(self) -> None:
+        if self.floor is not None:
+            self.floor.check_start()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         db.execute("PRAGMA journal_mode=WAL")
@@ -258,7 +269,7 @@ class TrajectoryLedger:
         every collection), then checkpoint and truncate the write-ahead log so no copy of
         them stays in a file; counts by kind. Records saved before owners were kept (no
         ``user`` column value) are not found here: the retention prunes them."""
-        return await asyncio.to_thread(self._forget, workspace, collection, user)
+        return await asyncio.to_thread(self._full_mapped, self._forget, workspace, collection, user)
 
     def _forget(self, workspace: str, collection: str, user: str) -> dict[str, int]:
         any_collection = "" if collection else "1"
@@ -304,7 +315,16 @@ class TrajectoryLedger:
     async def _run(
         self, sql: str, args: tuple[Any, ...], *, fetch: bool = False, many: bool = False
     ) -> Any:
-        return await asyncio.to_thread(self._execute, sql, args, fetch, many)
+        return await asyncio.to_thread(self._full_mapped, self._execute, sql, args, fetch, many)
+
+    def _full_mapped(self, call: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return call(*args)
+        except sqlite3.Error as exc:
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF == _SQLITE_FULL:
+                where = self.floor.describe() if self.floor else f"ledger {self.path}"
+                raise DiskFull(f"{where}: {exc}; nothing was written") from exc
+            raise
 
     def _execute(self, sql: str, args: tuple[Any, ...], fetch: bool, many: bool) -> Any:
         with self._lock:

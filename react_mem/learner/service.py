@@ -27,6 +27,7 @@ from react_mem.clients.episodes import EPISODE_MEMORY
 from react_mem.clients.facts import FACT_MEMORY
 from react_mem.clients.llm import TEXT_COMPLETION
 from react_mem.clients.playbook import PLAYBOOK_MEMORY, PlaybookClient
+from react_mem.disk import MIB, DiskFloor, DiskNeed
 from react_mem.errors import (
     BadRequest,
     ServiceRefused,
@@ -141,9 +142,16 @@ class MemoryLearnerProcessor(Processor):
         )
         self.register_config_handler([AGENT_MEM], self.on_agent_mem)
 
+    @classmethod
+    def disk_needs(cls, settings: ProcessorSettings) -> list[DiskNeed]:
+        s = LearnerSettings.load(settings.model_dump())
+        return [
+            DiskNeed(f"{s.id}'s ledger", s.ledger_file().parent, MIB, s.min_free_disk_mib * MIB)
+        ]
+
     async def start(self) -> None:
         s = self.learner_settings
-        path = s.ledger_path or s.state_dir / "learner" / f"{self.id}.sqlite3"
+        path = s.ledger_file()
         key = s.ledger_key.get_secret_value() if s.ledger_key is not None else None
         key_file = s.ledger_key_file or path.with_name(f"{path.name}.key")
         ledger = TrajectoryLedger(
@@ -151,6 +159,7 @@ class MemoryLearnerProcessor(Processor):
             retention=s.ledger_retention_days * 86400,
             overrides=self.ledger_retention.overrides,
             cipher=LedgerCipher(await asyncio.to_thread(load_key, key, key_file)),
+            floor=DiskFloor(f"{self.id}'s ledger", path.parent, s.min_free_disk_mib),
         )
         await ledger.open()
         self.started.open(ledger)
@@ -365,8 +374,11 @@ class MemoryLearnerProcessor(Processor):
 
         A write a service refuses for good (:class:`ServiceRefused`, e.g. ``quota-exceeded``)
         is recorded (metric, log, the ledger's outcome) and not retried; the other steps
-        still run. A plan with nothing to write leaves no ledger entry."""
+        still run. A plan with nothing to write leaves no ledger entry. DiskFull (no room
+        for the ledger, a service's ``disk-full``) keeps the message for redelivery."""
         workspace = ctx.flow.workspace
+        if ledger.floor is not None:  # kept and redelivered, before any LLM call is spent
+            ledger.floor.check_write()
         # One conversation at a time: its rolling summary is read, merged and written.
         lock = (workspace, to.collection, to.user, to.conversation or key)
         async with self._learning.running((workspace, to.user)), self._locks.hold(lock):

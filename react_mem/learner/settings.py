@@ -63,6 +63,13 @@ class LearnerSettings(ProcessorSettings):
     #: workspace's agent-mem ``ledger-retention-days`` overrides it (at least as long as
     #: redeliveries and feedback may come late: exactly-once holds within it).
     ledger_retention_days: float = Field(default=7.0, gt=0)
+    #: Learning waits (its messages kept and redelivered) while the disk under the ledger
+    #: has less free than this; 0: never checked (see :mod:`react_mem.disk`).
+    min_free_disk_mib: int = Field(default=64, ge=0)
+
+    def ledger_file(self) -> Path:
+        return self.ledger_path or self.state_dir / "learner" / f"{self.id}.sqlite3"
+
     #: ACE: learn a playbook where the flow has playbook-memory (seeds 001, 003).
     playbook: bool = True
     #: ``heuristic``: deterministic, no LLM; ``llm``: asked of the flow's text completion

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, ClassVar, Self
 from prometheus_client import CollectorRegistry
 
 from react_mem.bus.transport import Transport
+from react_mem.disk import DiskNeed
 from react_mem.errors import ReactMemError
 from react_mem.metrics import (
     BackgroundMetrics,
@@ -88,6 +89,12 @@ class Processor:
         """The processor the runtime starts, given the memory kinds it read at start-up: one
         that needs them (the agent, to recall from their sources) overrides this."""
         return cls(settings, transport)
+
+    @classmethod
+    def disk_needs(cls, settings: ProcessorSettings) -> list[DiskNeed]:
+        """What this processor will keep on disk, checked for room before a process starts
+        any of its processors (:func:`react_mem.disk.preflight`); none by default."""
+        return []
 
     def register_specification(self, spec: Spec) -> None:
         self.specifications.append(spec)

@@ -3,6 +3,9 @@
 - success: ack.
 - bad input (undecodable, invalid, or a handler's :class:`BadRequest`): an error reply when
   the message has an ``id``; undecodable messages are also dead-lettered; then ack.
+- a full disk (a handler's :class:`DiskFull`: nothing was written): a request is answered
+  ``disk-full`` at once; a message on a persistent queue is kept and redelivered (a pause
+  first, growing while the disk stays full) until space returns, never dead-lettered for it.
 - any other failure: redelivered with bounded backoff (nack on persistent queues; on
   non-persistent ones the broker cannot redeliver, so the retry happens here); after
   ``max_redeliveries`` the message is dead-lettered, answered with an error, and acked.
@@ -19,13 +22,28 @@ from dataclasses import dataclass
 
 from react_mem.bus.queues import Queue, dead_letter_queue
 from react_mem.bus.transport import Consumer, Delivery, Producer, Transport
-from react_mem.errors import BadRequest, BusError, ConsumerClosed
+from react_mem.errors import BadRequest, BusError, ConsumerClosed, DiskFull
 from react_mem.metrics import ConsumerMetrics
 from react_mem.processor.context import MessageContext
 from react_mem.processor.specs import ConsumerSpec
 from react_mem.schema import Error
 
 logger = logging.getLogger(__name__)
+
+#: The longest pause before a message deferred by a full disk is handed back (the pause
+#: doubles from ``retry_delay`` while the disk stays full): how late writing resumes.
+DISK_FULL_PAUSE = 2.0
+
+
+def full_disk(exc: BaseException) -> bool:
+    """Whether ``exc`` is, or was raised from, a :class:`DiskFull` (a handler may wrap it
+    in its own words with ``raise ... from``)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, DiskFull):
+            return True
+        cause = cause.__cause__
+    return False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +89,9 @@ class ConsumerRunner:
         self._dlq_lock = asyncio.Lock()
         self._loop_task: asyncio.Task[None] | None = None
         self._handlers: set[asyncio.Task[None]] = set()
+        #: Messages deferred by a full disk since the last one handled: paces redelivery
+        #: and logs the start and the end of a full disk once.
+        self._deferred = 0
 
     async def start(self) -> None:
         consumer = self._consumer = await self._transport.consumer(self.queue, self.subscription)
@@ -140,11 +161,22 @@ class ConsumerRunner:
                     "%s: could not settle a message; retrying: %s", self.subscription, exc
                 )
                 outcome = "retry"
-            except Exception:
-                # A defect in settling itself. Counted like a failed attempt, so that one
-                # message can never hold a slot for ever; past the limit it is set aside.
-                logger.exception("%s: could not settle a message", self.subscription)
-                outcome = await self._unsettled(delivery)
+            except Exception as exc:
+                if full_disk(exc) and self.queue.persistent:
+                    outcome = "deferred"  # no room for its dead letter: kept for later
+                else:
+                    # A defect in settling itself. Counted like a failed attempt, so that one
+                    # message can never hold a slot for ever; past the limit it is set aside.
+                    logger.exception("%s: could not settle a message", self.subscription)
+                    outcome = await self._unsettled(delivery)
+            if outcome == "deferred":
+                self._metrics.redelivered()
+                pause = min(self._settlement.delay(self._deferred), DISK_FULL_PAUSE)
+                self._deferred += 1
+                await asyncio.sleep(pause)
+                await consumer.nack(delivery)
+                self._metrics.processed("disk-full", time.monotonic() - started)
+                return
             if outcome == "retry" and not self.queue.persistent:
                 # The broker cannot redeliver a non-persistent message: retry here.
                 self._metrics.redelivered()
@@ -157,10 +189,19 @@ class ConsumerRunner:
             await consumer.nack(delivery)
         else:
             await consumer.ack(delivery)
-        self._metrics.processed("ok" if outcome == "ok" else "error", time.monotonic() - started)
+        if outcome == "ok" and self._deferred:
+            logger.warning(
+                "%s: writing again after %d deferrals for a full disk",
+                self.subscription,
+                self._deferred,
+            )
+            self._deferred = 0
+        status = outcome if outcome in ("ok", "disk-full") else "error"
+        self._metrics.processed(status, time.monotonic() - started)
 
     async def _handle(self, delivery: Delivery) -> str:
-        """Run the handler once; return ``ok``, ``answered`` (failed but settled) or ``retry``."""
+        """Run the handler once; return ``ok``, ``answered`` (failed but settled), ``retry``,
+        or for a full disk ``disk-full`` (a request answered) or ``deferred`` (kept)."""
         try:
             message = self.spec.schema.decode(delivery.data)
         except BadRequest as exc:
@@ -179,6 +220,8 @@ class ConsumerRunner:
             await self._reply_error(delivery, exc.type, str(exc))
             return "answered"
         except Exception as exc:  # noqa: BLE001 - any failure is an attempt, then a dead letter
+            if full_disk(exc):
+                return await self._disk_full(delivery, exc)
             if delivery.redelivery_count < self._settlement.max_redeliveries:
                 logger.warning(
                     "%s: attempt %d failed: %r",
@@ -193,10 +236,31 @@ class ConsumerRunner:
                 delivery.redelivery_count + 1,
                 exc,
             )
-            await self._dead_letter(delivery, "exhausted", repr(exc))
+            try:
+                await self._dead_letter(delivery, "exhausted", repr(exc))
+            except Exception as error:
+                # No room for it: a persistent message is kept (``_settle``), a request is
+                # still answered.
+                if self.queue.persistent or not full_disk(error):
+                    raise
+                logger.error("%s: not dead-lettered: %s", self.subscription, error)
             await self._reply_error(delivery, "processing-failed", str(exc) or repr(exc))
             return "answered"
         return "ok"
+
+    async def _disk_full(self, delivery: Delivery, exc: Exception) -> str:
+        """Nothing was written: a request is told so at once (its caller asks again later),
+        a persistent message is kept (``deferred``) however often this happens."""
+        if not self.queue.persistent:
+            await self._reply_error(delivery, "disk-full", str(exc))
+            return "disk-full"
+        if not self._deferred:
+            logger.error(
+                "%s: %s; the message is kept and retried until space is freed",
+                self.subscription,
+                exc,
+            )
+        return "deferred"
 
     async def _unsettled(self, delivery: Delivery) -> str:
         if delivery.redelivery_count < self._settlement.max_redeliveries:

@@ -15,8 +15,9 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from react_mem.bus import health as bus_health
-from react_mem.bus.backends import open_bus
+from react_mem.bus.backends import bus_disk_needs, open_bus
 from react_mem.bus.transport import Transport
+from react_mem.disk import preflight
 from react_mem.errors import ConfigurationError
 from react_mem.ownership import DirectoryInUse
 from react_mem.processor.base import Processor
@@ -131,6 +132,9 @@ async def serve(
     duplicates = {i for i in ids if ids.count(i) > 1}
     if duplicates:
         raise ConfigurationError(f"duplicate processor id(s) in group: {sorted(duplicates)}")
+    # Room on the disk for everything this process is about to write, before any of it
+    # starts: parts of one process start at once, each seeing the same free space.
+    preflight([*bus_disk_needs(bus), *(n for e in entries for n in e.cls.disk_needs(e.settings))])
     stopping = stopping or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -41,6 +41,7 @@ ErrorType = Literal[
     "not-configured",
     # The service failed, not the request: worth asking again later.
     "processing-failed",
+    "disk-full",
     "llm-error",
     # The agent's answer to its own caller.
     "agent-error",
