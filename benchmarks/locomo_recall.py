@@ -3,13 +3,16 @@ by side, by question category (recall@k, all-evidence), with each retrieval's la
 
 Every turn of a conversation is stored as one fact (speaker and session date prefixed,
 ``dia_id`` kept in metadata, the session date as ``valid_at``, the turn before as ``context``;
-near-duplicate merging off, so each turn stays one memory) in a collection of its own. Each
+near-duplicate merging off, so each turn stays one memory) in a collection of its own, one
+store request per session (its turns in order: the store's neighbours). Each
 question with evidence retrieves the top k over the bus once per ranking (the request's
 ``retrieval`` options), and counts as a hit when every evidence ``dia_id`` is among them. A
 ``+ctx`` column also counts the turns next to each hit (``--window`` each side, same session):
 what a caller that brings a hit's neighbours sees. The data (CC BY-NC 4.0, Maharana et al.,
 ACL 2024) is read from ``../shared/eval/locomo-dev.json`` at run time and never copied;
-without it, this exits.
+without it, this exits. Tables are printed for all conversations and for each split:
+``tune`` (the first two conversations, where rankings are chosen) and ``report`` (the other
+three, where they are checked).
 """
 
 from __future__ import annotations
@@ -44,12 +47,19 @@ DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "eval" / "locomo
 KS = (5, 10)
 #: LoCoMo's question categories, by the number the data gives them.
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+#: Conversations in the tuning split (the rest are the report split).
+TUNE = 2
 RANKINGS: dict[str, RetrievalOptions] = {
     "dense": RetrievalOptions(mode="dense"),
     "lexical": RetrievalOptions(mode="lexical"),
-    "hybrid": RetrievalOptions(mode="hybrid", time_boost=False),
-    "hybrid-dbsf": RetrievalOptions(mode="hybrid", fusion="dbsf", time_boost=False),
-    "hybrid+time": RetrievalOptions(mode="hybrid"),
+    # lexical with the time boost: both hybrid lists, the dense one weighted 0
+    "lexical+time": RetrievalOptions(mode="hybrid", dense_weight=0.0, neighbour_lift=0.0),
+    "hybrid": RetrievalOptions(mode="hybrid", time_boost=False, neighbour_lift=0.0),
+    "hybrid-dbsf": RetrievalOptions(
+        mode="hybrid", fusion="dbsf", time_boost=False, neighbour_lift=0.0
+    ),
+    "hybrid+time": RetrievalOptions(mode="hybrid", neighbour_lift=0.0),
+    "hybrid+time+nb": RetrievalOptions(mode="hybrid"),  # the default: neighbours lifted
 }
 
 
@@ -78,6 +88,20 @@ def turns(sample: dict[str, Any]) -> list[FactInput]:
                 )
                 before = turn["text"]
     return facts
+
+
+def sessions(facts: list[FactInput], most: int = 64) -> list[list[FactInput]]:
+    """``facts`` (one conversation's turns, in order) as store requests: one per session,
+    a long session cut every ``most`` turns."""
+    requests: list[list[FactInput]] = []
+    last = None
+    for fact in facts:
+        session = fact.metadata["dia_id"].rpartition(":")[0]
+        if session != last or len(requests[-1]) >= most:
+            requests.append([])
+        requests[-1].append(fact)
+        last = session
+    return requests
 
 
 def neighbours(found: list[str], window: int) -> set[str]:
@@ -168,22 +192,25 @@ async def evaluate(
 ) -> dict[str, list[list[str]]]:
     """Print the table; return each question's top k per column."""
     tally = Tally()
+    splits = {"tune": Tally(), "report": Tally()}  # the conversations before TUNE, the rest
     ranked: dict[str, list[list[str]]] = defaultdict(list)  # what --dump writes
     async with fact_memory(url, tmp, backend) as memory:
-        for sample in data:
+        for number, sample in enumerate(data):
             collection, facts = f"locomo-{sample['sample_id']}", turns(sample)
             where = Scope("eval", collection)
-            for start in range(0, len(facts), 64):
+            for request in sessions(facts):
                 try:
-                    await memory.store(where, facts[start : start + 64])
+                    await memory.store(where, request)
                 except ReactMemError as exc:
                     sys.exit(f"store failed: {exc}")
+            tallies = (tally, splits["tune" if number < TUNE else "report"])
             for qa in sample["qa"]:
                 if not qa.get("evidence") or "answer" not in qa:
                     continue
                 category = CATEGORIES.get(qa["category"], str(qa["category"]))
-                tally.questions[category] += 1
-                tally.questions["all"] += 1
+                for one in tallies:
+                    one.questions[category] += 1
+                    one.questions["all"] += 1
                 for column, options in rankings.items():
                     started = time.perf_counter()
                     hits = await memory.retrieve(
@@ -192,18 +219,24 @@ async def evaluate(
                     tally.latencies[column].append(time.perf_counter() - started)
                     found = [f.metadata.get("dia_id", "") for f in hits]
                     ranked[column].append(found)
-                    tally.add(column, category, found, qa["evidence"])
+                    for one in tallies:
+                        one.add(column, category, found, qa["evidence"])
                     if column == "hybrid" and window:
                         for k in KS:  # the k hits and their neighbours
                             near = neighbours(found[:k], window)
-                            for name in (category, "all"):
-                                tally.hits["hybrid+ctx", name, k] += all(
-                                    e in near for e in qa["evidence"]
-                                )
+                            for one in tallies:
+                                for name in (category, "all"):
+                                    one.hits["hybrid+ctx", name, k] += all(
+                                        e in near for e in qa["evidence"]
+                                    )
             print(f"  {collection}: {len(facts)} turns stored", flush=True)
     columns = [*rankings, *(["hybrid+ctx"] if window and "hybrid" in rankings else [])]
     print(f"\n{tally.questions['all']} questions over {len(data)} conversations, recall@5 / @10")
     print(tally.table(columns))
+    for name, one in splits.items():
+        if one.questions["all"]:
+            print(f"\n{name} split: {one.questions['all']} questions")
+            print(one.table(columns))
     if window:
         print(f"(hybrid+ctx: the k hits and {window} turn(s) either side of each)")
     print("\nretrieval latency through the bus (ms):")
