@@ -209,7 +209,7 @@ async def evaluate(
             split = "tune" if n < TUNE else "report"
             where, facts = Scope("ctx", f"locomo-{sample['sample_id']}"), turns(sample)
             for request in sessions(facts):  # one request per session, as locomo_recall
-                await memory.store(where, request)
+                await memory.store(where, request, sequence=True)
             by_dia = {}
             offset = None
             while True:

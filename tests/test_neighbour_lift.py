@@ -1,6 +1,7 @@
 """Neighbours: records stored next to each other in one write lift each other in a hybrid
 search, on both store backends (Qdrant Edge, the Qdrant server code path in qdrant-client's
-in-memory mode), and the fact service gives the facts of one store request their places.
+in-memory mode), and the fact service gives the facts of a ``sequence`` store request their
+places (facts merely stored together get none).
 
 The corpus is a conversation in miniature: a turn that matches the question's words (the
 topic: a picnic), the turn after it that holds the answer (the games played) but shares no
@@ -144,7 +145,7 @@ def test_a_lift_never_lowers_a_score_and_adds_at_most_its_share_of_the_best_neig
         assert lifted[key] == pytest.approx(score + share * max(near, default=0.0))
 
 
-# -- the fact service: one store request is one write ------------------------------------
+# -- the fact service: a sequence is one write ---------------------------------------------
 
 fact_service = functools.partial(
     shared_fact_service, client=FactService, embedder=HashingEmbedder()
@@ -175,10 +176,10 @@ async def top_two(facts: FactService, user: str, **options: Any) -> list[str]:
 
 
 @pytest.mark.broker
-async def test_facts_stored_in_one_request_are_neighbours(facts: FactService) -> None:
-    await facts.ok("store", facts=[FactInput(content=c) for c in CHAT], user="ann")
-    for content in CHAT:  # the same turns, one request each: no neighbours
-        await facts.ok("store", facts=[FactInput(content=content)], user="bob")
+async def test_the_turns_of_a_sequence_are_neighbours(facts: FactService) -> None:
+    turns = [FactInput(content=c) for c in CHAT]
+    await facts.ok("store", facts=turns, user="ann", sequence=True)
+    await facts.ok("store", facts=turns, user="bob")  # stored together, not as a sequence
     assert await top_two(facts, "ann") == CHAT[1:3]
     assert CHAT[2] not in await top_two(facts, "ann", neighbour_lift=0.0)
     assert CHAT[2] not in await top_two(facts, "bob")

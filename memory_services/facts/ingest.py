@@ -8,10 +8,10 @@ thing; the fact then keeps the new wording among its ``aliases``. Redelivery is 
 ids are derived from scope and content, and a record remembers the last request that
 reinforced it.
 
-The facts of one request are stored as a sequence: each new record keeps the request's
-``thread`` and its place in it (``seq``), so a search lifts the neighbours of its hits
-(:mod:`memory_services.store.ties`): one conversation's turns, or what one exchange taught,
-stored together in order.
+A request marked ``sequence`` (consecutive turns of a conversation, in order) is stored as
+one: each new record keeps the request's ``thread`` and its place in it (``seq``), so a
+search lifts the neighbours of its hits (:mod:`memory_services.store.ties`). Facts stored
+together without it are unrelated as far as ranking goes.
 """
 
 from __future__ import annotations
@@ -100,9 +100,11 @@ async def store(
     request_id: str | None,
     *,
     evict: bool = False,
+    sequence: bool = False,
 ) -> tuple[list[StoredFact], list[str]]:
     """What became of each fact, and the ids evicted to make room (``evict``; see
-    :mod:`.quota`). Run under the service's write lock."""
+    :mod:`.quota`); with ``sequence``, new records keep their place in the request. Run
+    under the service's write lock."""
     policy = ctx.policy
     owner = rec.identity(scope)
     items = prepared.items
@@ -114,7 +116,7 @@ async def store(
     stored = await _stored_near_duplicates(ctx, owner, vectors, now)
     batch = _Batch(payloads={i: dict(p) for i, p in live.items()})
     #: The request's sequence (a redelivery keeps it); a lone fact has no neighbours.
-    thread = (request_id or uuid.uuid4().hex) if len(items) > 1 else None
+    thread = (request_id or uuid.uuid4().hex) if sequence and len(items) > 1 else None
     results = []
     for item in items:
         # Each fact's planning is CPU work on the event loop (near-duplicate reading):
