@@ -13,14 +13,14 @@ here too.
 RRF gives a record ``weight / (k + rank)`` from each list it is in (rank from 1); DBSF
 scales each list's scores by its mean and three standard deviations to [0, 1] and sums.
 
-Neighbours: records stored together in order carry a ``thread`` (one per write) and a
-``seq`` (their place in it): the turns of a conversation's session, the facts learned from
-one exchange. The evidence for a question often sits in the turn next to the one that
-matches its words (the answer after the question, the detail after the topic), so among
-the fused candidates each record adds ``neighbour_lift`` of its neighbour's fused score
-(the larger neighbour's, not both): measured on LoCoMo, on both of its splits, in
-``benchmarks/locomo_recall.py``. Only candidates are lifted (no extra engine call), and
-the result depends on scores alone, so ties still fall by id.
+Neighbours: records a writer stored as a sequence carry a ``thread`` (one per write) and a
+``seq`` (their place in it): the turns of a conversation's session, in order. The evidence
+for a question often sits in the turn next to the one that matches its words (the answer
+after the question, the detail after the topic), so among the fused candidates each record
+adds ``neighbour_lift`` of its neighbour's fused score (the larger neighbour's, not both):
+measured on LoCoMo, on both of its splits, in ``benchmarks/locomo_recall.py``. Only
+candidates are lifted (no extra engine call), and the result depends on scores alone, so
+ties still fall by id.
 """
 
 from __future__ import annotations
@@ -101,8 +101,10 @@ def lift(
     for key, point in points.items():
         payload = point.payload or {}
         thread, seq = payload.get(THREAD), payload.get(SEQ)
-        if isinstance(thread, str) and isinstance(seq, int | float) and not isinstance(seq, bool):
-            place[thread, int(seq)] = key
+        if isinstance(seq, float) and seq.is_integer():
+            seq = int(seq)  # a payload read back may hold a whole number as a float
+        if isinstance(thread, str) and isinstance(seq, int) and not isinstance(seq, bool):
+            place[thread, seq] = key
     lifted = dict(fused)
     for (thread, seq), key in place.items():
         near = [place.get((thread, seq + step)) for step in (-1, 1)]
