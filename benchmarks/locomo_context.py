@@ -1,8 +1,9 @@
 """LoCoMo evidence in the agent's memory context: per top k and per token, for assemblies that
 spread hits across sessions, retrieve a second time, or bring each hit's neighbours.
 
-Turns are stored as in ``locomo_recall.py`` (one fact each, over the bus, hybrid + time
-ranking, the default). For each question with evidence, one retrieval of the top 50, and:
+Turns are stored as in ``locomo_recall.py`` (one fact each, one store request per session,
+over the bus; hybrid + time ranking with neighbours lifted, the default). For each question
+with evidence, one retrieval of the top 50, and:
 
 - ``ranked``: the hits in rank order (what the agent's fact section holds today);
 - ``spread``: the same hits, at most two from one session among the first picks (the
@@ -41,7 +42,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from locomo_recall import CATEGORIES, DEFAULT_DATA, turns
+from locomo_recall import CATEGORIES, DEFAULT_DATA, sessions, turns
 
 from memory_services.facts.service import FactMemoryProcessor
 from react_mem.agent.config import AgentMemConfig
@@ -207,8 +208,8 @@ async def evaluate(
         for n, sample in enumerate(data):
             split = "tune" if n < TUNE else "report"
             where, facts = Scope("ctx", f"locomo-{sample['sample_id']}"), turns(sample)
-            for start in range(0, len(facts), 64):
-                await memory.store(where, facts[start : start + 64])
+            for request in sessions(facts):  # one request per session, as locomo_recall
+                await memory.store(where, request, sequence=True)
             by_dia = {}
             offset = None
             while True:

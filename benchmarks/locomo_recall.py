@@ -3,13 +3,16 @@ by side, by question category (recall@k, all-evidence), with each retrieval's la
 
 Every turn of a conversation is stored as one fact (speaker and session date prefixed,
 ``dia_id`` kept in metadata, the session date as ``valid_at``, the turn before as ``context``;
-near-duplicate merging off, so each turn stays one memory) in a collection of its own. Each
+near-duplicate merging off, so each turn stays one memory) in a collection of its own, one
+store request per session, marked ``sequence`` (its turns in order: neighbours). Each
 question with evidence retrieves the top k over the bus once per ranking (the request's
 ``retrieval`` options), and counts as a hit when every evidence ``dia_id`` is among them. A
 ``+ctx`` column also counts the turns next to each hit (``--window`` each side, same session):
 what a caller that brings a hit's neighbours sees. The data (CC BY-NC 4.0, Maharana et al.,
 ACL 2024) is read from ``../shared/eval/locomo-dev.json`` at run time and never copied;
-without it, this exits.
+without it, this exits. Tables are printed for all conversations and for each split:
+``tune`` (the first two conversations, where rankings are chosen) and ``report`` (the other
+three, where they are checked).
 """
 
 from __future__ import annotations
@@ -44,12 +47,19 @@ DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "eval" / "locomo
 KS = (5, 10)
 #: LoCoMo's question categories, by the number the data gives them.
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+#: Conversations in the tuning split (the rest are the report split).
+TUNE = 2
 RANKINGS: dict[str, RetrievalOptions] = {
     "dense": RetrievalOptions(mode="dense"),
     "lexical": RetrievalOptions(mode="lexical"),
-    "hybrid": RetrievalOptions(mode="hybrid", time_boost=False),
-    "hybrid-dbsf": RetrievalOptions(mode="hybrid", fusion="dbsf", time_boost=False),
-    "hybrid+time": RetrievalOptions(mode="hybrid"),
+    # lexical with the time boost: both hybrid lists, the dense one weighted 0
+    "lexical+time": RetrievalOptions(mode="hybrid", dense_weight=0.0, neighbour_lift=0.0),
+    "hybrid": RetrievalOptions(mode="hybrid", time_boost=False, neighbour_lift=0.0),
+    "hybrid-dbsf": RetrievalOptions(
+        mode="hybrid", fusion="dbsf", time_boost=False, neighbour_lift=0.0
+    ),
+    "hybrid+time": RetrievalOptions(mode="hybrid", neighbour_lift=0.0),
+    "hybrid+time+nb": RetrievalOptions(mode="hybrid"),  # the default: neighbours lifted
 }
 
 
@@ -80,6 +90,20 @@ def turns(sample: dict[str, Any]) -> list[FactInput]:
     return facts
 
 
+def sessions(facts: list[FactInput], most: int = 64) -> list[list[FactInput]]:
+    """``facts`` (one conversation's turns, in order) as store requests: one per session,
+    a long session cut every ``most`` turns."""
+    requests: list[list[FactInput]] = []
+    last = None
+    for fact in facts:
+        session = fact.metadata["dia_id"].rpartition(":")[0]
+        if session != last or len(requests[-1]) >= most:
+            requests.append([])
+        requests[-1].append(fact)
+        last = session
+    return requests
+
+
 def neighbours(found: list[str], window: int) -> set[str]:
     """The dia_ids ``found`` and those up to ``window`` turns either side in their session."""
     near = set(found)
@@ -91,26 +115,28 @@ def neighbours(found: list[str], window: int) -> set[str]:
 
 
 class Tally:
-    def __init__(self) -> None:
+    def __init__(self, ks: tuple[int, ...] = KS) -> None:
+        self.ks = ks
         self.hits: dict[tuple[str, str, int], int] = defaultdict(int)
         self.questions: dict[str, int] = defaultdict(int)
         self.latencies: dict[str, list[float]] = defaultdict(list)
 
     def add(self, column: str, category: str, found: list[str], evidence: list[str]) -> None:
         for name in (category, "all"):
-            for k in KS:
+            for k in self.ks:
                 self.hits[column, name, k] += all(e in found[:k] for e in evidence)
 
     def table(self, columns: list[str]) -> str:
-        head = f"{'category':<12} {'n':>4}  " + "  ".join(f"{c:>16}" for c in columns)
-        rows = [head, f"{'':<12} {'':>4}  " + "  ".join(f"{'@5    @10':>16}" for _ in columns)]
+        width = 8 * len(self.ks)
+        head = f"{'category':<12} {'n':>4}  " + "  ".join(f"{c:>{width}}" for c in columns)
+        ats = "".join(f"{'@' + str(k):>8}" for k in self.ks)
+        rows = [head, f"{'':<12} {'':>4}  " + "  ".join(ats for _ in columns)]
         for name in [*CATEGORIES.values(), "all"]:
             n = self.questions[name]
             if not n:
                 continue
             cells = [
-                f"{self.hits[c, name, 5] / n:>7.3f} {self.hits[c, name, 10] / n:>8.3f}"
-                for c in columns
+                "".join(f"{self.hits[c, name, k] / n:>8.3f}" for k in self.ks) for c in columns
             ]
             rows.append(f"{name:<12} {n:>4}  " + "  ".join(cells))
         return "\n".join(rows)
@@ -165,45 +191,56 @@ async def evaluate(
     backend: EmbeddingBackend,
     window: int,
     rankings: dict[str, RetrievalOptions],
+    ks: tuple[int, ...] = KS,
 ) -> dict[str, list[list[str]]]:
     """Print the table; return each question's top k per column."""
-    tally = Tally()
+    tally = Tally(ks)
+    splits = {"tune": Tally(ks), "report": Tally(ks)}  # the conversations before TUNE, the rest
     ranked: dict[str, list[list[str]]] = defaultdict(list)  # what --dump writes
     async with fact_memory(url, tmp, backend) as memory:
-        for sample in data:
+        for number, sample in enumerate(data):
             collection, facts = f"locomo-{sample['sample_id']}", turns(sample)
             where = Scope("eval", collection)
-            for start in range(0, len(facts), 64):
+            for request in sessions(facts):
                 try:
-                    await memory.store(where, facts[start : start + 64])
+                    await memory.store(where, request, sequence=True)
                 except ReactMemError as exc:
                     sys.exit(f"store failed: {exc}")
+            tallies = (tally, splits["tune" if number < TUNE else "report"])
             for qa in sample["qa"]:
                 if not qa.get("evidence") or "answer" not in qa:
                     continue
                 category = CATEGORIES.get(qa["category"], str(qa["category"]))
-                tally.questions[category] += 1
-                tally.questions["all"] += 1
+                for one in tallies:
+                    one.questions[category] += 1
+                    one.questions["all"] += 1
                 for column, options in rankings.items():
                     started = time.perf_counter()
                     hits = await memory.retrieve(
-                        where, qa["question"], top_k=max(KS), retrieval=options
+                        where, qa["question"], top_k=max(ks), retrieval=options
                     )
                     tally.latencies[column].append(time.perf_counter() - started)
                     found = [f.metadata.get("dia_id", "") for f in hits]
                     ranked[column].append(found)
-                    tally.add(column, category, found, qa["evidence"])
+                    for one in tallies:
+                        one.add(column, category, found, qa["evidence"])
                     if column == "hybrid" and window:
-                        for k in KS:  # the k hits and their neighbours
+                        for k in ks:  # the k hits and their neighbours
                             near = neighbours(found[:k], window)
-                            for name in (category, "all"):
-                                tally.hits["hybrid+ctx", name, k] += all(
-                                    e in near for e in qa["evidence"]
-                                )
+                            for one in tallies:
+                                for name in (category, "all"):
+                                    one.hits["hybrid+ctx", name, k] += all(
+                                        e in near for e in qa["evidence"]
+                                    )
             print(f"  {collection}: {len(facts)} turns stored", flush=True)
     columns = [*rankings, *(["hybrid+ctx"] if window and "hybrid" in rankings else [])]
-    print(f"\n{tally.questions['all']} questions over {len(data)} conversations, recall@5 / @10")
+    at = " / ".join(f"@{k}" for k in ks)
+    print(f"\n{tally.questions['all']} questions over {len(data)} conversations, recall{at}")
     print(tally.table(columns))
+    for name, one in splits.items():
+        if one.questions["all"]:
+            print(f"\n{name} split: {one.questions['all']} questions")
+            print(one.table(columns))
     if window:
         print(f"(hybrid+ctx: the k hits and {window} turn(s) either side of each)")
     print("\nretrieval latency through the bus (ms):")
@@ -233,6 +270,12 @@ def main() -> None:
         help=f"columns, comma-separated (default: all of {', '.join(RANKINGS)})",
     )
     parser.add_argument(
+        "--ks",
+        default=",".join(map(str, KS)),
+        help="recall@k for these k (one retrieval of the largest: a hybrid search's candidates "
+        "grow with it, so its first 10 may differ from a top-10 search's)",
+    )
+    parser.add_argument(
         "--dump", type=Path, help="write each question's top k per column here (JSON)"
     )
     args = parser.parse_args()
@@ -249,7 +292,15 @@ def main() -> None:
         print(f"embedding backend: {args.backend}")
         rankings = {name: RANKINGS[name] for name in args.rankings.split(",")}
         ranked = asyncio.run(
-            evaluate(data, broker.url, Path(tmp), args.backend, args.window, rankings)
+            evaluate(
+                data,
+                broker.url,
+                Path(tmp),
+                args.backend,
+                args.window,
+                rankings,
+                tuple(int(k) for k in args.ks.split(",")),
+            )
         )
     if args.dump:
         args.dump.write_text(json.dumps(ranked))

@@ -29,6 +29,9 @@ def resolve(options: RetrievalOptions | None, default: Retrieval = DEFAULT_RETRI
                 dense if options.dense_weight is None else options.dense_weight,
                 terms if options.lexical_weight is None else options.lexical_weight,
             ),
+            neighbour_lift=(
+                default.neighbour_lift if options.neighbour_lift is None else options.neighbour_lift
+            ),
         )
     except ValueError as exc:
         raise BadRequest(f"retrieval: {exc}") from None

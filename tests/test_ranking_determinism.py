@@ -52,14 +52,17 @@ print(json.dumps(asyncio.run(rankings(Path(sys.argv[1])))))
 
 def records(count: int = 240) -> list[Record]:
     """Notes of two words from a small vocabulary (many equal BM25 scores) with vectors on
-    a coarse grid (many equal cosines): the fused lists are full of ties."""
+    a coarse grid (many equal cosines): the fused lists are full of ties, and lifted
+    neighbours make more."""
     rng = np.random.default_rng(7)
     out = []
     for n in range(count):
         text = " ".join(rng.choice(WORDS, size=2, replace=False))
         vector = rng.integers(0, 3, size=8).astype(float) + 0.01
         key = uuid.uuid5(uuid.NAMESPACE_OID, str(n))
-        out.append(Record(str(key), {**OWNER.payload(), "text": text}, vector.tolist()))
+        # three interleaved writes in order: neighbours lift each other (ties.lift)
+        place = {"thread": f"w{n % 3}", "seq": n // 3}
+        out.append(Record(str(key), {**OWNER.payload(), "text": text, **place}, vector.tolist()))
     return out
 
 

@@ -122,12 +122,16 @@ class FactMemory:
         request_id: str | None = None,
         *,
         evict: bool = False,
+        sequence: bool = False,
     ) -> tuple[list[StoredFact], list[str]]:
         """Add facts, or reinforce the existing ones they repeat; see :mod:`.ingest`. Return
-        what became of each, and the ids evicted to make room (``evict``; see :mod:`.quota`)."""
+        what became of each, and the ids evicted to make room (``evict``; see :mod:`.quota`).
+        ``sequence``: the facts are consecutive turns, in order (neighbours in search)."""
         prepared = await ingest.prepare(self.ctx, scope, facts)  # outside the lock
         async with self._write_lock:
-            return await ingest.store(self.ctx, scope, prepared, request_id, evict=evict)
+            return await ingest.store(
+                self.ctx, scope, prepared, request_id, evict=evict, sequence=sequence
+            )
 
     async def update(
         self, scope: Scope, id: str | None, fact: FactInput | None, request_id: str | None = None

@@ -7,11 +7,17 @@ a fact only when :mod:`memory_services.dedup_guard` agrees that the texts state 
 thing; the fact then keeps the new wording among its ``aliases``. Redelivery is harmless:
 ids are derived from scope and content, and a record remembers the last request that
 reinforced it.
+
+A request marked ``sequence`` (consecutive turns of a conversation, in order) is stored as
+one: each new record keeps the request's ``thread`` and its place in it (``seq``), so a
+search lifts the neighbours of its hits (:mod:`memory_services.store.ties`). Facts stored
+together without it are unrelated as far as ranking goes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +39,8 @@ class _Item:
     normalised: str
     id: str
     fact: FactInput
+    #: Its place among the request's facts.
+    seq: int = 0
 
 
 @dataclass
@@ -50,7 +58,8 @@ class _Batch:
         self.new_vectors.append(np.asarray(record.vector, dtype=np.float32))
 
 
-def _item(ctx: FactContext, scope: Scope, fact: FactInput, where: str) -> _Item:
+def _item(ctx: FactContext, scope: Scope, fact: FactInput, seq: int) -> _Item:
+    where = f"facts[{seq}]"
     content = ctx.content(fact.content, f"{where}.content")
     ctx.metadata(fact.metadata, f"{where}.metadata")
     normalised = rec.normalise(content)
@@ -58,7 +67,7 @@ def _item(ctx: FactContext, scope: Scope, fact: FactInput, where: str) -> _Item:
         raise BadRequest(f"{where}.content has no words", type="bad-content")
     fact_ids(fact.updates, 16, f"{where}.updates")  # checked before anything is written
     fact_ids(fact.contradicts, 16, f"{where}.contradicts")
-    return _Item(content, normalised, rec.fact_id(scope, normalised), fact)
+    return _Item(content, normalised, rec.fact_id(scope, normalised), fact, seq)
 
 
 @dataclass(frozen=True)
@@ -79,7 +88,7 @@ async def prepare(ctx: FactContext, scope: Scope, facts: list[FactInput]) -> Pre
     if len(facts) > ctx.policy.max_batch:
         raise BadRequest(f"facts: {len(facts)} in one request; at most {ctx.policy.max_batch}")
     owner = rec.identity(scope)
-    items = [_item(ctx, owner, fact, f"facts[{n}]") for n, fact in enumerate(facts)]
+    items = [_item(ctx, owner, fact, n) for n, fact in enumerate(facts)]
     texts = list(dict.fromkeys(item.content for item in items))
     return Prepared(items, dict(zip(texts, await ctx.embed(texts), strict=True)))
 
@@ -91,9 +100,11 @@ async def store(
     request_id: str | None,
     *,
     evict: bool = False,
+    sequence: bool = False,
 ) -> tuple[list[StoredFact], list[str]]:
     """What became of each fact, and the ids evicted to make room (``evict``; see
-    :mod:`.quota`). Run under the service's write lock."""
+    :mod:`.quota`); with ``sequence``, new records keep their place in the request. Run
+    under the service's write lock."""
     policy = ctx.policy
     owner = rec.identity(scope)
     items = prepared.items
@@ -104,6 +115,8 @@ async def store(
     vectors = {item.content: prepared.vectors[item.content] for item in fresh}
     stored = await _stored_near_duplicates(ctx, owner, vectors, now)
     batch = _Batch(payloads={i: dict(p) for i, p in live.items()})
+    #: The request's sequence (a redelivery keeps it); a lone fact has no neighbours.
+    thread = (request_id or uuid.uuid4().hex) if sequence and len(items) > 1 else None
     results = []
     for item in items:
         # Each fact's planning is CPU work on the event loop (near-duplicate reading):
@@ -131,6 +144,8 @@ async def store(
             match = _near_duplicate(ctx, batch, item.content, vector, stored[item.content])
             if match is None:
                 payload = _new(ctx, owner, item, now, expires_at, request_id, scope)
+                if thread is not None:
+                    payload |= {"thread": thread, "seq": item.seq}
                 batch.payloads[item.id] = payload
                 batch.add(Record(item.id, payload, vector))
                 results.append(StoredFact(id=item.id, status="added"))

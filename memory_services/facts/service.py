@@ -149,7 +149,9 @@ class FactMemoryProcessor(MemoryProcessor[FactMemorySettings, FactMemory]):
     ) -> FactResponse:
         match op:
             case "store":
-                stored, evicted = await memory.store(scope, r.facts, request_id, evict=r.evict)
+                stored, evicted = await memory.store(
+                    scope, r.facts, request_id, evict=r.evict, sequence=r.sequence
+                )
                 if evicted:
                     self._evictions.inc(len(evicted))
                     logger.info("%s: evicted %s at the user quota", self.id, ", ".join(evicted))

@@ -136,13 +136,16 @@ class Retrieval:
     ``min_score`` (a cosine) bounds the dense side only; lexical scores are BM25 sums.
     ``weights`` (dense, lexical) weigh RRF's ranks; DBSF normalises scores and has none.
     ``depth`` is how many candidates each prefetch brings (0: four times the limit, at
-    least 20)."""
+    least 20). ``neighbour_lift``: among a hybrid search's candidates, records stored next to
+    each other (the same ``thread``, ``seq`` one apart: see :mod:`.ties`) add this share of
+    each other's fused score (0: off); records without those keys are left as they are."""
 
     mode: Mode = "hybrid"
     fusion: FusionKind = "rrf"
     weights: tuple[float, float] = (1.0, 1.0)
     rrf_k: int = 5
     depth: int = 0
+    neighbour_lift: float = 0.25
 
     def __post_init__(self) -> None:
         if self.mode not in ("dense", "lexical", "hybrid"):
@@ -155,6 +158,8 @@ class Retrieval:
             raise ValueError("at least one weight must be positive")
         if self.rrf_k < 1 or not 0 <= self.depth <= 1000:
             raise ValueError("rrf_k must be positive and depth within [0, 1000]")
+        if not 0 <= self.neighbour_lift <= 1:
+            raise ValueError("neighbour_lift must be within [0, 1]")
 
     def candidates(self, limit: int) -> int:
         return self.depth or max(4 * limit, 20)

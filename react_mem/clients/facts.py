@@ -26,12 +26,24 @@ class FactClient(ConsolidatingClient[FactRequest, FactResponse]):
     service = FACT_MEMORY
 
     async def store(
-        self, scope: Scope, facts: Sequence[FactInput], *, evict: bool = False
+        self,
+        scope: Scope,
+        facts: Sequence[FactInput],
+        *,
+        evict: bool = False,
+        sequence: bool = False,
     ) -> FactResponse:
-        """``stored`` (each fact's id and status) and ``evicted`` (ids, with ``evict``)."""
-        return await self.call(
-            build(FactRequest, operation="store", facts=list(facts), evict=evict, **owner(scope))
+        """``stored`` (each fact's id and status) and ``evicted`` (ids, with ``evict``);
+        ``sequence``: the facts are consecutive turns, in order (neighbours in search)."""
+        request = build(
+            FactRequest,
+            operation="store",
+            facts=list(facts),
+            evict=evict,
+            sequence=sequence,
+            **owner(scope),
         )
+        return await self.call(request)
 
     async def update(self, scope: Scope, fact_id: str, fact: FactInput) -> StoredFact:
         response = await self.call(

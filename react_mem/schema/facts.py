@@ -212,6 +212,10 @@ class FactRequest(WireModel):
     #: refuse (never a fact more important than the most important one stored; never at
     #: the collection's quota). See :mod:`memory_services.facts.quota`.
     evict: bool = False
+    #: store: the facts are consecutive parts of one conversation or text, in order (the
+    #: turns of a session): each keeps its place, and a hybrid search lifts the neighbours of
+    #: its hits (see :mod:`memory_services.store.ties`).
+    sequence: bool = False
 
 
 class FactResponse(WireModel):

@@ -23,3 +23,6 @@ class RetrievalOptions(WireModel):
     #: rrf: how much each side's ranks count (DBSF normalises scores and has no weights).
     dense_weight: float | None = Field(default=None, ge=0.0, le=100.0)
     lexical_weight: float | None = Field(default=None, ge=0.0, le=100.0)
+    #: hybrid: the share of a hit's fused score its neighbours (stored next to it in one
+    #: write) gain (default 0.25; 0: off).
+    neighbour_lift: float | None = Field(default=None, ge=0.0, le=1.0)
