@@ -237,7 +237,7 @@ async def run(
                 fact = await _judged(
                     memory, where, FactInput(content=text, valid_at=epoch(year)), mode, result
                 )
-                [stored] = await memory.store(where, [fact])
+                [stored] = (await memory.store(where, [fact])).stored
                 if text in others:
                     kept_ids.append(stored.id)
             found, _ = await memory.get(where, kept_ids)
