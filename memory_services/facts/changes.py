@@ -38,10 +38,22 @@ class Outcome:
 
 
 def slot_of(content: str) -> dict[str, Any]:
-    """The payload key a fact with ``content`` gets (``""`` if no rule reads it: present, so
-    the sweep that fills it in for older facts passes over it)."""
+    """The payload keys a fact with ``content`` gets: ``slot`` (``""`` if no rule reads it:
+    present, so the sweep that fills it in for older facts passes over it) and the version of
+    the rules that read it (``slot_rules``: a fact an older version could not read is read
+    again by the sweep, :func:`reread`)."""
     slot = slots.read(content)
-    return {"slot": "" if slot is None else slot.key}
+    return {"slot": "" if slot is None else slot.key, "slot_rules": slots.RULES_VERSION}
+
+
+def reread(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """What the sweep writes on a fact that older rules could not read."""
+    return slot_of(str(payload.get("content", "")))
+
+
+#: The facts :func:`reread` is for (with no ``slot_rules``): read by no rule, of an older
+#: version.
+UNREAD = Condition(key="slot", equals="")
 
 
 def when(payload: Mapping[str, Any]) -> float:
