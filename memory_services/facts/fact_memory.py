@@ -341,16 +341,17 @@ class FactMemory:
             retrieval=retrieval,
             boost=boost,
         )
-        if key is not None:  # the facts filling the asked slot are its answer: first, the
-            # latest first (two pets are both current; the newer is what "now" asks about)
-            hits = sorted(hits, key=lambda hit: _slot_order(hit.payload, key))
+        past = None if query is None or not time_boost else asof.asked(query, now)
+        if key is not None:  # the facts filling the asked slot are its answer: first; about
+            # the present, the latest first (two pets are both current: "now" is the newer)
+            hits = sorted(hits, key=lambda hit: _slot_order(hit.payload, key, past is None))
         facts = []
         for hit in hits:
             seen = self._access.seen(owner_of(hit.payload), hit.id, hit.payload, now)
             facts.append(rec.to_fact(hit.id, {**hit.payload, **seen}, hit.score))
         for owner in {owner_of(hit.payload) for hit in hits}:  # their access counts moved
             self.sort_keys.changed(owner)
-        if query is not None and time_boost and (past := asof.asked(query, now)):
+        if query is not None and past:
             earlier = await ctx.search(
                 scope,
                 probe,
@@ -396,7 +397,8 @@ class FactMemory:
         return [rec.to_fact(r.id, r.payload) for r in page], next_cursor
 
 
-def _slot_order(payload: Mapping[str, Any], key: str) -> tuple[bool, float]:
-    """Facts of slot ``key`` first, the one valid latest first; the others as ranked."""
+def _slot_order(payload: Mapping[str, Any], key: str, latest: bool) -> tuple[bool, float]:
+    """Facts of slot ``key`` first (with ``latest``, the one valid latest first); the others
+    as ranked."""
     filling = payload.get("slot") == key
-    return (not filling, -changes.when(payload) if filling else 0.0)
+    return (not filling, -changes.when(payload) if filling and latest else 0.0)
