@@ -4,9 +4,10 @@
   against.
 - ``heldout``: written apart, looked at after its first runs (its misses guided the second
   version of the rules): a tuning set now, not a blind one.
-- ``heldout2`` and ``fresh``: written together before the second version of the rules and
-  never looked at one by one while the rules were changed (only their totals were run, once
-  before and once after): the blind figures. ``fresh`` confirms what ``heldout2`` shows.
+- ``heldout2`` and ``fresh``: written together before the second version of the rules, run
+  once before and once after it (the blind figures); then ``heldout2``'s misses were looked
+  at (a tuning set since), ``fresh``'s were not.
+- ``fresh2``: written after that blind run and before anything was changed on it: blind.
 
 Per attribute: the first statement's templates and an update's; ``{v}`` is the value. An
 allergy's values alternate: allergic (``{v}`` the allergen, ``yes``) and no longer (``no``).
@@ -192,6 +193,55 @@ TEMPLATES: dict[str, dict[str, Forms]] = {
             ],
         },
     },
+    "fresh2": {
+        "city": {
+            "first": [
+                "The user lives in {v}.", "I'm from {v} and live there.", "I rent a flat in {v}.",
+            ],
+            "update": [
+                "The user moved to {v} recently.", "We relocated to {v} this spring.",
+                "I now live in {v}.", "I'm settling into my new place in {v}.",
+                "My address changed, I live in {v} now.", "After the move I'm in {v}.",
+            ],
+        },
+        "employer": {
+            "first": ["The user works at {v}.", "I'm on the payroll at {v}.", "I work at {v}."],
+            "update": [
+                "The user joined {v} this year.", "I quit and went to {v}.",
+                "I've been at {v} since the summer.", "My job is now at {v}.",
+                "Just signed with {v}.", "I work for {v} nowadays.",
+            ],
+        },
+        "diet": {
+            "first": ["The user is {v}.", "I'm a {v}.", "I stick to a {v} diet."],
+            "update": [
+                "The user went {v}.", "I've become {v}.", "I switched to {v}.",
+                "I'm eating {v} now.", "Recently I started a {v} diet.",
+            ],
+        },
+        "allergy": {
+            "first": ["The user is allergic to {v}.", "I react badly to {v}, I'm allergic."],
+            "yes": ["The user's {v} allergy returned.", "I'm allergic to {v} once more."],
+            "no": [
+                "The user no longer has a {v} allergy.", "I'm not allergic to {v} now.",
+                "{v} don't affect me anymore.",
+            ],
+        },
+        "pet": {
+            "first": ["The user has a {v}.", "I take care of my {v}."],
+            "update": [
+                "The user adopted a {v}.", "We now have a {v}.", "I got a {v} this year.",
+                "My current pet is a {v}.",
+            ],
+        },
+        "partner": {
+            "first": ["The user's partner is {v}.", "I live with my partner {v}.", "I date {v}."],
+            "update": [
+                "The user is now with {v}.", "I'm engaged to {v}.", "My fiancée is {v}.",
+                "{v} and I are together now.", "I found a new partner, {v}.",
+            ],
+        },
+    },
 }  # fmt: skip
 
 #: ``{c}`` a city, ``{e}`` an employer, ``{d}`` a diet, ``{p}`` a pet, ``{a}`` an allergen,
@@ -227,6 +277,16 @@ DISTRACTORS: dict[str, list[str]] = {
     ],
 }
 DISTRACTORS["heldout"] = DISTRACTORS["dev"]
+DISTRACTORS["fresh2"] = [
+    "The user's brother lives in {c}.",
+    "My dad moved to {c} now.",
+    "My wife's friend works at {e}.",
+    "My daughter went {d}.",
+    "Our neighbours got a {p}.",
+    "My aunt is allergic to {a}.",
+    "I like cooking pasta.",
+    "My sister is engaged to {n}.",
+]
 
 QUESTIONS = {
     "city": ("Where do I live?", "Where did I live in {y}?"),
