@@ -41,6 +41,7 @@ def at(year: int) -> float:
         ("I have a job at Acme.", "I was hired by Hooli."),
         ("I'm working for Initech.", "Started a new job at Stark."),
         ("I'm a designer at Wayne.", "I accepted an offer from Soylent."),
+        ("I work at Acme.", "I changed jobs, I'm at Globex now."),
         ("I eat a vegan diet.", "I've gone vegetarian."),
         ("I'm on a keto diet.", "I turned pescatarian last year."),
         ("I have an allergy to pollen.", "My pollen allergy went away."),

@@ -175,6 +175,8 @@ _INVERTED = re.compile(
 _HOME_INVERTED = re.compile(r"^(?P<v>[a-z][a-z' -]*?) is (?:my |our )?home$")
 #: "I packed up and moved to Oslo": the second verb read with the first one's subject.
 _COORDINATED = re.compile(r"^(?P<s>i|we|the user) [a-z ,']+? and (?P<rest>[a-z].*)$")
+_AT_WORK = re.compile(r"\b(?:jobs?|employers?|work|career)\b")
+_AT = re.compile(r"^(i|we|the user) (?:am|is|are) at ")
 #: Where a value ends: what follows is circumstance, not the value.
 _VALUE_END = re.compile(
     r"\s*(?:,|;|\bwith\b|\bsince\b|\bfor\b|\bbecause\b|\bbut\b|\bas of\b|\bfrom\b|"
@@ -254,8 +256,11 @@ def _readings(text: str) -> list[str]:
         readings.append(f"home is {m['v']}")
     if m := _COORDINATED.match(text):
         readings.append(f"{m['s']} {m['rest']}")
-    if ", " in text:  # "I changed jobs, I'm at X now": the clause that says the value
-        readings += list(reversed(text.split(", ")[1:]))
+    if ", " in text:  # "I moved, I live in X now": the clause that says the value
+        clauses = list(reversed(text.split(", ")[1:]))
+        if _AT_WORK.search(text):  # "I changed jobs, I'm at X": at X is where one works
+            clauses = [_AT.sub(r"\1 work at ", clause) for clause in clauses]
+        readings += clauses
     return readings
 
 
