@@ -291,7 +291,7 @@ def _llm(path: str) -> tuple[Any, JsonLLM]:
     from react_mem.schema.llm import TextCompletionRequest, TextCompletionResponse
 
     model = packaged_model() if path == "packaged" else Path(path)
-    backend = LlamaCppBackend(LlamaCppSettings.load({"model_path": model}))
+    backend = LlamaCppBackend(LlamaCppSettings.load({"id": "chains-judge", "model_path": model}))
 
     async def complete(request: TextCompletionRequest, timeout: float) -> TextCompletionResponse:
         prompt = Prompt(
@@ -312,13 +312,18 @@ async def measure(
     url: str,
     tmp: Path,
     llm: str | None,
+    names: Sequence[str],
 ) -> dict[str, Result]:
-    modes = [Mode("off", False), Mode("rule", True)]
-    backend = None
-    if llm is not None:
-        backend, judge = _llm(llm)
+    backend, judge = _llm(llm) if llm is not None else (None, None)
+    if backend is not None:
         await backend.start()
-        modes += [Mode("llm", False, judge), Mode("rule+llm", True, judge)]
+    known = {
+        "off": Mode("off", False),
+        "rule": Mode("rule", True),
+        "llm": Mode("llm", False, judge),
+        "rule+llm": Mode("rule+llm", True, judge),
+    }
+    modes = [known[name] for name in names]
     try:
         return {m.name: await run(chains, distractors, url, tmp, m) for m in modes}
     finally:
@@ -332,6 +337,12 @@ def main() -> None:
     parser.add_argument("--templates", choices=sorted(TEMPLATES), default="heldout2")
     parser.add_argument("--seed", type=int, default=2)
     parser.add_argument("--llm", help="also judge with this GGUF model ('packaged': SmolLM2)")
+    parser.add_argument(
+        "--modes",
+        default=None,
+        help="comma-separated, of off, rule, llm, rule+llm (default: "
+        "off,rule; with --llm all four)",
+    )
     parser.add_argument("--write", type=Path, help="also write the generated chains here (JSON)")
     args = parser.parse_args()
     chains, distractors = generate(args.users, args.templates, args.seed)
@@ -343,10 +354,13 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="chains-") as tmp,
         EmbeddedBroker(Path(tmp) / "broker") as broker,
     ):
-        results = asyncio.run(measure(chains, distractors, broker.url, Path(tmp), args.llm))
+        names = (args.modes or ("off,rule,llm,rule+llm" if args.llm else "off,rule")).split(",")
+        if args.llm is None and {"llm", "rule+llm"} & set(names):
+            parser.error("the llm modes need --llm")
+        results = asyncio.run(measure(chains, distractors, broker.url, Path(tmp), args.llm, names))
     print(
         f"{len(chains)} chains ({args.users} users, templates {args.templates}, seed {args.seed}); "
-        f"top {TOP_K}; off: supersede_by_rule false, rule: true"
+        f"top {TOP_K}; off: supersede_by_rule false, rule: true; llm: the learner's judgement"
     )
     print(table(results))
     sys.stdout.flush()
