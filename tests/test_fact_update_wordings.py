@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from memory_services.facts.slots import read, replaces
@@ -76,6 +78,28 @@ def test_other_peoples_news_and_values_that_hold_together_are_apart(
     old, new = read(earlier), read(later)
     assert old is not None
     assert (None if new is None else replaces(new, old)) is updates
+
+
+OTHERS = ["my sister", "my colleague Sam", "my friend Lea", "my dad", "our neighbour", "Sam", "she"]
+NEWS = [
+    "just moved to {v}", "lives in {v} now", "has relocated to {v}", "got a job at {v}",
+    "works for {v} these days", "was hired by {v}", "has gone vegan", "is allergic to {v}",
+    "outgrew the {v} allergy", "adopted a dog named {v}", "is dating {v}", "married {v}",
+    "is now based in {v}", "is engaged to {v}",
+]  # fmt: skip
+
+
+@given(
+    who=st.sampled_from(OTHERS),
+    news=st.sampled_from(NEWS),
+    value=st.sampled_from(["Porto", "Acme", "Anna", "peanuts"]),
+    cue=st.sampled_from(["", "These days, ", "So "]),
+)
+def test_other_peoples_news_never_fills_a_slot_of_the_users(
+    who: str, news: str, value: str, cue: str
+) -> None:
+    slot = read(f"{cue}{who} {news.format(v=value)}.")
+    assert slot is None or slot.subject != "self"
 
 
 @pytest.mark.parametrize(
