@@ -187,3 +187,21 @@ async def test_facts_older_rules_could_not_read_are_read_again(
         new.clock.now += 60
         [moved] = (await new.ok("store", facts=[FactInput(content="I moved to Oslo.")])).stored
         assert moved.superseded == [madrid]
+
+
+@pytest.mark.broker
+async def test_a_judged_update_of_a_fact_the_rules_read_as_another_thing_is_not_applied(
+    facts: FactService,
+) -> None:
+    [berlin, acme, peanuts] = await facts.store(
+        "I live in Berlin.", "I work at Acme.", "I am allergic to peanuts."
+    )
+    facts.clock.now += 60
+    # A small model's word: the move "updates" the job and "contradicts" the allergy.
+    moved = FactInput(content="I moved to Oslo.", updates=[acme], contradicts=[peanuts])
+    [stored] = (await facts.ok("store", facts=[moved])).stored
+    assert stored.superseded == [berlin]  # the rule's own reading still applies
+    assert not stored.conflicts_with
+    for id in (acme, peanuts):
+        fact = await facts.one(id)
+        assert fact.superseded_by is None and not fact.conflicts_with
