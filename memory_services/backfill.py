@@ -23,9 +23,11 @@ async def fill_missing(
     value_of: Callable[[Mapping[str, Any]], Any],
     *,
     where: Sequence[Condition] = (),
+    fields: Callable[[Any], Mapping[str, Any]] | None = None,
 ) -> int:
     """Set ``key`` to ``value_of(payload)`` on the records of ``scopes`` matching ``where``
-    that have no ``key``; return how many were filled."""
+    that have no ``key`` (or write ``fields(value)``, which must set ``key``); return how
+    many were filled."""
     filled = 0
     missing = [*where, Condition(key, missing=True)]
     for scope in scopes:
@@ -38,7 +40,8 @@ async def fill_missing(
             for record in page:
                 by_value.setdefault(value_of(record.payload), []).append(record.id)
             for value, ids in by_value.items():
-                await store.set_payload(collection, ids, {key: value}, scope=scope)
+                written = {key: value} if fields is None else fields(value)
+                await store.set_payload(collection, ids, written, scope=scope)
             filled += len(page)
             if offset is None:
                 break

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from memory_services import when
 from memory_services.backfill import fill_missing
@@ -200,6 +201,16 @@ class FactMemory:
                 "slot",
                 lambda payload: changes.slot_of(str(payload.get("content", "")))["slot"],
             )
+            # Facts older rules could not read: read again by these.
+            slotted += await fill_missing(
+                self.ctx.store,
+                self.ctx.collection,
+                scopes,
+                "slot_rules",
+                lambda payload: tuple(sorted(changes.reread(payload).items())),
+                where=[changes.UNREAD],
+                fields=lambda value: dict(value),
+            )
             self._flags_filled = True
             if filled:
                 logger.info("facts: %d stored before the tells_time flag now have it", filled)
@@ -334,15 +345,17 @@ class FactMemory:
             retrieval=retrieval,
             boost=boost,
         )
-        if key is not None:  # the facts filling the asked slot are its answer: first
-            hits = sorted(hits, key=lambda hit: hit.payload.get("slot") != key)
+        past = None if query is None or not time_boost else asof.asked(query, now)
+        if key is not None:  # the facts filling the asked slot are its answer: first; about
+            # the present, the latest first (two pets are both current: "now" is the newer)
+            hits = sorted(hits, key=lambda hit: _slot_order(hit.payload, key, past is None))
         facts = []
         for hit in hits:
             seen = self._access.seen(owner_of(hit.payload), hit.id, hit.payload, now)
             facts.append(rec.to_fact(hit.id, {**hit.payload, **seen}, hit.score))
         for owner in {owner_of(hit.payload) for hit in hits}:  # their access counts moved
             self.sort_keys.changed(owner)
-        if query is not None and time_boost and (past := asof.asked(query, now)):
+        if query is not None and past:
             earlier = await ctx.search(
                 scope,
                 probe,
@@ -386,3 +399,10 @@ class FactMemory:
             [cursor] = fact_ids([cursor], 1, "cursor")
         page, next_cursor = await ctx.scroll(scope, rec.live(ctx.clock()), limit, cursor)
         return [rec.to_fact(r.id, r.payload) for r in page], next_cursor
+
+
+def _slot_order(payload: Mapping[str, Any], key: str, latest: bool) -> tuple[bool, float]:
+    """Facts of slot ``key`` first (with ``latest``, the one valid latest first); the others
+    as ranked."""
+    filling = payload.get("slot") == key
+    return (not filling, -changes.when(payload) if filling and latest else 0.0)

@@ -32,6 +32,7 @@ INDEXES = {
     "valid_at": FieldType.FLOAT,
     "tells_time": FieldType.BOOL,
     "slot": FieldType.KEYWORD,
+    "slot_rules": FieldType.INTEGER,
     "valid_until": FieldType.FLOAT,
 }
 

@@ -7,8 +7,12 @@ holds most (where one lives, works, what one eats or is allergic to, partner, pe
 "my X is Y", favourites), in first or third person; a fact they do not read has no slot and
 is never superseded by rule (an LLM may still say it is: the learner asks one). Past and
 habitual statements ("I used to live in Rome", "I lived in Rome in 2019") fill no slot: they
-describe history, not the current value. Measured on generated update chains
-(``benchmarks/update_chains.py``).
+describe history, not the current value. Before the rules, the wording is folded (tense
+and aspect, a dropped "I", cues such as "these days" set aside), and read as told, the other
+way round ("Lisbon is my home") and by its last verb or clause. Only a one-word subject
+is read, so other people's news ("my sister just moved to Paris") fills none of the user's
+slots. Measured on generated update chains in five wording splits, three of them blind
+(``benchmarks/update_chains.py``, ``docs/memory-updates.md``).
 """
 
 from __future__ import annotations
@@ -16,91 +20,187 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+#: The rules' version, kept with each fact they read (``slot_rules``): a fact that an
+#: older version could not read is read again when a service opens the store. 1: the first
+#: rules; 2: tense and aspect folded, subject-less and inverted wordings, more verbs.
+RULES_VERSION = 2
+
 #: Attributes that may hold several values at once (two pets): only a fact with an update
 #: cue ("now", "any more", ...) replaces another value there.
 MULTI = frozenset({"pet"})
 
 #: Words that say a value changed; removed before the rules read the text.
 _CUES = re.compile(
-    r"\b(now|currently|nowadays|these days|recently|since then|again|instead|"
-    r"any ?more|at the moment|at present|as of (?:today|now))\b"
+    r"\b(now|currently|current|nowadays|these days|recently|lately|just|since then|again|"
+    r"instead|any ?more|at the moment|at present|as of (?:today|now)|this (?:year|month|week)|"
+    r"last (?:year|month|week))\b"
 )
-_CHANGE_VERBS = re.compile(r"\b(moved|relocated|switched|changed|joined|started|became|new)\b")
+#: Verbs that say a value changed: a cue, and a past tense that is no history ("I joined").
+_CHANGE_VERBS = re.compile(
+    r"\b(moved|relocated|switched|changed|joined|started|became|new|hired)\b"
+)
+_MORE_CUES = re.compile(
+    r"\b(become|settled|turned|gone|went|adopted|married|engaged|outgrew|developed|back)\b"
+)
 _PAST = re.compile(r"\b(used to|previously|formerly|back then|once|lived|worked|was|were|had)\b")
 #: Negations, folded into one flag: "don't live" reads as "live", negative.
 _NEGATIONS = [
-    (re.compile(r"\b(?:do|does|did)(?:n't| not)\s+"), ""),
-    (re.compile(r"\b(am|is|are)(?:n't| not)\b"), r"\1"),
-    (re.compile(r"\b(?:i'm|i am) not\b"), "i am"),
+    (re.compile(r"\b(?:do|does|did) not\s+"), ""),
+    (re.compile(r"\b(am|is|are) not\b"), r"\1"),
     (re.compile(r"\bno longer\s+"), ""),
     (re.compile(r"\bnot\s+"), ""),
 ]
-_SUBJECT = r"(?P<s>i|the user|user|[a-z][a-z-]+)"
-_POSSESSOR = r"(?P<s>my|the user's|user's|[a-z][a-z-]+'s)"
+#: Forms folded into one before the rules: the tense and aspect of a present state ("I've
+#: been living", "I'm living": "i live"), auxiliaries before a change verb ("I have moved"),
+#: and a leading filler or a dropped "I" ("Just settled in Oslo", "Now living in Oslo").
+_FOLDS = [
+    (re.compile(r"^(?:so|well|oh|also|and|but|yes|ok|okay),? "), ""),
+    (re.compile(r"\b(a|my|our|the user's) new\b"), r"\1"),
+    (re.compile(r"\b(i|we|you|they) have got\b"), r"\1 have"),
+    (re.compile(r"\bhas got\b"), "has"),
+    (re.compile(r"\b(?:have|has|am|is|are) been (living|residing|working|staying)\b"), r"\1"),
+    (re.compile(r"\b(?:am|is|are) (living|residing|working)\b"), r"\1"),
+    (re.compile(r"\b(i|we) have been\b"), r"\1 am"),
+    (re.compile(r"\b(?:has|have) been\b"), "is"),
+    (re.compile(r"\b(?:have|has) (moved|relocated|settled|joined|gone|become|switched|started|"
+                r"adopted|married|outgrown|developed|turned|decided|accepted|changed)\b"), r"\1"),
+    (re.compile(r"\bliving\b"), "live"),
+    (re.compile(r"\bresiding\b"), "reside"),
+    (re.compile(r"\bworking\b"), "work"),
+    (re.compile(r"^(?=(?:moved|relocated|settled|live|reside|work|joined|started|took|got|"
+                r"switched|went|became|adopted|married|accepted) )"), "i "),
+    (re.compile(r"^(?=(?:dating|seeing|engaged|based|allergic) )"), "i am "),
+]  # fmt: skip
+_SUBJECT = r"(?P<s>i|we|the user|user|[a-z][a-z-]+)"
+_POSSESSOR = r"(?P<s>my|our|the user's|user's|[a-z][a-z-]+'s)"
 _BE = r"(?:'m|am|is|'s|are)"
 _PETS = "dog|cat|puppy|kitten|parrot|rabbit|hamster|fish|turtle|horse|snake|bird|guinea pig"
 _PARTNERS = "partner|wife|husband|girlfriend|boyfriend|spouse|fiance|fiancee|fiancé|fiancée"
-_COUPLED = "dating|seeing|married to|engaged to"
+_COUPLED = "dating|seeing|married to|engaged to|in a relationship with|going out with"
 _KIND = "[a-z]+(?: [a-z]+)?"
 _DIETS = (
     "vegetarian|vegan|pescatarian|carnivore|omnivore|flexitarian|keto|paleo|"
     "gluten-free|lactose-free|dairy-free|halal|kosher"
 )
+_BECOME = "went|gone|go|turned|became|become|switched to being|switched to|decided to go"
+_HOMES = "home|city|hometown|town|place|base"
+_EMPLOYERS = "employer|company|workplace|firm"
+_JOB_AT = r"(?:a (?:new )?job|work|working|a (?:new )?position|a (?:new )?role)"
+_ENDED = "is gone|has gone|went away|is over|ended|disappeared|cleared up"
 #: "My X is Y" with one Y at a time ("my sister is ..." may name another sister: not here).
 _SINGLE = (
     "phone number|phone|mobile number|email address|email|address|age|birthday|car|username|"
     "nickname|job title|title|role|salary|team|manager|boss|doctor|dentist|school|university|"
     "major|gym|bank|time ?zone|religion|landlord|zip code|postcode"
 )
-#: (attribute, pattern): the first that matches wins; ``v`` is the value, ``a`` a part of
-#: the attribute (the allergen, the favourite's kind).
-_RULES: list[tuple[str, re.Pattern[str]]] = [
-    (r"allergy:{a}", re.compile(rf"^{_SUBJECT} {_BE} allergic to (?P<a>.+)$")),
-    (r"allergy:{a}", re.compile(rf"^{_SUBJECT} (?:has|have) an? (?P<a>.+?) allergy$")),
-    ("residence", re.compile(rf"^{_SUBJECT} (?:live|lives|living) in (?P<v>.+)$")),
-    ("residence", re.compile(rf"^{_SUBJECT} (?:{_BE} )?(?:moved|relocated) to (?P<v>.+)$")),
-    ("residence", re.compile(rf"^{_SUBJECT} {_BE} based in (?P<v>.+)$")),
-    ("residence", re.compile(rf"^{_POSSESSOR} (?:home|city|hometown) is (?:in )?(?P<v>.+)$")),
-    ("employer", re.compile(rf"^{_SUBJECT} (?:work|works|working) (?:at|for) (?P<v>.+)$")),
-    ("employer", re.compile(rf"^{_SUBJECT} {_BE} employed (?:at|by) (?P<v>.+)$")),
-    ("employer", re.compile(rf"^{_SUBJECT} (?:joined|started (?:working )?at) (?P<v>.+)$")),
-    ("employer", re.compile(rf"^{_POSSESSOR} (?:employer|company) is (?P<v>.+)$")),
-    ("job", re.compile(rf"^{_SUBJECT} (?:work|works|working) as an? (?P<v>.+)$")),
-    ("job", re.compile(rf"^{_POSSESSOR} (?:job|occupation|profession) is (?:an? )?(?P<v>.+)$")),
-    ("diet", re.compile(rf"^{_SUBJECT} {_BE} (?:an? )?(?:strict )?(?P<v>{_DIETS})\b.*$")),
-    ("diet", re.compile(rf"^{_SUBJECT} (?:follow|follows|eat|eats|on) an? (?P<v>.+?) diet$")),
-    ("diet", re.compile(rf"^{_SUBJECT} (?:switched|changed|moved) to an? (?P<v>.+?) diet$")),
-    ("diet", re.compile(rf"^{_POSSESSOR} diet is (?:an? )?(?P<v>.+?)(?: diet)?$")),
-    ("eats:{a}", re.compile(rf"^{_SUBJECT} (?:eat|eats) (?P<a>meat|fish|dairy|eggs|pork|beef)$")),
-    ("partner", re.compile(rf"^{_POSSESSOR} (?:{_PARTNERS}) is (?P<v>.+)$")),
-    ("partner", re.compile(rf"^{_SUBJECT} {_BE} (?:{_COUPLED}) (?P<v>.+)$")),
-    ("partner", re.compile(rf"^{_SUBJECT} {_BE} (?P<v>single)$")),
-    ("pet", re.compile(rf"^{_SUBJECT} (?:has|have|got|adopted) an? (?P<v>(?:{_PETS})\b.*)$")),
-    ("pet", re.compile(rf"^{_POSSESSOR} pet is (?:an? )?(?P<v>.+)$")),
-    ("name", re.compile(rf"^{_POSSESSOR} name is (?P<v>.+)$")),
-    ("name", re.compile(r"^(?P<s>i) (?:am|'m) called (?P<v>.+)$")),
-    ("favourite:{a}", re.compile(rf"^{_POSSESSOR} favou?rite (?P<a>{_KIND}) is (?P<v>.+)$")),
-    ("{a}", re.compile(rf"^{_POSSESSOR} (?P<a>{_SINGLE}) (?:is|are) (?P<v>.+)$")),
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    attribute: str
+    pattern: re.Pattern[str]
+    #: What the wording itself says: that the value no longer holds ("my X allergy is gone"),
+    #: or that it changed ("... is back").
+    negative: bool = False
+    cue: bool = False
+
+
+def _r(attribute: str, pattern: str, *, negative: bool = False, cue: bool = False) -> _Rule:
+    return _Rule(attribute, re.compile(pattern), negative, cue)
+
+
+#: The first that matches wins; ``v`` is the value, ``a`` a part of the attribute (the
+#: allergen, the favourite's kind). Verbs per attribute are the common English ones for it.
+_RULES: list[_Rule] = [
+    _r("allergy:{a}", rf"^{_SUBJECT} {_BE} allergic to (?P<a>.+)$"),
+    _r("allergy:{a}", rf"^{_SUBJECT} (?:has|have) an? (?P<a>.+?) allergy$"),
+    _r("allergy:{a}", rf"^{_SUBJECT} (?:has|have) an allergy to (?P<a>.+)$"),
+    _r("allergy:{a}", rf"^{_SUBJECT} (?:developed|got) an allergy to (?P<a>.+)$", cue=True),
+    _r("allergy:{a}", rf"^{_SUBJECT} (?:developed|got) an? (?P<a>.+?) allergy$", cue=True),
+    _r("allergy:{a}", rf"^{_SUBJECT} (?:became|become) allergic to (?P<a>.+)$", cue=True),
+    _r("allergy:{a}", rf"^{_POSSESSOR} (?P<a>.+?) allergy (?:{_ENDED})$", negative=True),
+    _r("allergy:{a}", rf"^(?:{_POSSESSOR}|the) allergy to (?P<a>.+?) (?:{_ENDED})$",
+       negative=True),
+    _r("allergy:{a}", rf"^{_SUBJECT} (?:outgrew|outgrown|got over|grew out of) "
+       rf"(?:my|our|his|her|their|the) (?P<a>.+?) allergy$", negative=True),
+    _r("allergy:{a}", rf"^{_SUBJECT} (?:outgrew|outgrown|got over|grew out of) "
+       rf"(?:my|our|his|her|their|the) allergy to (?P<a>.+)$", negative=True),
+    _r("allergy:{a}", rf"^{_POSSESSOR} (?P<a>.+?) allergy (?:is back|came back|returned)$",
+       cue=True),
+    _r("allergy:{a}", rf"^(?:{_POSSESSOR}|the) allergy to (?P<a>.+?) "
+       rf"(?:is back|came back|returned)$", cue=True),
+    _r("residence", rf"^{_SUBJECT} (?:live|lives|reside|resides) in (?P<v>.+)$"),
+    _r("residence", rf"^{_SUBJECT} (?:{_BE} )?(?:moved|relocated)(?: house| back| over)? to "
+       rf"(?P<v>.+)$"),
+    _r("residence", rf"^{_SUBJECT} (?:{_BE} )?settled in (?P<v>.+)$"),
+    _r("residence", rf"^{_SUBJECT} {_BE} based in (?P<v>.+)$"),
+    _r("residence", rf"^{_SUBJECT} (?:call|calls) (?P<v>.+?) home$"),
+    _r("residence", rf"^(?:{_POSSESSOR} )?(?:{_HOMES})(?: for me)? is (?:in )?(?P<v>.+)$"),
+    _r("employer", rf"^{_SUBJECT} (?:work|works) (?:at|for) (?P<v>.+)$"),
+    _r("employer", rf"^{_SUBJECT} {_BE} employed (?:at|by) (?P<v>.+)$"),
+    _r("employer", rf"^{_SUBJECT} (?:was|were|got|{_BE}) hired (?:at|by) (?P<v>.+)$", cue=True),
+    _r("employer", rf"^{_SUBJECT} (?:joined|started (?:{_JOB_AT} )?(?:at|for|with)) (?P<v>.+)$"),
+    _r("employer", rf"^{_SUBJECT} (?:took|got|have|has|landed|accepted|found) {_JOB_AT} "
+       rf"(?:at|with|for) (?P<v>.+)$"),
+    _r("employer", rf"^{_SUBJECT} accepted (?:an offer|a job offer) from (?P<v>.+)$", cue=True),
+    _r("employer", rf"^{_POSSESSOR} (?:{_EMPLOYERS}) is (?P<v>.+)$"),
+    _r("employer", rf"^{_SUBJECT} {_BE} an? (?!regular|member|customer|guest|student)"
+       rf"[a-z-]+(?: [a-z-]+)? at (?P<v>.+)$"),
+    _r("job", rf"^{_SUBJECT} (?:work|works) as an? (?P<v>.+)$"),
+    _r("job", rf"^{_POSSESSOR} (?:job|occupation|profession) is (?:an? )?(?P<v>.+)$"),
+    _r("diet", rf"^{_SUBJECT} {_BE} (?:an? )?(?:strict )?(?P<v>{_DIETS})\b.*$"),
+    _r("diet", rf"^{_SUBJECT} (?:{_BECOME}) (?:an? )?(?:strict )?(?P<v>{_DIETS})\b.*$"),
+    _r("diet", rf"^{_SUBJECT} (?:eat|eats) (?P<v>{_DIETS})$"),
+    _r("diet", rf"^{_SUBJECT} (?:follow|follows|eat|eats|{_BE} on|try|trying|started) an? "
+       rf"(?P<v>.+?) diet$"),
+    _r("diet", rf"^{_SUBJECT} (?:switched|changed|moved) to an? (?P<v>.+?) diet$"),
+    _r("diet", rf"^{_POSSESSOR} diet is (?:an? )?(?P<v>.+?)(?: diet)?$"),
+    _r("eats:{a}", rf"^{_SUBJECT} (?:eat|eats) (?P<a>meat|fish|dairy|eggs|pork|beef)$"),
+    _r("partner", rf"^{_POSSESSOR} (?:{_PARTNERS})(?:'s name)? is (?:called |named )?(?P<v>.+)$"),
+    _r("partner", rf"^{_SUBJECT} {_BE} (?:{_COUPLED}) (?P<v>.+)$"),
+    _r("partner", rf"^{_SUBJECT} (?:married|got married to|got engaged to|started dating|"
+       rf"started seeing) (?P<v>.+)$", cue=True),
+    _r("partner", r"^(?P<v>[a-z][a-z-]*) and (?P<s>i) (?:got married|are married|got engaged|"
+       r"are engaged|are dating|are together)$"),
+    _r("partner", rf"^{_SUBJECT} {_BE} (?P<v>single)$"),
+    _r("pet", rf"^{_SUBJECT} (?:has|have|got|adopted|own|owns|bought) an? (?:pet,? an? )?"
+       rf"(?P<v>(?:{_PETS})\b.*)$"),
+    _r("pet", rf"^{_POSSESSOR} pet is (?:an? )?(?P<v>.+)$"),
+    _r("name", rf"^{_POSSESSOR} name is (?P<v>.+)$"),
+    _r("name", r"^(?P<s>i) (?:am|'m) called (?P<v>.+)$"),
+    _r("favourite:{a}", rf"^{_POSSESSOR} favou?rite (?P<a>{_KIND}) is (?P<v>.+)$"),
+    _r("{a}", rf"^{_POSSESSOR} (?P<a>{_SINGLE}) (?:is|are) (?P<v>.+)$"),
 ]  # fmt: skip
+#: "Lisbon is my home", "Anna is my girlfriend": read as "my home is Lisbon".
+_INVERTED = re.compile(
+    rf"^(?P<v>[a-z][a-z' -]*?) (?:is|are) (?P<p>my|our|the user's) (?P<n>(?:{_HOMES}|"
+    rf"{_EMPLOYERS}|{_PARTNERS}|pet|diet|job|{_SINGLE}))$"
+)
+_HOME_INVERTED = re.compile(r"^(?P<v>[a-z][a-z' -]*?) is (?:my |our )?home$")
+#: "I packed up and moved to Oslo": the second verb read with the first one's subject.
+_COORDINATED = re.compile(r"^(?P<s>i|we|the user) [a-z ,']+? and (?P<rest>[a-z].*)$")
+_AT_WORK = re.compile(r"\b(?:jobs?|employers?|work|career)\b")
+_AT = re.compile(r"^(i|we|the user) (?:am|is|are) at ")
 #: Where a value ends: what follows is circumstance, not the value.
 _VALUE_END = re.compile(
     r"\s*(?:,|;|\bwith\b|\bsince\b|\bfor\b|\bbecause\b|\bbut\b|\bas of\b|\bfrom\b|"
-    r"\buntil\b|\bin (?:19|20)\d\d\b|\bin (?:january|february|march|april|may|june|july|"
-    r"august|september|october|november|december)\b).*$"
+    r"\buntil\b|\bas an?\b|\bin (?:19|20)\d\d\b|\bin (?:january|february|march|april|may|june|"
+    r"july|august|september|october|november|december|spring|summer|autumn|fall|winter)\b).*$"
 )
 _CONTRACTIONS = [
     (re.compile(r"\bi'm\b"), "i am"),
     (re.compile(r"\b(i|we|you|they)'ve\b"), r"\1 have"),
     (re.compile(r"\b(we|you|they)'re\b"), r"\1 are"),
     (re.compile(r"\b(do|does|did|is|are|was|were|have|has|had)n't\b"), r"\1 not"),
+    (re.compile(r"\bdon't\b"), "do not"),
 ]
 _ARTICLES = re.compile(r"^(?:the|a|an)\s+")
 _SPACE = re.compile(r"\s+")
 #: Words no subject is ("it is", "there is"): a rule matching them reads nothing.
 _NOT_SUBJECTS = frozenset(
-    ["it", "this", "that", "there", "he", "she", "they", "we", "you", "who", "what", "which"]
+    ["it", "this", "that", "there", "he", "she", "they", "you", "who", "what", "which"]
 )
-_SELF = frozenset({"i", "my", "the user", "user", "the user's", "user's"})
+_SELF = frozenset({"i", "we", "my", "our", "the user", "user", "the user's", "user's"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +235,7 @@ def read(content: str) -> Slot | None:
     text = _folded(content).rstrip(".!")
     if not text or len(text) > 300 or "?" in text:
         return None
-    cue = bool(_CUES.search(text) or _CHANGE_VERBS.search(text))
+    cue = any(p.search(text) for p in (_CUES, _CHANGE_VERBS, _MORE_CUES))
     if _PAST.search(_CUES.sub("", text)) and not _CHANGE_VERBS.search(text):
         return None  # history ("used to", "lived"), not the current value
     text = _SPACE.sub(" ", _CUES.sub("", text)).strip(" ,")
@@ -143,12 +243,37 @@ def read(content: str) -> Slot | None:
     for pattern, replacement in _NEGATIONS:
         text, n = pattern.subn(replacement, text)
         negative = negative or n > 0
-    text = _SPACE.sub(" ", text).strip(" ,")
-    for attribute, rule in _RULES:
-        if (match := rule.match(text)) is None:
+    for fold, by in _FOLDS:
+        text = fold.sub(by, _SPACE.sub(" ", text).strip(" ,"))
+    for candidate in _readings(text):
+        if (slot := _match(candidate, negative, cue)) is not None:
+            return slot
+    return None
+
+
+def _readings(text: str) -> list[str]:
+    """The text, then the same said the other way round or its last clause on its own."""
+    readings = [text]
+    if m := _INVERTED.match(text):
+        readings.append(f"{m['p']} {m['n']} is {m['v']}")
+    if m := _HOME_INVERTED.match(text):
+        readings.append(f"home is {m['v']}")
+    if m := _COORDINATED.match(text):
+        readings.append(f"{m['s']} {m['rest']}")
+    if ", " in text:  # "I moved, I live in X now": the clause that says the value
+        clauses = list(reversed(text.split(", ")[1:]))
+        if _AT_WORK.search(text):  # "I changed jobs, I'm at X": at X is where one works
+            clauses = [_AT.sub(r"\1 work at ", clause) for clause in clauses]
+        readings += clauses
+    return readings
+
+
+def _match(text: str, negative: bool, cue: bool) -> Slot | None:
+    for rule in _RULES:
+        if (match := rule.pattern.match(text)) is None:
             continue
         found = match.groupdict()
-        subject = found["s"]
+        subject = found.get("s") or "my"
         if subject in _NOT_SUBJECTS:
             return None
         subject = "self" if subject in _SELF else subject.removesuffix("'s")
@@ -156,7 +281,13 @@ def read(content: str) -> Slot | None:
         value = _value(found.get("v") or "")
         if (found.get("a") is not None and not part) or (found.get("v") is not None and not value):
             return None
-        return Slot(subject, attribute.format(a=part), value, negative, cue)
+        return Slot(
+            subject,
+            rule.attribute.format(a=part),
+            value,
+            negative != rule.negative,
+            cue or rule.cue,
+        )
     return None
 
 

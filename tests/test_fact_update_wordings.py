@@ -1,0 +1,207 @@
+"""Updates in the many ways people word them: the slot rules read a change told in another
+tense, without its "I", the other way round or with another common verb, and leave other
+people's news and values that can hold together alone; over the real bus, a chain told that
+way keeps only its latest value current, the earlier ones in its history."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
+
+from memory_services.facts.slots import read, replaces
+from memory_services.store.base import Scope
+from react_mem.bus.pulsar import PulsarTransport
+from react_mem.schema.facts import FactInput
+from tests.support.embedder import HashingEmbedder
+from tests.support.fact_memory import FactService
+from tests.support.fact_memory import fact_service as shared_fact_service
+from tests.support.memory_services import until
+
+fact_service = functools.partial(
+    shared_fact_service, client=FactService, embedder=HashingEmbedder()
+)
+
+
+def at(year: int) -> float:
+    return datetime(year, 3, 1, tzinfo=UTC).timestamp()
+
+
+@pytest.mark.parametrize(
+    ("earlier", "later"),
+    [
+        ("I reside in Porto.", "We've just moved to Turin."),
+        ("Home is Oslo.", "Madrid is my home now."),
+        ("I call Dublin home.", "Now living in Warsaw."),
+        ("I've been living in Athens for years.", "I sold the flat and relocated to Vienna."),
+        ("I have a job at Acme.", "I was hired by Hooli."),
+        ("I'm working for Initech.", "Started a new job at Stark."),
+        ("I'm a designer at Wayne.", "I accepted an offer from Soylent."),
+        ("I work at Acme.", "I changed jobs, I'm at Globex now."),
+        ("I eat a vegan diet.", "I've gone vegetarian."),
+        ("I'm on a keto diet.", "I turned pescatarian last year."),
+        ("I have an allergy to pollen.", "My pollen allergy went away."),
+        ("I outgrew my gluten allergy.", "My gluten allergy is back."),
+        ("I own a cat named Tom.", "These days my pet is a parrot named Kiwi."),
+        ("Chloe is my girlfriend.", "Ben and I got married."),
+        ("I'm in a relationship with Iris.", "I've been seeing Hugo lately."),
+    ],
+)
+def test_a_change_in_other_words_updates_the_same_slot(earlier: str, later: str) -> None:
+    old, new = read(earlier), read(later)
+    assert old is not None and new is not None, (old, new)
+    assert old.subject == new.subject == "self"
+    assert replaces(new, old) is True
+
+
+@pytest.mark.parametrize(
+    ("earlier", "later", "updates"),
+    [
+        ("I live in Berlin.", "My sister just moved to Paris.", None),
+        ("I work at Acme.", "My colleague Sam got a job at Globex.", None),
+        ("I am vegan.", "My brother has gone keto.", None),
+        ("I am allergic to cats.", "My friend Lea is allergic to cats.", None),
+        ("I am allergic to cats.", "I developed a pollen allergy.", None),
+        ("I have a dog named Rex.", "We got a cat named Tom.", False),  # two pets
+        ("I live in Berlin.", "I have been living in Berlin for years.", False),
+    ],
+)
+def test_other_peoples_news_and_values_that_hold_together_are_apart(
+    earlier: str, later: str, updates: bool | None
+) -> None:
+    old, new = read(earlier), read(later)
+    assert old is not None
+    assert (None if new is None else replaces(new, old)) is updates
+
+
+OTHERS = ["my sister", "my colleague Sam", "my friend Lea", "my dad", "our neighbour", "Sam", "she"]
+NEWS = [
+    "just moved to {v}", "lives in {v} now", "has relocated to {v}", "got a job at {v}",
+    "works for {v} these days", "was hired by {v}", "has gone vegan", "is allergic to {v}",
+    "outgrew the {v} allergy", "adopted a dog named {v}", "is dating {v}", "married {v}",
+    "is now based in {v}", "is engaged to {v}",
+]  # fmt: skip
+
+
+@given(
+    who=st.sampled_from(OTHERS),
+    news=st.sampled_from(NEWS),
+    value=st.sampled_from(["Porto", "Acme", "Anna", "peanuts"]),
+    cue=st.sampled_from(["", "These days, ", "So "]),
+)
+def test_other_peoples_news_never_fills_a_slot_of_the_users(
+    who: str, news: str, value: str, cue: str
+) -> None:
+    slot = read(f"{cue}{who} {news.format(v=value)}.")
+    assert slot is None or slot.subject != "self"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["I was married to Anna.", "I used to work at Acme.", "I work in Berlin.", "I'm with you."],
+)
+def test_history_and_what_names_no_slot_are_not_read(text: str) -> None:
+    assert read(text) is None
+
+
+@pytest.fixture
+async def facts(
+    transport: PulsarTransport, registry: CollectorRegistry, tmp_path: Path, unique: str
+) -> AsyncIterator[FactService]:
+    async with fact_service(transport, registry, tmp_path, unique) as service:
+        yield service
+
+
+@pytest.mark.broker
+async def test_a_chain_in_other_words_keeps_only_the_latest_value_current(
+    facts: FactService,
+) -> None:
+    facts.clock.now = at(2025)
+    told = [
+        ("I reside in Porto.", 2019),
+        ("We've just moved to Turin.", 2020),
+        ("My sister just moved to Oslo.", 2021),
+        ("Madrid is my home now.", 2022),
+        ("Now living in Warsaw.", 2023),
+    ]
+    ids = []
+    for content, year in told:
+        stored = await facts.ok("store", facts=[FactInput(content=content, valid_at=at(year))])
+        ids.append(stored.stored[0].id)
+    found = (await facts.ok("retrieve", query="Where do I live?", top_k=5)).facts
+    assert found[0].content == "Now living in Warsaw."
+    mine = {"I reside in Porto.", "We've just moved to Turin.", "Madrid is my home now."}
+    assert not mine & {f.content for f in found}  # the earlier values stay out of the prompt
+    history = (await facts.ok("history", fact_id=ids[-1])).facts
+    assert [f.content for f in history] == [
+        "I reside in Porto.",
+        "We've just moved to Turin.",
+        "Madrid is my home now.",
+        "Now living in Warsaw.",
+    ]
+    assert (await facts.one(ids[2])).superseded_by is None  # the sister's move is hers
+
+
+@pytest.mark.broker
+async def test_of_two_values_that_hold_together_the_latest_is_first(facts: FactService) -> None:
+    facts.clock.now = at(2025)
+    for content, year in [("I have a pet dog named Rex.", 2020), ("We got a cat named Tom.", 2022)]:
+        await facts.ok("store", facts=[FactInput(content=content, valid_at=at(year))])
+    found = (await facts.ok("retrieve", query="What pet do I have?", top_k=5)).facts
+    assert [f.content for f in found[:2]] == [
+        "We got a cat named Tom.",
+        "I have a pet dog named Rex.",
+    ]
+    assert all(f.superseded_by is None for f in found)  # both pets are current
+
+
+@pytest.mark.broker
+async def test_facts_older_rules_could_not_read_are_read_again(
+    transport: PulsarTransport, tmp_path: Path, unique: str
+) -> None:
+    owner = Scope("ws-a", "default")
+    async with fact_service(transport, CollectorRegistry(), tmp_path, unique) as old:
+        [madrid, hiking] = await old.store("Madrid is my home.", "I enjoy hiking.")
+        ctx = old.processor.memory.ctx
+        for id in (madrid, hiking):  # as the first rules left them: read by none
+            await ctx.store.set_payload(
+                ctx.collection, [id], {"slot": "", "slot_rules": None}, scope=owner
+            )
+    async with fact_service(transport, CollectorRegistry(), tmp_path, unique) as new:
+        ctx = new.processor.memory.ctx
+
+        async def filled() -> bool:
+            records = await ctx.get([madrid, hiking], owner)
+            return {r.id: r.payload.get("slot") for r in records} == {
+                madrid: "self|residence",
+                hiking: "",
+            }
+
+        await until(filled)
+        new.clock.now += 60
+        [moved] = (await new.ok("store", facts=[FactInput(content="I moved to Oslo.")])).stored
+        assert moved.superseded == [madrid]
+
+
+@pytest.mark.broker
+async def test_a_judged_update_of_a_fact_the_rules_read_as_another_thing_is_not_applied(
+    facts: FactService,
+) -> None:
+    [berlin, acme, peanuts] = await facts.store(
+        "I live in Berlin.", "I work at Acme.", "I am allergic to peanuts."
+    )
+    facts.clock.now += 60
+    # A small model's word: the move "updates" the job and "contradicts" the allergy.
+    moved = FactInput(content="I moved to Oslo.", updates=[acme], contradicts=[peanuts])
+    [stored] = (await facts.ok("store", facts=[moved])).stored
+    assert stored.superseded == [berlin]  # the rule's own reading still applies
+    assert not stored.conflicts_with
+    for id in (acme, peanuts):
+        fact = await facts.one(id)
+        assert fact.superseded_by is None and not fact.conflicts_with
