@@ -37,6 +37,7 @@ CONFIG_DIR = Path(
 )
 STACK_GROUP = CONFIG_DIR / "groups" / "stack.yaml"
 LLM_ID = "text-completion"
+LEARNER_ID = "memory-learner"
 
 
 def agent_queues(workspace: str = "default", flow: str = "default") -> tuple[str, str]:
@@ -63,8 +64,20 @@ def stack_entries(
             entry = ProcessorEntry(cls, cls.Settings.load(values, file=settings_file), kinds)
             if llm == "openai":
                 _check_endpoint(entry.settings)
+        elif llm == "llama-cpp" and entry.settings.id == LEARNER_ID:
+            entry = _no_small_model_judgement(entry)
         result.append(entry)
     return result
+
+
+def _no_small_model_judgement(entry: ProcessorEntry) -> ProcessorEntry:
+    """The in-process model is a small one, whose word on which fact updates which did harm
+    beside the slot rules (docs/memory-updates.md): the learner leaves it to the rules,
+    unless the settings ask for the judgement."""
+    if "judge_fact_changes" in entry.settings.model_fields_set:
+        return entry
+    settings = entry.settings.model_copy(update={"judge_fact_changes": False})
+    return ProcessorEntry(entry.cls, settings, entry.kinds)
 
 
 def _check_endpoint(settings: Any) -> None:
