@@ -71,13 +71,25 @@ class Prepared:
     vectors: dict[str, list[float]]
 
 
-async def prepare(ctx: FactContext, scope: Scope, facts: list[FactInput]) -> Prepared:
-    """Check ``facts`` (a bad one refuses the request before anything is embedded) and
-    embed their distinct contents."""
+def check_sizes(ctx: FactContext, facts: list[FactInput]) -> None:
+    """Refuse a ``store`` over the batch or size limits: cheap, so the service runs it
+    before the PII screen, which would read every text of an oversized request first."""
     if not facts:
         raise BadRequest("store needs at least one fact in 'facts'")
     if len(facts) > ctx.policy.max_batch:
-        raise BadRequest(f"facts: {len(facts)} in one request; at most {ctx.policy.max_batch}")
+        raise BadRequest(
+            f"facts: {len(facts)} in one request; at most {ctx.policy.max_batch}",
+            type="too-large",
+        )
+    for n, fact in enumerate(facts):
+        ctx.content(fact.content, f"facts[{n}].content")
+        ctx.metadata(fact.metadata, f"facts[{n}].metadata")
+
+
+async def prepare(ctx: FactContext, scope: Scope, facts: list[FactInput]) -> Prepared:
+    """Check ``facts`` (a bad one refuses the request before anything is embedded) and
+    embed their distinct contents."""
+    check_sizes(ctx, facts)
     owner = rec.identity(scope)
     items = [_item(ctx, owner, fact, f"facts[{n}]") for n, fact in enumerate(facts)]
     texts = list(dict.fromkeys(item.content for item in items))
