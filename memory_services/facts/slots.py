@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 #: Attributes that may hold several values at once (two pets): only a fact with an update
 #: cue ("now", "any more", ...) replaces another value there.
@@ -130,6 +131,7 @@ def _folded(text: str) -> str:
     return text
 
 
+@lru_cache(maxsize=2048)  # a fact batch reads its texts before its write lock (ingest)
 def read(content: str) -> Slot | None:
     """The slot ``content`` fills, or None if no rule reads it."""
     text = _folded(content).rstrip(".!")
