@@ -15,6 +15,7 @@ installed); the services' real stores and PII detector, a hashing embedder.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,13 +29,19 @@ from memory_services.facts.service import FactMemoryProcessor
 from memory_services.playbook.service import PlaybookMemoryProcessor
 from react_mem.bus.transport import Transport
 from react_mem.errors import BadRequest
-from react_mem.schema import WireModel
+from react_mem.schema import AgentStep, WireModel
 from react_mem.schema.base import MAX_REQUEST_VALUES
 from react_mem.schema.conversations import ConversationRequest, ConversationResponse
-from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
-from react_mem.schema.facts import MAX_FACT_BATCH, FactRequest, FactResponse
-from react_mem.schema.playbook import PlaybookRequest, PlaybookResponse
-from react_mem.schema.working import WorkingMemoryRequest
+from react_mem.schema.episodes import MAX_EPISODE_STEPS, EpisodeRequest, EpisodeResponse
+from react_mem.schema.facts import MAX_FACT_BATCH, FactInput, FactRequest, FactResponse
+from react_mem.schema.playbook import (
+    MAX_DELTA_OPERATIONS,
+    Delta,
+    DeltaOperation,
+    PlaybookRequest,
+    PlaybookResponse,
+)
+from react_mem.schema.working import MAX_WORKING_STEPS, WorkingMemoryRequest
 from tests.support.embedder import HashingEmbedder
 from tests.support.memory_services import MovableClock, Raw, serving, topics
 
@@ -105,6 +112,25 @@ def test_a_biggest_valid_request_still_decodes() -> None:
     steps = [{"thought": "t", "arguments": {"a": "b"}, "plan": [{"goal": "g"}] * 10}] * 200
     body = {"operation": "store", "goal": "g", "outcome": "success", "steps": steps}
     assert len(EpisodeRequest.decode(encoded(body | {"lessons": ["l"] * 50})).steps) == 200
+
+
+def test_every_list_at_its_wire_limit_fits_in_the_values_a_request_may_hold() -> None:
+    """As a client encodes them (every field written), so a service configured up to the
+    wire's limit never finds its requests refused for their value count."""
+    step = AgentStep(thought="t", action="search", arguments={"q": "x"}, observation="o")
+    fact = FactInput(content="x", metadata={"k": "v"}, updates=[str(uuid.uuid4())])
+    operation = DeltaOperation(type="ADD", content="x", tags=["a", "b"], metadata={"k": "v"})
+    requests: list[WireModel] = [
+        FactRequest(operation="store", facts=[fact] * MAX_FACT_BATCH),
+        EpisodeRequest(operation="store", steps=[step] * MAX_EPISODE_STEPS, lessons=["l"] * 50),
+        WorkingMemoryRequest(operation="compress", steps=[step] * MAX_WORKING_STEPS),
+        PlaybookRequest(
+            operation="apply-delta",
+            delta=Delta(delta_id="d", operations=[operation] * MAX_DELTA_OPERATIONS),
+        ),
+    ]
+    for request in requests:
+        assert type(request).decode(request.encode()) == request
 
 
 # -- by each service, before the PII screen -----------------------------------------------

@@ -16,7 +16,7 @@ OPERATIONS: tuple[WorkingMemoryOperation, ...] = get_args(WorkingMemoryOperation
 SUMMARY_STEP_TYPE = "summary"
 #: Most steps one request may carry on the wire (refused when decoded); the service's own
 #: ``max_steps`` (1,000 by default) is at most this.
-MAX_WORKING_STEPS = 10_000
+MAX_WORKING_STEPS = 2000
 
 
 class WorkingMemoryRequest(WireModel):
