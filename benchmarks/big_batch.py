@@ -1,11 +1,13 @@
 """Does one maximum-size batch stall its neighbours? (issue 26, finding 4)
 
 One process, as ``react-mem up`` runs it: an embedded broker, fact-memory and
-episode-memory sharing the process's real embedder (the default model, offline). A caller
-sends small requests back to back (a fact ``retrieve`` for another user, then an episode
-``retrieve``), first alone, then while another caller stores the biggest valid batch
+episode-memory sharing the process's real embedder (the default model, offline) and PII
+screen (the default policy, redact). A caller sends small requests back to back for
+another user (a fact ``retrieve``, an episode ``retrieve`` and a one-fact ``store``, each
+timed alone), first alone, then while another caller stores the biggest valid batch
 (``--facts`` facts of ``--chars`` characters, default 256 x 4,000). Prints p50/p99/max
-latency of the small requests in both phases side by side, and how long the batch took.
+latency of each kind of small request in both phases side by side, and how long the
+batch took.
 
     OMP_NUM_THREADS=1 python benchmarks/big_batch.py
     OMP_NUM_THREADS=1 python benchmarks/big_batch.py --facts 64 --seconds 5
@@ -63,17 +65,26 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))] * 1000
 
 
-async def smalls(facts: object, episodes: object, until: float) -> list[float]:
-    took = []
-    while time.perf_counter() < until:
-        began = time.perf_counter()
-        await facts.ask(  # type: ignore[attr-defined]
-            FactRequest(operation="retrieve", user="bob", query="where is the lantern"), "ws"
-        )
-        await episodes.ask(  # type: ignore[attr-defined]
-            EpisodeRequest(operation="retrieve", user="bob", query="lantern"), "ws"
-        )
-        took.append(time.perf_counter() - began)
+KINDS = ("fact retrieve", "episode retrieve", "fact store (one)")
+
+
+async def smalls(facts: object, episodes: object, until: float) -> dict[str, list[float]]:
+    took: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    n = 0
+    while n == 0 or time.perf_counter() < until:  # one round at least
+        n += 1
+        requests = (
+            (facts, FactRequest(operation="retrieve", user="bob", query="where is the lantern")),
+            (episodes, EpisodeRequest(operation="retrieve", user="bob", goal="lantern")),
+            (facts, FactRequest(operation="store", user="bob", facts=[FactInput(
+                content=f"bob keeps lantern number {n} in shed {time.time_ns()}")])),
+        )  # fmt: skip
+        for kind, (service, request) in zip(KINDS, requests, strict=True):
+            began = time.perf_counter()
+            reply = await service.ask(request, "ws")  # type: ignore[attr-defined]
+            took[kind].append(time.perf_counter() - began)
+            if reply.error is not None:
+                raise SystemExit(f"{kind} failed: {reply.error}")
     return took
 
 
@@ -116,21 +127,24 @@ async def main(args: argparse.Namespace) -> None:
             store = asyncio.create_task(
                 facts.ask(FactRequest(operation="store", user="ada", facts=batch), "ws")
             )
-            beside: list[float] = []
+            beside: dict[str, list[float]] = {kind: [] for kind in KINDS}
             while not store.done():
-                beside += await smalls(facts, episodes, time.perf_counter() + 0.5)
+                for kind, took in (await smalls(facts, episodes, time.perf_counter())).items():
+                    beside[kind] += took
             reply = await store
             took = time.perf_counter() - began
         await transport.close()
     if reply.error is not None:
         print(f"the batch failed: {reply.error}")
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     print(f"{args.facts} facts x {args.chars} chars stored in {took:.1f} s")
-    print("small requests (fact retrieve + episode retrieve)   n    p50 ms   p99 ms   max ms")
-    for name, values in (("alone", alone), ("beside the batch", beside)):
-        print(
-            f"  {name:<48}{len(values):>4}{pct(values, 50):>9.1f}{pct(values, 99):>9.1f}"
-            f"{max(values) * 1000:>9.1f}"
-        )
+    print("small requests, another user's          n    p50 ms   p99 ms   max ms")
+    for kind in KINDS:
+        for name, values in (("alone", alone[kind]), ("beside the batch", beside[kind])):
+            print(
+                f"  {kind + ', ' + name:<36}{len(values):>5}{pct(values, 50):>9.1f}"
+                f"{pct(values, 99):>9.1f}{max(values) * 1000:>9.1f}"
+            )
 
 
 if __name__ == "__main__":

@@ -23,8 +23,10 @@ small tmpfs, filled below their ``min_free_disk_mib``), a full disk under the em
 broker's data (its own small tmpfs, below ``broker_min_free_disk_mib``; both need root to
 mount, else the rows say so; the children find the broker through their state directory,
 as processes beside ``react-mem up`` do, so they check its disk), eight replies over
-the bus's message limit at once, and the biggest valid batch (256 facts of 4,000
-characters) stored beside the traffic.
+the bus's message limit at once, the biggest valid batch (256 facts of 4,000
+characters) stored beside the traffic, and writes over the limits sent beside it (an
+episode of 100,000 lessons, to an episode-memory started for that row; 2,000 facts; 257
+facts of 4,000 characters), each to be refused at once naming its limit, nothing stored.
 
     python benchmarks/faults.py            # about 10 minutes (the max-batch row: 1-2)
     python benchmarks/faults.py --quick    # under 2 minutes
@@ -67,8 +69,10 @@ from react_mem.bus.rpc import RequestResponseClient  # noqa: E402
 from react_mem.clients.facts import FactClient  # noqa: E402
 from react_mem.errors import ReactMemError  # noqa: E402
 from react_mem.schema import AgentRequest, AgentResponse  # noqa: E402
+from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse  # noqa: E402
 from react_mem.schema.facts import FactInput, FactRequest, FactResponse  # noqa: E402
 from react_mem.schema.scope import Scope  # noqa: E402
+from tests.support.memory_services import Raw  # noqa: E402
 from tests.support.openai_server import OpenAIServer  # noqa: E402
 
 FACTS_Q = ("request:tg:fact-memory:default:default", "response:tg:fact-memory:default:default")
@@ -92,6 +96,7 @@ KEYS = (
     "broker-disk",
     "oversized",
     "max-batch",
+    "oversized-writes",
 )
 _PR_SET_PDEATHSIG, _PR_CAPBSET_DROP, _CAP_DAC_OVERRIDE = 1, 24, 1
 
@@ -541,6 +546,11 @@ class Run:
             Fault(f"broker disk full ({a.outage:g} s)", "broker-disk", self.broker_disk, ("ask",)),
             Fault("8 replies over the 5 MiB limit at once", "oversized", self.oversized),
             Fault("max batch (256 x 4,000 chars) beside traffic", "max-batch", self.max_batch),
+            Fault(
+                "oversized writes (100,000 lessons; 2,000 facts; 257 x 4,000)",
+                "oversized-writes",
+                self.oversized_writes,
+            ),
         ]
 
     # -- the faults: each returns the moment the fault ended --
@@ -684,6 +694,55 @@ class Run:
         except ReactMemError as exc:
             outcome = f"failed: {exc}"
         self.notes.append(f"the batch {outcome} in {time.monotonic() - began:.1f} s")
+        return time.monotonic()
+
+    async def oversized_writes(self) -> float:
+        """Writes over the limits, each to be refused at once with an error naming its
+        limit and nothing stored: an episode of 100,000 lessons (to an episode-memory
+        started for this row: the stack's learner has none), 2,000 facts in one ``store``
+        (the wire's limit is 1,024) and 257 facts of 4,000 characters (the service's, 256)."""
+        stack, collection = self.stack, "faults-oversized-writes-data"
+        queues = ("request:tg:episode-memory:default:faults",
+                  "response:tg:episode-memory:default:faults")  # fmt: skip
+        settings = stack._write("episodes-settings.yaml", {"data_dir": str(stack.root / "eps")})
+        flows = stack._flows("episode-memory", {"request": queues[0], "response": queues[1]})
+        stack.spawn("episodes", "run", "episode-memory", "--id", "episode-memory",
+                    "--flows", str(flows), "--settings", str(settings))  # fmt: skip
+        transport = PulsarTransport(PulsarOptions(url=stack.broker.url, connect_timeout=120))
+        await transport.connect()
+        episodes = RequestResponseClient(transport, *queues, EpisodeResponse, subscriber="faults")
+        await episodes.start()
+        listing = EpisodeRequest(operation="list", collection=collection, user="ada")
+        try:
+            began = time.monotonic()
+            while True:  # the service started: it answers
+                with contextlib.suppress(ReactMemError, TimeoutError):
+                    await episodes.request(listing, timeout=2)
+                    break
+                if time.monotonic() - began > 180:
+                    raise ReactMemError("episode-memory did not start in 180 s")
+            self.notes.append(f"episode-memory up in {time.monotonic() - began:.0f} s")
+            store = {"operation": "store", "collection": collection, "user": "ada"}
+            lessons = [f"lesson {n}" for n in range(100_000)]
+            episode = store | {"goal": "find the lantern", "outcome": "success"}
+            words = " ".join(["lantern"] * 500)[:4000]
+            for name, client, body in (
+                ("100,000 lessons", episodes, episode | {"lessons": lessons}),
+                ("2,000 facts", self.clients.facts, store | {"facts": [{"content": "x"}] * 2000}),
+                ("257 x 4,000", self.clients.facts, store | {"facts": [{"content": words}] * 257}),
+            ):
+                sent = time.monotonic()
+                reply = await client.request(Raw(body=body), timeout=60)  # type: ignore[arg-type]
+                error = reply.error
+                said = "stored!" if error is None else f"{error.type}: {error.message[:70]}"
+                self.notes.append(f"{name} answered in {time.monotonic() - sent:.2f} s ({said})")
+            kept = len((await episodes.request(listing, timeout=30)).episodes)
+            kept += len(await self.clients.listed(collection))
+            self.notes.append(f"{kept} records stored by them")
+        finally:
+            await episodes.close()
+            await transport.close()
+            stack.kill("episodes")
         return time.monotonic()
 
 

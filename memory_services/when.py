@@ -19,6 +19,7 @@ from __future__ import annotations
 import calendar
 import re
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 DAY = 86_400.0
 _MONTHS = {name.lower(): n for n, name in enumerate(calendar.month_name) if name}
@@ -120,6 +121,7 @@ _ASKS = re.compile(
 )
 
 
+@lru_cache(maxsize=2048)  # a fact batch reads its texts before its write lock (facts.ingest)
 def tells_time(text: str) -> bool:
     """Whether ``text`` places what it says in time relative to when it was said
     ("yesterday", "last week", "3 days ago", "recently", "on Friday", "for two years"): with

@@ -3,28 +3,34 @@ finding 4): planning a batch (near-duplicate reading of every fact) is CPU work 
 event loop, which before held everything in the process for the batch's whole length
 (256 facts of 4,000 characters: ~100 s). Now each text is read once and the plan yields
 between facts, so small requests sent while the batch is being stored are answered
-meanwhile. Speed is measured by ``benchmarks/big_batch.py``; this checks the interleaving.
+meanwhile. The texts are read before the service's write lock is taken, so another
+user's writes are answered meanwhile too (they waited for the batch's whole reading); and
+the PII screen takes a batch's texts a few at a time, so another request's screen waits
+for one part of it, not for all. Speed is measured by ``benchmarks/big_batch.py``; this
+checks the interleaving.
 
 Real broker (both where installed), fact-memory's real store; a hashing embedder and no
-PII screen, so the batch's time is its own planning.
+PII screen, so the batch's time is its own planning (the screen's order is checked on the
+guard itself, with the real detector).
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from memory_services.facts.service import FactMemoryProcessor
+from memory_services.pii.guard import PiiGuard
+from memory_services.pii.policy import PiiPolicy
 from react_mem.bus.transport import Transport
 from react_mem.schema.facts import FactInput, FactRequest, FactResponse
 from tests.support.embedder import HashingEmbedder
 from tests.support.memory_services import MovableClock, serving, topics
-
-pytestmark = pytest.mark.broker
 
 #: Few words: every fact is a near-duplicate candidate of every other (the worst case).
 WORDS = ["river", "lantern", "copper", "meadow", "quiet", "harbour", "velvet", "orbit"]
@@ -34,6 +40,7 @@ def text(rng: random.Random, chars: int = 4000) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(chars // 6))[:chars]
 
 
+@pytest.mark.broker
 async def test_small_requests_are_answered_while_a_maximum_batch_is_stored(
     transport: Transport, tmp_path: Path, unique: str, registry: CollectorRegistry
 ) -> None:
@@ -65,3 +72,83 @@ async def test_small_requests_are_answered_while_a_maximum_batch_is_stored(
         stored = await store
     assert stored.error is None and len(stored.stored) == 256
     assert meanwhile >= 3, meanwhile
+
+
+class Announcing(HashingEmbedder):
+    """Sets ``batch_embedded`` once a call of many texts (the batch's) is answered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batch_embedded = asyncio.Event()
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors = await super().embed(texts)
+        if len(texts) > 100:
+            self.batch_embedded.set()
+        return vectors
+
+
+@pytest.mark.broker
+async def test_another_users_writes_are_answered_while_a_maximum_batch_is_read(
+    transport: Transport, tmp_path: Path, unique: str, registry: CollectorRegistry
+) -> None:
+    """Sent once the batch is embedded: before, the batch took the write lock then, and
+    read its texts under it, so no write of the service was answered until it was done."""
+    rng = random.Random(4)
+    embedder = Announcing()
+    async with serving(
+        FactMemoryProcessor,
+        FactResponse,
+        transport,
+        pid=f"fact-memory-{unique}",
+        queues={"ws": topics("fact-memory", unique, "ws")},
+        data_dir=tmp_path / "facts",
+        registry=registry,
+        clock=MovableClock(),
+        embedder=embedder,
+        pii_policy="allow",
+        near_duplicate_threshold=0.5,
+        metrics=False,
+    ) as svc:
+        svc.clients["ws"].timeout = 600
+        batch = [FactInput(content=text(rng)) for _ in range(256)]
+        store = asyncio.create_task(
+            svc.ask(FactRequest(operation="store", user="ada", facts=batch), "ws")
+        )
+        await embedder.batch_embedded.wait()
+        meanwhile, n = 0, 0
+        while not store.done():
+            n += 1
+            one = [FactInput(content=f"bob keeps lantern {n} in the shed")]
+            small = await svc.ask(FactRequest(operation="store", user="bob", facts=one), "ws")
+            assert small.error is None and small.stored[0].status == "added"
+            meanwhile += not store.done()
+        stored = await store
+        bobs = await svc.ask(FactRequest(operation="list", user="bob", limit=1000), "ws")
+    assert stored.error is None and len(stored.stored) == 256
+    assert len(bobs.facts) == n  # each acknowledged write is kept, once
+    assert meanwhile >= 1, meanwhile
+
+
+async def test_a_small_write_is_screened_between_the_parts_of_a_maximum_batch() -> None:
+    """Each request's screen is queued on the one PII thread; a batch sent first is
+    screened a part at a time, so a small request sent just after it is done first."""
+    guard = PiiGuard("fact-memory-test", PiiPolicy(), CollectorRegistry())
+    await guard.start()
+    rng = random.Random(5)
+    batch = FactRequest(operation="store", facts=[FactInput(content=text(rng)) for _ in range(256)])
+    small = FactRequest(operation="store", facts=[FactInput(content="mail ada@example.com")])
+    order: list[str] = []
+
+    async def screen(name: str, request: FactRequest) -> FactRequest:
+        screened = await guard.screen("ws", request)
+        order.append(name)
+        return screened
+
+    big = asyncio.create_task(screen("batch", batch))
+    await asyncio.sleep(0)  # the batch's first part is queued
+    done = await screen("small", small)
+    await big
+    assert order == ["small", "batch"]
+    assert done.facts[0].content == "mail <EMAIL_ADDRESS>"
+    assert (await big).facts == batch.facts  # nothing in it to redact, every fact kept

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import get_args
@@ -17,7 +19,7 @@ import pytest
 from memory_services.runtime import MemorySettings
 from react_mem.embedding import onnx
 from react_mem.embedding.base import EmbeddingBackend
-from react_mem.embedding.sentence import SentenceTransformerEmbedder, model_path
+from react_mem.embedding.sentence import BULK_NICE, SentenceTransformerEmbedder, model_path
 from react_mem.embedding.shared import shared_embedder
 from react_mem.errors import BadRequest, ConfigurationError, TransientError
 from tests.support.recording import eventually
@@ -103,6 +105,24 @@ async def test_one_callers_texts_are_split_over_the_lanes_but_one(
     calls = embedder.model_calls
     await embedder.embed(texts[:7])  # too few to be worth a second lane
     assert embedder.model_calls - calls == 1
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="threads have a niceness of their own")
+async def test_the_parts_of_a_split_call_run_at_lower_priority(
+    embedder: SentenceTransformerEmbedder,
+) -> None:
+    """A maximum batch takes the cores only when nothing else wants them (the event loop,
+    a reply's query, the stack's other processes): the threads that embed its parts are
+    niced; the caller's thread is not."""
+    base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    await embedder.embed([f"fact {n} about the user's hobbies" for n in range(40)])
+    bulk = [t for t in threading.enumerate() if t.name.startswith("embed-bulk")]
+    assert bulk
+    for thread in bulk:
+        assert thread.native_id is not None
+        niceness = os.getpriority(os.PRIO_PROCESS, thread.native_id)
+        assert niceness == min(base + BULK_NICE, 19)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == base
 
 
 async def test_a_query_does_not_wait_for_a_batch_in_progress(

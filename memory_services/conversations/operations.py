@@ -71,6 +71,14 @@ class ConversationOperations:
             case _:
                 assert_never(op)
 
+    def check_sizes(self, request: ConversationRequest) -> None:
+        """Refuse a write over the limits before anything reads its texts (the PII screen
+        would read all of an oversized one first)."""
+        if request.operation == "append":
+            validate_append(request, self._memory.limits)
+        elif request.operation == "update-summary":
+            validate_summary(request.summary, self._memory.limits)
+
     async def append(
         self, scope: Scope, request: ConversationRequest, ctx: MessageContext
     ) -> ConversationResponse:

@@ -152,6 +152,7 @@ class ConversationMemoryProcessor(MemoryProcessor[ConversationMemorySettings, Co
         if op in NEEDS_CONVERSATION and not request.conversation_id:
             raise BadRequest(f"{op}: conversation_id is required", type="missing-scope")
         scope = self.scope(ctx, request.collection, request.user, request.conversation_id)
+        memory.operations.check_sizes(request)  # before the screen reads every text of it
         request = await self.pii.screen(ctx.flow.workspace, request)
         try:
             reply = await memory.operations.run(op, scope, request, ctx)

@@ -35,6 +35,7 @@ from memory_services.consolidation.ledger import ConsolidationLedger
 from memory_services.episodes.consolidate import EpisodeKind, keep_lineage
 from memory_services.episodes.records import (
     EpisodeLimits,
+    check_sizes,
     embedded_text,
     episode_id,
     episode_payload,
@@ -123,6 +124,11 @@ class EpisodeMemory:
         await self._consolidation.ledger.ensure()
 
     # -- operations --------------------------------------------------------------
+    def check_sizes(self, request: EpisodeRequest) -> None:
+        """Refuse a ``store`` over the limits before anything reads its texts."""
+        if request.operation == "store":
+            check_sizes(request, self._limits)
+
     async def store(self, scope: Scope, request: EpisodeRequest) -> tuple[str, bool, int]:
         """Store one episode; return (id, created, evicted). Idempotent under redelivery."""
         validate_store(request, self._limits)

@@ -85,11 +85,16 @@ def validate_store(request: EpisodeRequest, limits: EpisodeLimits) -> None:
         )
 
 
-def episode_payload(
-    scope: Scope, request: EpisodeRequest, *, created_at: float, limits: EpisodeLimits
-) -> dict[str, Any]:
-    """The stored payload (scope keys included); refuses an oversized episode."""
-    content = {
+def check_sizes(request: EpisodeRequest, limits: EpisodeLimits) -> None:
+    """Refuse a ``store`` over the limits, the episode as sent: the service runs it before
+    the PII screen, which would read every text of an oversized episode first (100,000
+    lessons: tens of seconds). The stored, screened episode is checked again."""
+    validate_store(request, limits)
+    _encoded(_content(request), limits)
+
+
+def _content(request: EpisodeRequest) -> dict[str, Any]:
+    return {
         "goal": request.goal.strip(),
         "steps": _steps(request.steps),
         "outcome": request.outcome,
@@ -103,12 +108,24 @@ def episode_payload(
         "bullets_shown": list(dict.fromkeys(request.bullets_shown)),
         "bullets_used": list(dict.fromkeys(request.bullets_used)),
     }
+
+
+def _encoded(content: dict[str, Any], limits: EpisodeLimits) -> bytes:
     encoded = _canonical(content).encode()
     if len(encoded) > limits.max_episode_bytes:
         raise BadRequest(
             f"store: episode of {len(encoded)} bytes exceeds {limits.max_episode_bytes}",
             type="too-large",
         )
+    return encoded
+
+
+def episode_payload(
+    scope: Scope, request: EpisodeRequest, *, created_at: float, limits: EpisodeLimits
+) -> dict[str, Any]:
+    """The stored payload (scope keys included); refuses an oversized episode."""
+    content = _content(request)
+    encoded = _encoded(content, limits)
     content_hash = hashlib.sha256(encoded).hexdigest()
     return scope.payload() | content | {"created_at": created_at, "content_hash": content_hash}
 

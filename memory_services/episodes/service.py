@@ -21,7 +21,12 @@ from react_mem.embedding.base import Embedder
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.schema.consolidation import ConsolidationReport
-from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse, ScopedEpisodeOperation
+from react_mem.schema.episodes import (
+    MAX_EPISODE_STEPS,
+    EpisodeRequest,
+    EpisodeResponse,
+    ScopedEpisodeOperation,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +46,7 @@ class EpisodeMemorySettings(ConsolidationSettings):
     #: ``retrieve`` without ``top_k`` (seed 004: episode-retrieval-top-k).
     default_top_k: int = Field(default=3, ge=1, le=50)
     max_goal_chars: int = Field(default=4000, ge=1)
-    max_steps: int = Field(default=200, ge=0)
+    max_steps: int = Field(default=200, ge=0, le=MAX_EPISODE_STEPS)
     max_episode_bytes: int = Field(default=512 * 1024, ge=1024)
 
 
@@ -104,6 +109,7 @@ class EpisodeMemoryProcessor(MemoryProcessor[EpisodeMemorySettings, EpisodeMemor
             await ctx.reply(EpisodeResponse(forgotten=done, count=sum(done.records.values())))
             return
         scope = self.scope(ctx, request.collection, request.user, request.conversation_id)
+        memory.check_sizes(request)  # before the screen reads every text of it
         request = await self.pii.screen(ctx.flow.workspace, request)
         await ctx.reply(await self._execute(memory, op, scope, request, ctx.id))
 

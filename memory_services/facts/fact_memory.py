@@ -33,7 +33,7 @@ from memory_services.store.base import (
 from react_mem.embedding.base import Embedder
 from react_mem.errors import BadRequest
 from react_mem.schema.consolidation import ConsolidationReport
-from react_mem.schema.facts import Fact, FactInput, StoredFact
+from react_mem.schema.facts import Fact, FactInput, FactRequest, StoredFact
 from react_mem.schema.forget import Forgotten
 
 #: Days a fact may be told after it happened, for a question's time range (tuned on LoCoMo dev).
@@ -116,6 +116,15 @@ class FactMemory:
         await self._access.table.close()
 
     # -- writes ------------------------------------------------------------------
+    def check_sizes(self, request: FactRequest) -> None:
+        """Refuse a write over the service's count or size limits (cheap: no text is
+        read beyond its length), before anything reads the texts themselves."""
+        if request.operation == "store":
+            ingest.check_sizes(self.ctx, request.facts)
+        elif request.operation == "update" and request.fact is not None:
+            self.ctx.content(request.fact.content, "fact.content")
+            self.ctx.metadata(request.fact.metadata, "fact.metadata")
+
     async def store(
         self,
         scope: Scope,

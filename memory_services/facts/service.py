@@ -23,7 +23,12 @@ from react_mem.embedding.base import Embedder
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.schema.consolidation import ConsolidationReport
-from react_mem.schema.facts import FactRequest, FactResponse, ScopedFactOperation
+from react_mem.schema.facts import (
+    MAX_FACT_BATCH,
+    FactRequest,
+    FactResponse,
+    ScopedFactOperation,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +48,7 @@ class FactMemorySettings(ConsolidationSettings):
     default_ttl_seconds: float | None = Field(default=None, gt=0)
     max_content_chars: int = Field(default=4000, ge=1)
     #: Facts in one ``store`` request.
-    max_batch: int = Field(default=256, ge=1)
+    max_batch: int = Field(default=256, ge=1, le=MAX_FACT_BATCH)
     #: Fact records (history included) per workspace + collection + user.
     max_facts_per_scope: int = Field(default=100_000, ge=1)
     #: Fact records (history included) per workspace + collection, all users together, so
@@ -130,6 +135,7 @@ class FactMemoryProcessor(MemoryProcessor[FactMemorySettings, FactMemory]):
             )
             return
         scope = self.scope(ctx, request.collection, request.user, request.conversation_id)
+        memory.check_sizes(request)  # before the screen reads every text of it
         request = await self.pii.screen(ctx.flow.workspace, request)
         try:
             response = await self._execute(memory, op, scope, request, ctx.id)

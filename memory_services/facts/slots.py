@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 #: The rules' version, kept with each fact they read (``slot_rules``): a fact that an
 #: older version could not read is read again when a service opens the store. 1: the first
@@ -230,6 +231,7 @@ def _folded(text: str) -> str:
     return text
 
 
+@lru_cache(maxsize=2048)  # a fact batch reads its texts before its write lock (ingest)
 def read(content: str) -> Slot | None:
     """The slot ``content`` fills, or None if no rule reads it."""
     text = _folded(content).rstrip(".!")

@@ -9,7 +9,7 @@ from typing import ClassVar, Unpack, assert_never
 
 from pydantic import Field, field_validator
 
-from memory_services.playbook import seeds
+from memory_services.playbook import deltas, seeds
 from memory_services.playbook.access import Relation
 from memory_services.playbook.metrics import PlaybookMetrics
 from memory_services.playbook.playbook_memory import PlaybookMemory, bullet_ids
@@ -25,6 +25,7 @@ from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.schema.forget import Forgotten
 from react_mem.schema.playbook import (
+    MAX_DELTA_OPERATIONS,
     Delta,
     DeltaOperation,
     PlaybookRequest,
@@ -73,7 +74,7 @@ class PlaybookMemorySettings(MemorySettings):
     #: Versions whose delta record (and delta id, for exactly-once) is kept.
     history_retention: int = Field(default=_P.history_retention, ge=1)
     max_content_chars: int = Field(default=_P.max_content_chars, ge=1)
-    max_operations: int = Field(default=_P.max_operations, ge=1)
+    max_operations: int = Field(default=_P.max_operations, ge=1, le=MAX_DELTA_OPERATIONS)
     max_list_limit: int = Field(default=_P.max_list_limit, ge=1, le=10_000)
     #: Playbooks kept in memory (the store stays the truth; a miss reloads).
     cache_scopes: int = Field(default=_P.cache_scopes, ge=1)
@@ -160,6 +161,8 @@ class PlaybookMemoryProcessor(MemoryProcessor[PlaybookMemorySettings, PlaybookMe
         delta = request.operation == "apply-delta"
         try:
             key = self.key(ctx, request)
+            if delta:  # refused over the limits before the screen reads every text of it
+                deltas.check(request.delta, memory.policy)
             request = await self.pii.screen(ctx.flow.workspace, request)
             response = masked(await self._run(memory, key, request, ctx.id), request.user or None)
         except BadRequest:

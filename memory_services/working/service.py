@@ -25,7 +25,11 @@ from react_mem.processor.base import Processor
 from react_mem.processor.context import MessageContext
 from react_mem.processor.settings import ProcessorSettings
 from react_mem.processor.started import Started
-from react_mem.schema.working import WorkingMemoryRequest, WorkingMemoryResponse
+from react_mem.schema.working import (
+    MAX_WORKING_STEPS,
+    WorkingMemoryRequest,
+    WorkingMemoryResponse,
+)
 from react_mem.tokens import (
     HFTokenCounter,
     TokenCounter,
@@ -56,7 +60,7 @@ class WorkingMemorySettings(ProcessorSettings):
     #: Ask once more, more strictly, when a summary comes back over its budget.
     reask_on_overflow: bool = True
     #: Request limits; larger requests are refused as bad input.
-    max_steps: int = Field(default=1000, ge=1)
+    max_steps: int = Field(default=1000, ge=1, le=MAX_WORKING_STEPS)
     max_input_chars: int = Field(default=200_000, ge=1)
 
 

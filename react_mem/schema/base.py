@@ -11,19 +11,29 @@ from __future__ import annotations
 import json
 import types
 import typing
-from typing import Any, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
 from react_mem.errors import BadRequest
-from react_mem.schema.payload import PayloadError, check_payload, may_hold_surrogates, may_nest
+from react_mem.schema.payload import (
+    PayloadError,
+    check_payload,
+    may_exceed,
+    may_hold_surrogates,
+    may_nest,
+)
 from react_mem.schema.scope import owner_id
 
 #: The request field naming what a service is asked to do.
 OPERATION = "operation"
 #: Largest message body accepted from the bus (pulsar-lite's and Pulsar's default limit).
 MAX_MESSAGE_BYTES = 5 * 1024 * 1024
+#: Most values a memory service's request may hold (its ``max_values``): ten times the
+#: biggest valid one (an episode of 200 steps, a batch of 256 facts), and few enough to
+#: read in well under a second.
+MAX_REQUEST_VALUES = 50_000
 
 
 #: Fields holding user ids, in any message: normalised where they enter (see
@@ -67,6 +77,11 @@ class WireModel(BaseModel):
     """A message on the bus. Field names and order are the wire contract."""
 
     model_config = ConfigDict(extra="ignore", validate_default=False)
+    #: Most values (list items and object fields, at any depth) one message may hold;
+    #: beyond it the message is refused when decoded (``too-large``), before it is
+    #: validated: what a request may carry is bounded, and so is the work of reading it.
+    #: None: no bound (replies, whose size the service chose).
+    max_values: ClassVar[int | None] = None
 
     @model_validator(mode="before")
     @classmethod
@@ -110,8 +125,9 @@ class WireModel(BaseModel):
             )
         try:
             texts = may_hold_surrogates(data)
-            if texts or may_nest(data):
-                check_payload(payload, texts=texts)
+            most = cls.max_values
+            if texts or may_nest(data) or (most is not None and may_exceed(data, most)):
+                check_payload(payload, texts=texts, max_values=most)
             return cls.model_validate(payload)
         except PayloadError as exc:
             raise BadRequest(f"{cls.__name__}: {exc}", type=exc.type) from exc
@@ -123,11 +139,15 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _error_type(exc: ValidationError) -> Literal["bad-operation", "invalid"]:
+def _error_type(exc: ValidationError) -> Literal["bad-operation", "too-large", "invalid"]:
     """``bad-operation`` when only the ``operation`` is wrong (every service's operations are
-    a closed ``Literal``, so an unknown or missing one never reaches a dispatch)."""
-    if all(_is_bad_operation(err) for err in exc.errors()):
+    a closed ``Literal``, so an unknown or missing one never reaches a dispatch),
+    ``too-large`` when only lists or texts are over their limits."""
+    errors = exc.errors()
+    if all(_is_bad_operation(err) for err in errors):
         return "bad-operation"
+    if all(err["type"] == "too_long" for err in errors):
+        return "too-large"
     return "invalid"
 
 
@@ -144,6 +164,9 @@ def _describe(exc: ValidationError) -> str:
         elif _is_bad_operation(err):
             expected = err.get("ctx", {}).get("expected", "")
             parts.append(f"unknown operation {err['input']!r:.80}; expected {expected}")
+        elif err["type"] == "too_long":  # a list is refused at its limit, not counted
+            most = err.get("ctx", {}).get("max_length")
+            parts.append(f"{where}: more than {most} items; the limit is {most}")
         else:
             parts.append(f"{where}: {err['msg']}")
     more = exc.error_count() - len(parts)

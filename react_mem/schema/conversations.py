@@ -36,6 +36,7 @@ from pydantic import Field
 
 from react_mem.schema import Error, WireModel
 from react_mem.schema.agent import MemoryRef
+from react_mem.schema.base import MAX_REQUEST_VALUES
 from react_mem.schema.forget import Forgotten
 from react_mem.schema.retrieval import RetrievalOptions
 
@@ -114,6 +115,7 @@ class Conversation(WireModel):
 
 
 class ConversationRequest(WireModel):
+    max_values = MAX_REQUEST_VALUES
     #: Required: a missing or unknown one is refused (``bad-operation``) when decoded.
     operation: ConversationOperation
     collection: str = "default"

@@ -40,9 +40,10 @@ from typing import Literal, get_args
 from pydantic import Field
 
 from react_mem.schema import AgentStep, Error, WireModel
+from react_mem.schema.base import MAX_REQUEST_VALUES
 from react_mem.schema.consolidation import ConsolidationReport
 from react_mem.schema.forget import Forgotten
-from react_mem.schema.retrieval import RetrievalOptions
+from react_mem.schema.retrieval import MAX_VECTOR_DIMENSION, RetrievalOptions
 
 Outcome = Literal["success", "failure", "partial"]
 #: Operations on the request's one scope (collection, user, conversation).
@@ -62,6 +63,9 @@ OPERATIONS: tuple[EpisodeOperation, ...] = get_args(EpisodeOperation)
 #: A task type or parent session id; the bullet ids one episode records.
 MAX_LABEL_CHARS = 200
 MAX_BULLETS = 200
+#: Most steps one episode may carry on the wire (refused when decoded); the service's own
+#: ``max_steps`` (200 by default) is at most this.
+MAX_EPISODE_STEPS = 1000
 
 
 class Episode(WireModel):
@@ -99,6 +103,7 @@ class Episode(WireModel):
 
 
 class EpisodeRequest(WireModel):
+    max_values = MAX_REQUEST_VALUES
     #: Required: a missing or unknown one is refused (``bad-operation``) when decoded.
     operation: EpisodeOperation
     collection: str = "default"
@@ -106,7 +111,7 @@ class EpisodeRequest(WireModel):
     conversation_id: str | None = None
     # store
     goal: str = ""
-    steps: list[AgentStep] = Field(default_factory=list)
+    steps: list[AgentStep] = Field(default_factory=list, max_length=MAX_EPISODE_STEPS)
     #: store: the episode's outcome (required); retrieve/list: only episodes with it.
     outcome: Outcome | None = None
     score: float = Field(default=0.0, ge=0.0, le=1.0)
@@ -127,7 +132,7 @@ class EpisodeRequest(WireModel):
     until: float | None = None
     # retrieve
     context: str = ""
-    vector: list[float] | None = None
+    vector: list[float] | None = Field(default=None, max_length=MAX_VECTOR_DIMENSION)
     top_k: int | None = Field(default=None, ge=1)
     min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
     #: retrieve by goal: dense, lexical or hybrid ranking (default: the service's, hybrid).

@@ -53,10 +53,10 @@ from typing import Literal, Self, get_args
 from pydantic import AliasChoices, Field, model_validator
 
 from react_mem.schema import Error
-from react_mem.schema.base import WireModel
+from react_mem.schema.base import MAX_REQUEST_VALUES, WireModel
 from react_mem.schema.consolidation import ConsolidationReport
 from react_mem.schema.forget import Forgotten
-from react_mem.schema.retrieval import RetrievalOptions
+from react_mem.schema.retrieval import MAX_VECTOR_DIMENSION, RetrievalOptions
 
 #: Operations on the request's one scope (collection, user, conversation).
 ScopedFactOperation = Literal[
@@ -78,6 +78,9 @@ FACT_OPERATIONS: tuple[FactOperation, ...] = get_args(FactOperation)
 #: What ``sorted`` orders by.
 FactSort = Literal["time", "importance", "access"]
 FACT_SORTS: tuple[FactSort, ...] = get_args(FactSort)
+#: Most facts one ``store`` may carry on the wire (refused when decoded); the service's
+#: own ``max_batch`` (256 by default) is at most this.
+MAX_FACT_BATCH = 1024
 
 
 class FactInput(WireModel):
@@ -171,13 +174,14 @@ class StoredFact(WireModel):
 
 
 class FactRequest(WireModel):
+    max_values = MAX_REQUEST_VALUES
     #: Required: a missing or unknown one is refused (``bad-operation``) when decoded.
     operation: FactOperation
     collection: str = "default"
     user: str | None = None
     conversation_id: str | None = None
     #: store: the facts (one or a batch; a bad item rejects the whole batch).
-    facts: list[FactInput] = Field(default_factory=list)
+    facts: list[FactInput] = Field(default_factory=list, max_length=MAX_FACT_BATCH)
     #: update: the new version of fact ``fact_id``.
     fact: FactInput | None = None
     #: update, history: the fact acted on.
@@ -187,7 +191,7 @@ class FactRequest(WireModel):
     #: retrieve: by ``query`` text, by ``vector``, or both (``vector`` then is the query's
     #: embedding, so the service embeds nothing; ``query`` gives the words hybrid ranks by).
     query: str | None = None
-    vector: list[float] | None = None
+    vector: list[float] | None = Field(default=None, max_length=MAX_VECTOR_DIMENSION)
     top_k: int = Field(default=5, ge=1)
     min_score: float | None = Field(default=None, ge=-1.0, le=1.0)
     #: retrieve by query: dense, lexical or hybrid ranking (default: the service's, hybrid).

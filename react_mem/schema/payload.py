@@ -1,9 +1,12 @@
-"""Checks on a decoded JSON payload before validation: nesting depth and encodable text.
+"""Checks on a decoded JSON payload before validation: nesting depth, encodable text and
+(for requests that declare one) how many values it holds.
 
 Both are bad input, not transient failures: a payload nested thousands deep makes recursive
 code (pydantic, ``json.dumps``, handlers) raise ``RecursionError``, and a string holding a
 lone UTF-16 surrogate (valid JSON: ``"\\udfff"``) cannot be encoded as UTF-8, so the
-embedder, the store and HTTP clients fail on it on every retry.
+embedder, the store and HTTP clients fail on it on every retry. A count of values bounds
+the work one message can cost before a service sees it: within the bus's 5 MiB, a list of
+1.7 million empty objects took a minute to validate, on the loop every service shares.
 """
 
 from __future__ import annotations
@@ -28,6 +31,12 @@ def may_nest(data: bytes, *, max_depth: int = MAX_DEPTH) -> bool:
     return data.count(b"[") + data.count(b"{") >= max_depth
 
 
+def may_exceed(data: bytes, max_values: int) -> bool:
+    """Whether ``data`` can hold more than ``max_values`` values (each list item and object
+    field but the first of its container follows a comma)."""
+    return data.count(b",") + data.count(b"[") + data.count(b"{") > max_values
+
+
 def may_hold_surrogates(data: bytes) -> bool:
     """Whether a decoded string of ``data`` can hold a lone surrogate (only a JSON escape
     can put one there)."""
@@ -43,14 +52,23 @@ class PayloadError(ValueError):
         self.type: ErrorType = type
 
 
-def check_payload(payload: Any, *, max_depth: int = MAX_DEPTH, texts: bool = True) -> None:
+def check_payload(
+    payload: Any,
+    *,
+    max_depth: int = MAX_DEPTH,
+    texts: bool = True,
+    max_values: int | None = None,
+) -> None:
     """Raise :class:`PayloadError` for the first field nested too deep or (``texts``: the
-    strings are checked too) not encodable.
+    strings are checked too) not encodable, or (``max_values``) at the container whose items
+    take the payload past that many list items and object fields in all.
 
-    Iterative, so the check itself cannot overflow the stack. A field's path is spelled out
-    only for the error (a large message has thousands of keys).
+    Iterative, so the check itself cannot overflow the stack; it stops at the first
+    container past ``max_values``, so its own cost is bounded too. A field's path is
+    spelled out only for the error (a large message has thousands of keys).
     """
     pending: list[tuple[Any, tuple[object, ...]]] = [(payload, ())]
+    values = 0
     while pending:
         value, keys = pending.pop()
         if isinstance(value, str):
@@ -61,6 +79,14 @@ def check_payload(payload: Any, *, max_depth: int = MAX_DEPTH, texts: bool = Tru
         if len(keys) >= max_depth:
             raise PayloadError(
                 _path(keys), f"nested deeper than {max_depth} levels", type="malformed"
+            )
+        values += len(value)
+        if max_values is not None and values > max_values:
+            raise PayloadError(
+                _path(keys),
+                f"the message holds more than {max_values} values (list items and object "
+                f"fields); the limit is {max_values}",
+                type="too-large",
             )
         items = value.items() if isinstance(value, dict) else enumerate(value)
         for key, item in items:

@@ -49,7 +49,9 @@ from typing import Any, Literal, get_args
 from pydantic import Field, model_validator
 
 from react_mem.schema import Error, WireModel
+from react_mem.schema.base import MAX_REQUEST_VALUES
 from react_mem.schema.forget import Forgotten
+from react_mem.schema.retrieval import MAX_VECTOR_DIMENSION
 
 PlaybookOperation = Literal[
     "retrieve",
@@ -181,10 +183,15 @@ def _count(name: str, value: Any) -> int:
     raise ValueError(f"metadata.{name} must be a whole number >= 0, not {value!r}")
 
 
+#: Most operations one delta may carry on the wire (refused when decoded); the service's
+#: own ``max_operations`` (256 by default) is at most this.
+MAX_DELTA_OPERATIONS = 1024
+
+
 class Delta(WireModel):
     #: Exactly once: a delta id seen before in the scope is not applied again.
     delta_id: str = ""
-    operations: list[DeltaOperation] = Field(default_factory=list)
+    operations: list[DeltaOperation] = Field(default_factory=list, max_length=MAX_DELTA_OPERATIONS)
     #: Where it came from (a trajectory id, "feedback:<session>", "cli", "seed").
     source: str = ""
     reason: str = ""
@@ -221,6 +228,7 @@ class Weights(WireModel):
 
 
 class PlaybookRequest(WireModel):
+    max_values = MAX_REQUEST_VALUES
     #: Required: a missing or unknown one is refused (``bad-operation``) when decoded.
     operation: PlaybookOperation
     collection: str = "default"
@@ -228,7 +236,7 @@ class PlaybookRequest(WireModel):
     user: str | None = None
     # retrieve
     query: str | None = None
-    vector: list[float] | None = None
+    vector: list[float] | None = Field(default=None, max_length=MAX_VECTOR_DIMENSION)
     top_k: int = Field(default=10, ge=1, le=200)
     topic: str | None = None
     #: hybrid: the mean of the embedding's cosine and the share of the query's terms

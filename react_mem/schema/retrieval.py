@@ -10,6 +10,10 @@ from pydantic import Field
 
 from react_mem.schema.base import WireModel
 
+#: Longest query vector a request may carry (the largest embedding models' dimension is
+#: 4,096): a vector of a million numbers is refused when decoded, not read.
+MAX_VECTOR_DIMENSION = 8192
+
 RetrievalMode = Literal["dense", "lexical", "hybrid"]
 FusionMethod = Literal["rrf", "dbsf"]
 
