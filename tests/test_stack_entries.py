@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from react_mem.learner.settings import LearnerSettings
 from react_mem.stack import LEARNER_ID, stack_entries
 
 
 def judges(**options: object) -> bool:
     entries = stack_entries(settings_file=None, shared={}, **options)  # type: ignore[arg-type]
     (learner,) = [e for e in entries if e.settings.id == LEARNER_ID]
-    return bool(getattr(learner.settings, "judge_fact_changes"))
+    assert isinstance(learner.settings, LearnerSettings)
+    return learner.settings.judge_fact_changes
 
 
 def test_the_learner_leaves_updates_to_the_slot_rules_on_the_small_in_process_model() -> None:
