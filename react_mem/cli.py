@@ -395,10 +395,20 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], Coroutine[Any, Any, int | Non
 }
 
 
+def _report_fatal_signals() -> None:
+    """A fatal signal (SIGBUS from a mapped file on a full disk, SIGSEGV in a native
+    library) leaves where it struck on stderr instead of an exit status alone. A stderr
+    replaced by one without a file descriptor (a caller capturing it) falls back to the
+    process's own."""
+    try:
+        faulthandler.enable(all_threads=True)
+    except (AttributeError, ValueError):  # io.UnsupportedOperation is a ValueError
+        if sys.__stderr__ is not None:
+            faulthandler.enable(sys.__stderr__, all_threads=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    # A fatal signal (SIGBUS from a mapped file on a full disk, SIGSEGV in a native library)
-    # leaves where it struck on stderr instead of an exit status alone.
-    faulthandler.enable(all_threads=True)
+    _report_fatal_signals()
     args = build_parser().parse_args(argv)
     _setup_logging(getattr(args, "log_level", "INFO"))
     try:
