@@ -44,12 +44,15 @@ class PayloadError(ValueError):
 
 
 def check_payload(payload: Any, *, max_depth: int = MAX_DEPTH, texts: bool = True) -> None:
-    """Raise :class:`PayloadError` for the first field nested too deep or (``texts``: the
-    strings are checked too) not encodable.
+    """Raise :class:`PayloadError` for the first field of ``payload`` (decoded JSON: dicts,
+    lists and scalars) nested too deep or (``texts``: the strings are checked too) not
+    encodable.
 
     Iterative, so the check itself cannot overflow the stack. A field's path is spelled out
     only for the error (a large message has thousands of keys).
     """
+    if not texts and not _too_deep(payload, max_depth):
+        return  # the common case (a big explain message): depths only, no paths kept
     pending: list[tuple[Any, tuple[object, ...]]] = [(payload, ())]
     while pending:
         value, keys = pending.pop()
@@ -68,6 +71,26 @@ def check_payload(payload: Any, *, max_depth: int = MAX_DEPTH, texts: bool = Tru
                 _check_text(key, (*keys, key))
             if isinstance(item, dict | list) or (texts and isinstance(item, str)):
                 pending.append((item, (*keys, key)))
+
+
+def _too_deep(payload: Any, max_depth: int) -> bool:
+    """Whether a container of ``payload`` sits ``max_depth`` levels down (the walk below
+    without its paths: three times faster on a message of hundreds of RDF terms)."""
+    if type(payload) is not dict and type(payload) is not list:
+        return False
+    pending: list[tuple[Any, int]] = [(payload, 0)]
+    pop, push = pending.pop, pending.append
+    while pending:
+        value, depth = pop()
+        if depth >= max_depth:
+            return True
+        depth += 1
+        # Exact types: what ``json.loads`` makes (isinstance is most of this loop's time).
+        for item in value.values() if type(value) is dict else value:
+            kind = type(item)
+            if kind is dict or kind is list:
+                push((item, depth))
+    return False
 
 
 def _path(keys: tuple[object, ...]) -> str:
