@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, assert_never
 
-from memory_services.conversations.conversation_memory import ConversationMemory
+from memory_services.conversations.conversation_memory import ConversationMemory, EarlyVector
 from memory_services.conversations.lifecycle import ConversationLifecycle, Publisher
 from memory_services.conversations.records import (
     to_conversation,
@@ -50,10 +50,13 @@ class ConversationOperations:
         scope: Scope,
         request: ConversationRequest,
         ctx: MessageContext,
+        *,
+        early: EarlyVector | None = None,
     ) -> ConversationResponse:
+        """``early``: an append's text embedding, started before its PII screen."""
         match op:
             case "append":
-                return await self.append(scope, request, ctx)
+                return await self.append(scope, request, ctx, early=early)
             case "get":
                 return await self.get(scope, request, ctx)
             case "update-summary":
@@ -72,7 +75,12 @@ class ConversationOperations:
                 assert_never(op)
 
     async def append(
-        self, scope: Scope, request: ConversationRequest, ctx: MessageContext
+        self,
+        scope: Scope,
+        request: ConversationRequest,
+        ctx: MessageContext,
+        *,
+        early: EarlyVector | None = None,
     ) -> ConversationResponse:
         limits = self._memory.limits
         validate_append(request, limits)
@@ -82,7 +90,7 @@ class ConversationOperations:
             if header is not None:  # an end still to be announced goes out first
                 header = await self._lifecycle.flush(scope, header, via(ctx.flow))
             turn, created = await self._memory.append(
-                scope, request, key=key, flow=ctx.flow.name, header=header
+                scope, request, key=key, flow=ctx.flow.name, header=header, early=early
             )
         return ConversationResponse(turn=turn, created=created)
 
