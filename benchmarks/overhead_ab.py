@@ -1,7 +1,8 @@
 """The agent's overhead per ask at two commits, side by side: ``agent_throughput.py
 --callers 1`` run alternately on this tree and on ``--base`` (a git ref, unpacked with
 ``git archive`` into a temporary directory, this tree's benchmark scripts copied in so both
-are measured alike), in ABBA order, each run its own process.
+are measured alike), in ABBA order, each run its own process. ``--new REF`` measures that
+commit instead of this tree (which can then change meanwhile).
 
 Prints every run's overhead p50, latency p50 and event-loop CPU per ask with the load
 average at its start, then the medians of each side and their ratio (this tree / base). On
@@ -61,13 +62,15 @@ def run(tree: Path, seconds: float, extra: list[str]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", required=True, help="git ref to compare this tree with")
+    parser.add_argument("--new", default=None, help="a git ref measured instead of this tree")
     parser.add_argument("--rounds", type=int, default=3, help="ABBA rounds (2 runs a side)")
     parser.add_argument("--seconds", type=float, default=20.0, help="load window per run")
     parser.add_argument("extra", nargs="*", help="more agent_throughput.py arguments")
     args = parser.parse_args()
     results: dict[str, list[dict[str, float]]] = {"base": [], "this tree": []}
     with tempfile.TemporaryDirectory() as tmp:
-        trees = {"base": unpack(args.base, Path(tmp) / "base"), "this tree": ROOT}
+        new = ROOT if args.new is None else unpack(args.new, Path(tmp) / "new")
+        trees = {"base": unpack(args.base, Path(tmp) / "base"), "this tree": new}
         for n in range(args.rounds):
             order = ("base", "this tree") if n % 2 == 0 else ("this tree", "base")
             for side in (*order, *reversed(order)):
