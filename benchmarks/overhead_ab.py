@@ -10,6 +10,7 @@ a shared machine the load moves between runs; the alternation spreads it over bo
 
     OMP_NUM_THREADS=1 python benchmarks/overhead_ab.py --base HEAD~3
     OMP_NUM_THREADS=1 python benchmarks/overhead_ab.py --base main --rounds 4 -- --no-learner
+    OMP_NUM_THREADS=1 python benchmarks/overhead_ab.py --base HEAD~3 -- --phases
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ FIGURES = {
     "latency p50": re.compile(r"callers: .*? p50 +([\d.]+) ms"),
     "loop CPU/ask": re.compile(r"event-loop thread ([\d.]+) ms"),
     "process CPU/ask": re.compile(r"process ([\d.]+) ms, event-loop"),
+    # With --phases (ask_phases.py): the agent's own loop CPU, and some phases' medians.
+    "agent loop CPU/ask": re.compile(r"^ +agent \(request\) +([\d.]+)$", re.M),
+    "recall (wall)": re.compile(r"^ +recall: all sources +([\d.]+)$", re.M),
+    "turn append (wall)": re.compile(r"^ +turn append +([\d.]+)$", re.M),
+    "recall to LLM (wall)": re.compile(r"^ +recall to LLM call +([\d.]+)$", re.M),
 }
 
 
@@ -84,7 +90,7 @@ def main() -> None:
         sides = {s: [r[name] for r in rs if name in r] for s, rs in results.items()}
         if all(sides.values()):
             base, this = (statistics.median(sides[s]) for s in ("base", "this tree"))
-            print(f"  {name:<16} base {base:6.1f}  this tree {this:6.1f}  ratio {this / base:.2f}")
+            print(f"  {name:<20} base {base:6.1f}  this tree {this:6.1f}  ratio {this / base:.2f}")
 
 
 if __name__ == "__main__":

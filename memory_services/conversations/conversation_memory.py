@@ -213,13 +213,15 @@ class ConversationMemory:
         await self.write_header(scope, updated)
         return to_turn(payload), True
 
-    async def turns(self, scope: Scope) -> list[ConversationTurn]:
-        """Every turn of the conversation, in sequence order."""
+    async def turns(self, scope: Scope, *, since: int = 0) -> list[ConversationTurn]:
+        """Every turn of the conversation, in sequence order; ``since``: only those from
+        that sequence number on (the last few of a long conversation, read alone)."""
+        where = [IS_TURN] if since <= 0 else [IS_TURN, Condition("sequence", gte=since)]
         found: list[ConversationTurn] = []
         offset: str | None = None
         while True:
             page, offset = await self._store.scroll(
-                self.collection, scope=scope, where=[IS_TURN], limit=256, offset=offset
+                self.collection, scope=scope, where=where, limit=256, offset=offset
             )
             found += [to_turn(r.payload) for r in page]
             if offset is None:

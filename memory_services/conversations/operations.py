@@ -98,7 +98,11 @@ class ConversationOperations:
         self, scope: Scope, request: ConversationRequest, ctx: MessageContext
     ) -> ConversationResponse:
         async with self._lifecycle.lock(scope):
-            header, turns = await self._memory.header(scope), await self._memory.turns(scope)
+            header = await self._memory.header(scope)
+            since = 0  # a limit reads the last turns alone: a recall costs the same at turn 5,000
+            if header is not None and request.limit is not None:
+                since = int(header["turn_count"]) - request.limit
+            turns = await self._memory.turns(scope, since=since)
         if header is None and not turns:
             return ConversationResponse()
         if request.limit is not None:
