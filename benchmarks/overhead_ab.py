@@ -56,7 +56,10 @@ def run(tree: Path, seconds: float, extra: list[str]) -> dict[str, float]:
     env = os.environ | {"PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, str(tree / "benchmarks" / "agent_throughput.py")]
     command += ["--callers", "1", "--seconds", str(seconds), *extra]
-    out = subprocess.run(command, env=env, cwd=tree, capture_output=True, text=True, check=True)
+    out = subprocess.run(command, env=env, cwd=tree, capture_output=True, text=True)
+    if out.returncode != 0:  # shown, and the run left out of the medians
+        print(f"run failed ({out.returncode}):\n{out.stderr[-3000:]}", flush=True)
+        return {}
     found = {}
     for name, pattern in FIGURES.items():
         match = pattern.search(out.stdout)
