@@ -15,7 +15,9 @@ caller it also prints the agent's own overhead per ask: the ask's latency less t
 agent waited for the LLM (``tg_agent_llm_duration_seconds``, bus round trip included).
 ``--no-learner`` leaves the learner out (the agent as it runs beside a learner in another
 process); ``--breakdown`` prints the mean memory recall and each service's handler time;
-``--pause`` makes each caller wait that long after an answer before asking again (a person
+``--phases`` (one caller) prints the median of each phase of an ask and the event loop's
+CPU per ask charged to its owners (``benchmarks/ask_phases.py``); ``--pause`` makes each
+caller wait that long after an answer before asking again (a person
 reading it), so the work an answer leaves behind (the conversation turn's append) is done
 before the next ask instead of overlapping it.
 
@@ -23,6 +25,7 @@ before the next ask instead of overlapping it.
     OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py --callers 1 --no-learner --breakdown
     OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py --seconds 10 --callers 64
     OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py --profile learner.prof
+    OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py --callers 1 --phases
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from typing import Any
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ask_phases import Phases
 from prometheus_client import CollectorRegistry
 
 from memory_services.playbook.service import PlaybookMemoryProcessor
@@ -279,6 +283,9 @@ async def bench(url: str, root: Path, args: argparse.Namespace) -> bool:
     default = LearnerSettings.model_fields["concurrency"].default
     learner: dict[str, Any] = {"concurrency": args.learner_concurrency or default}
     all_flat = True
+    phases = Phases() if args.phases else None
+    if phases is not None:
+        phases.install(Stack)
     try:
         async with agent_stack(
             transport,
@@ -295,8 +302,12 @@ async def bench(url: str, root: Path, args: argparse.Namespace) -> bool:
             await run_level(stack, probe, 4, args.warmup, 0, args)  # embedder, stores, queues
             for n, callers in enumerate(args.callers, 1):
                 before = means(registry) if args.breakdown else {}
+                if phases is not None:
+                    phases.reset()
                 level = await run_level(stack, probe, callers, args.seconds, n, args)
                 all_flat = report(level, learner=args.learner) and all_flat
+                if phases is not None and callers == 1:
+                    phases.report(len(level.latencies))
                 if args.breakdown:
                     breakdown(before, means(registry))
     finally:
@@ -334,6 +345,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--breakdown", action="store_true", help="print mean recall and per-service times"
+    )
+    parser.add_argument(
+        "--phases", action="store_true", help="one caller: each phase's median, loop CPU by owner"
     )
     parser.add_argument("--profile", type=Path, default=None, help="write cProfile stats here")
     args = parser.parse_args()

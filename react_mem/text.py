@@ -51,9 +51,13 @@ def fold(text: str) -> str:
     made spaces (tabs and line breaks kept). The prompt renders memory through this, and
     the PII screen reads through it, so a value hidden from one is hidden from neither."""
     text = unicodedata.normalize("NFKC", text)
-    if text.isprintable():
-        return text
+    if text.isprintable() or text.translate(_TABS_AND_BREAKS).isprintable():
+        return text  # nothing to drop or replace (the character loop is the slow part)
     return "".join(_folded(c) for c in text)
+
+
+#: The non-printable characters :func:`fold` keeps as they are.
+_TABS_AND_BREAKS = str.maketrans("", "", "\t\n")
 
 
 def _folded(char: str) -> str:

@@ -7,6 +7,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from react_mem.bus.pulsar import PulsarTransport
@@ -14,6 +16,7 @@ from react_mem.bus.queues import Queue, dead_letter_queue
 from react_mem.errors import BadRequest
 from react_mem.schema import AgentRequest
 from react_mem.schema.facts import FactInput, FactRequest
+from react_mem.schema.payload import PayloadError, check_payload
 from react_mem.schema.ping import PingRequest, PingResponse
 from tests.support import recording
 from tests.support.fact_memory import FactService, fact_service
@@ -136,3 +139,34 @@ async def test_a_failing_error_reply_settles_the_message_once(
         await processor.stop()
         for endpoint in (dlq, producer):
             await endpoint.close()
+
+
+def _depth(value: object) -> int:
+    """Containers on the deepest path (the reference the payload check must agree with)."""
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner),
+    max_leaves=40,
+)
+
+
+@given(value=_JSON, limit=st.integers(min_value=1, max_value=8))
+def test_the_depth_check_refuses_exactly_what_nests_past_the_limit(
+    value: object, limit: int
+) -> None:
+    """The payload check's depth walk (which keeps no paths) against a plain recursion: a
+    payload passes iff no container sits ``limit`` levels down, and a refusal names a
+    path."""
+    if _depth(value) > limit:
+        with pytest.raises(PayloadError) as caught:
+            check_payload(value, max_depth=limit, texts=False)
+        assert caught.value.type == "malformed"
+    else:
+        check_payload(value, max_depth=limit, texts=False)

@@ -148,6 +148,10 @@ async def test_append_then_get_in_order_and_redelivery_does_not_duplicate(
         assert first.session_id == "c1-s0" and first.conversation_id == "c1"
         last_two = (await get(service, "c1", limit=2)).conversation
         assert last_two is not None and [t.sequence for t in last_two.turns] == [3, 4]
+        for limit in (1, 4, 5, 9):  # a limit reads the last turns alone: the same tail
+            last = (await get(service, "c1", limit=limit)).conversation
+            assert last is not None and last.turns == conversation.turns[-limit:]
+            assert last.turn_count == 5
         assert (await get(service, "unknown")).conversation is None
 
         found = await ok(

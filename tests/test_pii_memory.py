@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from memory_services.conversations.records import turn_record_id, turn_text
 from memory_services.conversations.service import ConversationMemoryProcessor
 from memory_services.episodes.service import EpisodeMemoryProcessor
 from memory_services.facts.service import FactMemoryProcessor
@@ -29,6 +30,8 @@ from react_mem.schema.playbook import (
     PlaybookRequest,
     PlaybookResponse,
 )
+from react_mem.schema.scope import Scope
+from tests.support.embedder import HashingEmbedder
 from tests.support.memory_services import MovableClock, serving, topics
 from tests.support.pii_values import sentence
 
@@ -305,3 +308,49 @@ async def test_playbook_bullets_and_their_history(
 
         assert (await apply("ws-allow", "d1")).error is None
         assert f"When asked to pay, reuse {text}" in await bullets("ws-allow")
+
+
+async def test_a_turn_is_embedded_as_stored_though_the_embedding_starts_before_the_screen(
+    transport: PulsarTransport, tmp_path: Path, unique: str, registry: CollectorRegistry
+) -> None:
+    """conversation-memory embeds an appended turn beside its PII screen: the vector kept is
+    the embedding of the text kept (redacted, when the screen changed it), and a text the
+    screen left alone is embedded once."""
+    text, values, placeholders = personal(4)
+    embedder = HashingEmbedder()
+    name = "conversation-memory"
+    async with serving(
+        ConversationMemoryProcessor,
+        ConversationResponse,
+        transport,
+        pid=f"{name}-{unique}",
+        queues={ws: topics(name, unique, ws, ("ended",)) for ws in ("ws-a", "ws-allow")},
+        data_dir=tmp_path / name,
+        registry=registry,
+        clock=MovableClock(),
+        config=CONFIG,
+        embedder=embedder,
+        metrics=False,
+    ) as svc:
+        collection = svc.processor.memory.memory.collection
+        for ws, redacted, embeddings in (("ws-a", True, 2), ("ws-allow", False, 1)):
+            before = embedder.texts_embedded
+            request = ConversationRequest(
+                operation="append", user="alice", conversation_id="c1", turn_id="t1",
+                query=text, answer=CLEAN,
+            )  # fmt: skip
+            assert (await svc.ask(request, ws)).error is None
+            assert embedder.texts_embedded - before == embeddings
+            scope = Scope(ws, "default", "alice", "c1")
+            [record] = await svc.processor.store.get(
+                collection, [turn_record_id(scope, "t1")], scope=scope
+            )
+            kept = turn_text(record.payload)
+            if redacted:
+                assert_redacted(kept, values, placeholders)
+            else:
+                assert kept == f"{text}\n{CLEAN}"
+            [expected, as_sent] = await embedder.embed([kept, f"{text}\n{CLEAN}"])
+            assert record.vector is not None  # float32 in the store
+            assert list(record.vector) == pytest.approx(expected, abs=1e-6)
+            assert (list(record.vector) == pytest.approx(as_sent, abs=1e-6)) is not redacted

@@ -3,7 +3,10 @@ caller serialises the writes of one conversation, see :mod:`.lifecycle`)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from memory_services import when
@@ -40,6 +43,23 @@ from react_mem.schema.conversations import ConversationRequest, ConversationTurn
 from react_mem.schema.forget import Forgotten
 
 Payload = dict[str, Any]
+
+
+@dataclass
+class EarlyVector:
+    """A turn's text being embedded while its request is screened for PII (two threads,
+    side by side): the append uses it when the screen left the text as it was."""
+
+    text: str
+    vector: asyncio.Future[list[list[float]]] = field(repr=False)
+
+    def discard(self) -> None:
+        """Stop it, or take its outcome, so an unused one leaves nothing behind."""
+        if not self.vector.done():
+            self.vector.cancel()
+        elif not self.vector.cancelled():
+            with contextlib.suppress(Exception):
+                self.vector.exception()
 
 
 class ConversationMemory:
@@ -129,6 +149,11 @@ class ConversationMemory:
                 return found
 
     # -- turns ---------------------------------------------------------------------
+    def embed_early(self, request: ConversationRequest) -> EarlyVector:
+        """Start embedding the turn ``request`` appends, as sent (see :class:`EarlyVector`)."""
+        text = f"{request.query.strip()}\n{request.answer}".strip()  # turn_text's, unstored
+        return EarlyVector(text, asyncio.ensure_future(self._embedder.embed([text])))
+
     async def append(
         self,
         scope: Scope,
@@ -137,8 +162,10 @@ class ConversationMemory:
         key: str,
         flow: str,
         header: Payload | None,
+        early: EarlyVector | None = None,
     ) -> tuple[ConversationTurn, bool]:
         """Store the turn named ``key`` after the last one; return (turn, created).
+        ``early``: its text's embedding, started before the screen (used if it still holds).
 
         A turn already stored (a redelivery) is returned as it is, after making sure the
         header counts it (the header write may not have happened before a crash).
@@ -165,7 +192,11 @@ class ConversationMemory:
         # The quota notices pending here go with this turn: its answer tells them, once.
         given = list(header.get("notices") or []) if header and request.take_notices else []
         payload["notices"] = given
-        [vector] = await self._embedder.embed([turn_text(payload)])
+        text = turn_text(payload)
+        if early is not None and early.text == text:
+            [vector] = await early.vector
+        else:  # the screen changed it (or none was started): what is stored is embedded
+            [vector] = await self._embedder.embed([text])
         await self.registry.remember(scope)
         record = Record(id=record_id, payload=payload, vector=vector)
         await self._store.upsert(self.collection, [record])
@@ -182,13 +213,15 @@ class ConversationMemory:
         await self.write_header(scope, updated)
         return to_turn(payload), True
 
-    async def turns(self, scope: Scope) -> list[ConversationTurn]:
-        """Every turn of the conversation, in sequence order."""
+    async def turns(self, scope: Scope, *, since: int = 0) -> list[ConversationTurn]:
+        """Every turn of the conversation, in sequence order; ``since``: only those from
+        that sequence number on (the last few of a long conversation, read alone)."""
+        where = [IS_TURN] if since <= 0 else [IS_TURN, Condition("sequence", gte=since)]
         found: list[ConversationTurn] = []
         offset: str | None = None
         while True:
             page, offset = await self._store.scroll(
-                self.collection, scope=scope, where=[IS_TURN], limit=256, offset=offset
+                self.collection, scope=scope, where=where, limit=256, offset=offset
             )
             found += [to_turn(r.payload) for r in page]
             if offset is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, assert_never
 
-from memory_services.conversations.conversation_memory import ConversationMemory
+from memory_services.conversations.conversation_memory import ConversationMemory, EarlyVector
 from memory_services.conversations.lifecycle import ConversationLifecycle, Publisher
 from memory_services.conversations.records import (
     to_conversation,
@@ -50,10 +50,13 @@ class ConversationOperations:
         scope: Scope,
         request: ConversationRequest,
         ctx: MessageContext,
+        *,
+        early: EarlyVector | None = None,
     ) -> ConversationResponse:
+        """``early``: an append's text embedding, started before its PII screen."""
         match op:
             case "append":
-                return await self.append(scope, request, ctx)
+                return await self.append(scope, request, ctx, early=early)
             case "get":
                 return await self.get(scope, request, ctx)
             case "update-summary":
@@ -80,7 +83,12 @@ class ConversationOperations:
             validate_summary(request.summary, self._memory.limits)
 
     async def append(
-        self, scope: Scope, request: ConversationRequest, ctx: MessageContext
+        self,
+        scope: Scope,
+        request: ConversationRequest,
+        ctx: MessageContext,
+        *,
+        early: EarlyVector | None = None,
     ) -> ConversationResponse:
         limits = self._memory.limits
         validate_append(request, limits)
@@ -90,7 +98,7 @@ class ConversationOperations:
             if header is not None:  # an end still to be announced goes out first
                 header = await self._lifecycle.flush(scope, header, via(ctx.flow))
             turn, created = await self._memory.append(
-                scope, request, key=key, flow=ctx.flow.name, header=header
+                scope, request, key=key, flow=ctx.flow.name, header=header, early=early
             )
         return ConversationResponse(turn=turn, created=created)
 
@@ -98,7 +106,11 @@ class ConversationOperations:
         self, scope: Scope, request: ConversationRequest, ctx: MessageContext
     ) -> ConversationResponse:
         async with self._lifecycle.lock(scope):
-            header, turns = await self._memory.header(scope), await self._memory.turns(scope)
+            header = await self._memory.header(scope)
+            since = 0  # a limit reads the last turns alone: a recall costs the same at turn 5,000
+            if header is not None and request.limit is not None:
+                since = int(header["turn_count"]) - request.limit
+            turns = await self._memory.turns(scope, since=since)
         if header is None and not turns:
             return ConversationResponse()
         if request.limit is not None:

@@ -153,13 +153,18 @@ class ConversationMemoryProcessor(MemoryProcessor[ConversationMemorySettings, Co
             raise BadRequest(f"{op}: conversation_id is required", type="missing-scope")
         scope = self.scope(ctx, request.collection, request.user, request.conversation_id)
         memory.operations.check_sizes(request)  # before the screen reads every text of it
-        request = await self.pii.screen(ctx.flow.workspace, request)
+        # A turn's embedding and its PII screen run side by side (the answer waits for both).
+        early = memory.memory.embed_early(request) if op == "append" else None
         try:
-            reply = await memory.operations.run(op, scope, request, ctx)
+            request = await self.pii.screen(ctx.flow.workspace, request)
+            reply = await memory.operations.run(op, scope, request, ctx, early=early)
         except BadRequest as exc:
             if exc.type == "quota-exceeded":  # a turn past the conversation's cap: counted
                 self._refusals.labels(self.id, "turn", "conversation").inc()
             raise
+        finally:
+            if early is not None:
+                early.discard()
         if reply.created and reply.turn is not None:  # handed to the answer: given, once
             for notice in reply.turn.notices:
                 self._notices.labels(self.id, notice.kind, notice.action).inc()

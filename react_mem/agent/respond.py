@@ -19,6 +19,7 @@ nothing of it waits on the librarian or the queue: both are after-reply work.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -98,6 +99,22 @@ class Responder:
         self.used: list[MemoryRef] = []
         self._thought_open = False
         self._acted = False
+        #: The question's provenance, still being sent (see :meth:`question`).
+        self._ahead: asyncio.Future[None] | None = None
+
+    async def _reply(self, response: AgentResponse, *, ahead: bool = False) -> None:
+        """``response`` on the stream, after the question's provenance (``ahead``: it is
+        that provenance): the caller sees the messages in the order they were made."""
+        if not ahead:
+            await self.settled()
+        await self.ctx.reply(response)
+
+    async def settled(self) -> None:
+        """Wait until the question's provenance is sent (raising what its send raised). The
+        handler's end waits for it too, so nothing of its stream goes out after that."""
+        if self._ahead is not None:
+            ahead, self._ahead = self._ahead, None
+            await ahead
 
     # -- explainability ----------------------------------------------------------------
     # The caller's ``explain`` events go out in the stream at once; the same provenance for
@@ -105,12 +122,13 @@ class Responder:
     # librarian, are the flow's after-reply work (:mod:`react_mem.processor.background`):
     # a slow or absent librarian adds nothing to an answer. The events name a document the
     # agent is saving; the triples stored name it only once the librarian has it.
-    async def explain(self, uri: str, triples: list[Triple]) -> None:
-        """Provenance of one step: to the caller now, to the explainability flow after."""
-        await self._provenance(uri, lambda _: triples)
-
     async def _provenance(
-        self, uri: str, triples_for: TriplesFor, document: Document | None = None
+        self,
+        uri: str,
+        triples_for: TriplesFor,
+        document: Document | None = None,
+        *,
+        ahead: bool = False,
     ) -> None:
         flow = self.ctx.flow
         to_graph = flow.has_producer(EXPLAINABILITY)
@@ -124,24 +142,29 @@ class Responder:
                     await flow.send(EXPLAINABILITY, triples)
 
             flow.background.submit("provenance", record)
-        await self.ctx.reply(
+        await self._reply(
             AgentResponse(
                 message_type="explain",
                 explain_id=uri,
                 explain_graph=explain.GRAPH_RETRIEVAL,
                 explain_triples=triples_for(document.id if document is not None else None),
-            )
+            ),
+            ahead=ahead,
         )
 
-    async def question(self, question: str, used: list[MemoryRef]) -> None:
-        """An invocation's start: the question, then the memory recalled into the prompt."""
-        await self.explain(
-            explain.session_uri(self.session), explain.session_triples(self.session, question)
-        )
+    def question(self, question: str, used: list[MemoryRef]) -> None:
+        """An invocation's start: the question, then the memory recalled into the prompt.
+        Sent while the LLM is asked (the memory's hundreds of triples cost milliseconds
+        to build and send), ahead of every later message of the stream."""
+        self._ahead = asyncio.ensure_future(self._question(question, used))
+
+    async def _question(self, question: str, used: list[MemoryRef]) -> None:
+        session = self.session
+        uri, triples = explain.session_uri(session), explain.session_triples(session, question)
+        await self._provenance(uri, lambda _: triples, ahead=True)
         if used:
-            await self.explain(
-                explain.memory_uri(self.session), explain.memory_triples(self.session, used)
-            )
+            memory = explain.memory_triples(session, used)
+            await self._provenance(explain.memory_uri(session), lambda _: memory, ahead=True)
 
     async def action(self, name: str, arguments: dict[str, str], thought: str = "") -> None:
         """The iteration's analysis, before its tool runs (agent-manager's ``on_action``)."""
@@ -184,7 +207,7 @@ class Responder:
         return document.id
 
     async def _send(self, kind: str, content: str, message_id: str, *, end: bool) -> None:
-        await self.ctx.reply(
+        await self._reply(
             AgentResponse(
                 message_type=kind, content=content, end_of_message=end, message_id=message_id
             )
@@ -246,7 +269,7 @@ class Responder:
                 f"Agent Answer: {self.question_text[:50]}...",
             ),
         )
-        await self.ctx.reply(
+        await self._reply(
             AgentResponse(
                 message_type="answer",
                 content="" if self.streaming else text,
@@ -260,4 +283,4 @@ class Responder:
         )
 
     async def error(self, message: str, *, kind: str = ERROR_TYPE) -> None:
-        await self.ctx.reply(error_response(message, kind=kind))
+        await self._reply(error_response(message, kind=kind))

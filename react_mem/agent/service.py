@@ -241,8 +241,25 @@ class AgentProcessor(Processor):
         )
         respond.used = inv.state.used
         if inv.state.iteration == 1:  # provenance: the question and the memory recalled
-            await respond.question(request.question, inv.state.used)
+            respond.question(request.question, inv.state.used)  # sent beside the LLM call
+        try:
+            await self.iterate(loaded, inv, ws, deadline, respond, ctx)
+        finally:
+            await respond.settled()
 
+    async def iterate(
+        self,
+        loaded: Loaded,
+        inv: Invocation,
+        ws: Workspace,
+        deadline: Deadline,
+        respond: Responder,
+        ctx: MessageContext,
+    ) -> None:
+        """The iteration past its memory: the LLM's decision, then the answer or the
+        action and the next iteration's request."""
+        request, flow, cfg = inv.request, inv.flow, ws.config
+        bound_to = invocation(request, flow.workspace, flow.name)
         if inv.state.iteration > cfg.max_iterations:
             message = (
                 f"No final answer within max-iterations ({cfg.max_iterations}); "

@@ -1,0 +1,100 @@
+"""The agent's overhead per ask at two commits, side by side: ``agent_throughput.py
+--callers 1`` run alternately on this tree and on ``--base`` (a git ref, unpacked with
+``git archive`` into a temporary directory, this tree's benchmark scripts copied in so both
+are measured alike), in ABBA order, each run its own process. ``--new REF`` measures that
+commit instead of this tree (which can then change meanwhile).
+
+Prints every run's overhead p50, latency p50 and event-loop CPU per ask with the load
+average at its start, then the medians of each side and their ratio (this tree / base). On
+a shared machine the load moves between runs; the alternation spreads it over both sides.
+
+    OMP_NUM_THREADS=1 python benchmarks/overhead_ab.py --base HEAD~3
+    OMP_NUM_THREADS=1 python benchmarks/overhead_ab.py --base main --rounds 4 -- --no-learner
+    OMP_NUM_THREADS=1 python benchmarks/overhead_ab.py --base HEAD~3 -- --phases
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ("agent_throughput.py", "ask_phases.py")
+FIGURES = {
+    "overhead p50": re.compile(r"agent overhead per ask .*?: p50 ([\d.]+) ms"),
+    "latency p50": re.compile(r"callers: .*? p50 +([\d.]+) ms"),
+    "loop CPU/ask": re.compile(r"event-loop thread ([\d.]+) ms"),
+    "process CPU/ask": re.compile(r"process ([\d.]+) ms, event-loop"),
+    # With --phases (ask_phases.py): the agent's own loop CPU, and some phases' medians.
+    "agent loop CPU/ask": re.compile(r"^ +agent \(request\) +([\d.]+)$", re.M),
+    "recall (wall)": re.compile(r"^ +recall: all sources +([\d.]+)$", re.M),
+    "turn append (wall)": re.compile(r"^ +turn append +([\d.]+)$", re.M),
+    "recall to LLM (wall)": re.compile(r"^ +recall to LLM call +([\d.]+)$", re.M),
+}
+
+
+def unpack(ref: str, into: Path) -> Path:
+    """The tree at ``ref``, with this tree's benchmark scripts."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True
+    ).stdout
+    into.mkdir()
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    for name in SCRIPTS:
+        shutil.copy(ROOT / "benchmarks" / name, into / "benchmarks" / name)
+    return into
+
+
+def run(tree: Path, seconds: float, extra: list[str]) -> dict[str, float]:
+    env = os.environ | {"PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, str(tree / "benchmarks" / "agent_throughput.py")]
+    command += ["--callers", "1", "--seconds", str(seconds), *extra]
+    out = subprocess.run(command, env=env, cwd=tree, capture_output=True, text=True)
+    if out.returncode != 0:  # shown, and the run left out of the medians
+        print(f"run failed ({out.returncode}):\n{out.stderr[-3000:]}", flush=True)
+        return {}
+    found = {}
+    for name, pattern in FIGURES.items():
+        match = pattern.search(out.stdout)
+        if match:
+            found[name] = float(match.group(1))
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base", required=True, help="git ref to compare this tree with")
+    parser.add_argument("--new", default=None, help="a git ref measured instead of this tree")
+    parser.add_argument("--rounds", type=int, default=3, help="ABBA rounds (2 runs a side)")
+    parser.add_argument("--seconds", type=float, default=20.0, help="load window per run")
+    parser.add_argument("extra", nargs="*", help="more agent_throughput.py arguments")
+    args = parser.parse_args()
+    results: dict[str, list[dict[str, float]]] = {"base": [], "this tree": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        new = ROOT if args.new is None else unpack(args.new, Path(tmp) / "new")
+        trees = {"base": unpack(args.base, Path(tmp) / "base"), "this tree": new}
+        for n in range(args.rounds):
+            order = ("base", "this tree") if n % 2 == 0 else ("this tree", "base")
+            for side in (*order, *reversed(order)):
+                load = os.getloadavg()[0]
+                figures = run(trees[side], args.seconds, args.extra)
+                results[side].append(figures)
+                shown = ", ".join(f"{k} {v:.1f}" for k, v in figures.items())
+                print(f"round {n + 1} {side:>9} (load {load:4.1f}): {shown}", flush=True)
+    print(f"\nmedians over {2 * args.rounds} runs a side (ms), this tree / base:")
+    for name in FIGURES:
+        sides = {s: [r[name] for r in rs if name in r] for s, rs in results.items()}
+        if all(sides.values()):
+            base, this = (statistics.median(sides[s]) for s in ("base", "this tree"))
+            print(f"  {name:<20} base {base:6.1f}  this tree {this:6.1f}  ratio {this / base:.2f}")
+
+
+if __name__ == "__main__":
+    main()
