@@ -158,9 +158,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--rate", type=float, default=20.0, help="write batches a second")
     parser.add_argument("--batch", type=int, default=5, help="points per write batch")
-    parser.add_argument(
-        "--mode", nargs="+", choices=MODES, default=MODES
-    )
+    parser.add_argument("--mode", nargs="+", choices=MODES, default=MODES)
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
           f"settings: {vars(args)}")  # fmt: skip
