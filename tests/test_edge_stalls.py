@@ -1,9 +1,10 @@
-"""The edge store's flush: durable without holding the serving process (edge_flush.py).
+"""Storage work that leaves the event loop free (benchmarks/loop_stall.py measures it).
 
-The engine's own flush holds the GIL for its whole run (0.1-0.4 s: a device cache flush per
+The engine's own flush holds the GIL for its whole run (0.1-0.5 s: a device cache flush per
 segment file), stalling every request in the process; the store's flush fsyncs the shard's
 write-ahead log from a worker thread instead, and leaves the engine's flush to index swaps,
-close, and a log grown past its bound."""
+close, and a log grown past its bound (edge_flush.py). A big upsert is written a chunk per
+engine call, the loop free in between (edge_points.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import numpy as np
 import pytest
 
 from memory_services.store import CollectionSpec, EdgeStore, Record, Scope, edge_build
+from memory_services.store.edge_points import UPSERT_CHUNK
+from react_mem.errors import BadRequest
 from tests.support.recording import eventually
 
 SPEC = CollectionSpec("notes-8", 8)
@@ -144,5 +147,36 @@ async def test_below_the_bound_a_flush_leaves_the_log_to_replay(tmp_path: Path) 
         await store.flush()
         assert closed_segments(root, wide.name) == grown
         assert store.unflushed == frozenset()
+    finally:
+        await store.close()
+
+
+async def test_a_big_upsert_lets_the_loop_serve_between_its_chunks(tmp_path: Path) -> None:
+    """A read started after a big upsert began is answered before it ends (it sees the
+    chunks written so far); in one engine call the upsert would end before the read began."""
+    store = await opened(tmp_path / "edge")
+    try:
+        batch = records(4 * UPSERT_CHUNK)
+        upserting = asyncio.create_task(store.upsert(SPEC.name, batch))
+        await asyncio.sleep(0)  # the upsert starts: its first chunk, then it lets the loop go
+        counted = await store.count(SPEC.name, scope=HOME)
+        assert not upserting.done()
+        await upserting
+        assert 0 < counted < len(batch)
+        assert await store.count(SPEC.name, scope=HOME) == len(batch)
+    finally:
+        await store.close()
+
+
+async def test_a_big_upsert_with_a_bad_record_writes_nothing(tmp_path: Path) -> None:
+    """Every record is checked before the first chunk is written."""
+    store = await opened(tmp_path / "edge")
+    try:
+        batch = records(3 * UPSERT_CHUNK)
+        bad = batch[-1]
+        batch[-1] = Record(bad.id, bad.payload, [1.0, 2.0])  # the wrong size, last
+        with pytest.raises(BadRequest):
+            await store.upsert(SPEC.name, batch)
+        assert await store.count(SPEC.name, scope=HOME) == 0
     finally:
         await store.close()
