@@ -10,9 +10,10 @@ one run (each on a fresh copy of the store; ``--rounds`` runs them interleaved, 
 
 - ``log``: the store as it runs (maintenance every 5 s: the flush, which fsyncs each
   written shard's write-ahead log in a worker thread, then indexing and paging out);
-- ``engine``: the same with every flush the engine's own (``EdgeStore(flush_engine=True)``,
-  the behaviour before): its binding holds the GIL for the whole flush, so the loop stalls
-  for as long as it takes, in a worker thread too;
+- ``engine``: the behaviour before: every flush the engine's own
+  (``EdgeStore(flush_engine=True)``; its binding holds the GIL for the whole flush, so the
+  loop stalls for as long as it takes, in a worker thread too) and an upsert in one engine
+  call however big (``edge_points.UPSERT_CHUNK`` unbounded);
 - ``none``: no maintenance at all (what the writes and reads alone cost the loop).
 
     OMP_NUM_THREADS=1 python benchmarks/loop_stall.py --points 100000 --seconds 60
@@ -33,7 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from memory_services.store import CollectionSpec, Record, Scope
+from memory_services.store import CollectionSpec, Record, Scope, edge_points
 from memory_services.store.edge import EdgeStore
 
 MODES = ["engine", "log", "none"]
@@ -130,10 +131,16 @@ async def run(path: Path, args: argparse.Namespace, mode: str) -> Found:
             await store.set_payload(SPEC.name, ids, {"access_count": 1}, scope=SCOPE)
             await asyncio.sleep(period)
 
-    tick = asyncio.create_task(ticker())
-    await writer()
-    stop.set()
-    await tick
+    chunk = edge_points.UPSERT_CHUNK
+    if mode == "engine":
+        edge_points.UPSERT_CHUNK = 1 << 30
+    try:
+        tick = asyncio.create_task(ticker())
+        await writer()
+        stop.set()
+        await tick
+    finally:
+        edge_points.UPSERT_CHUNK = chunk
     await store.close()  # after the ticker: the close's flush is not counted
     during = [late for at, late in ticks if any(a - 0.05 <= at <= b for a, b in windows)]
     return Found(lateness, during, flushes, store.indexed)

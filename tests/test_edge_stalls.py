@@ -180,3 +180,23 @@ async def test_a_big_upsert_with_a_bad_record_writes_nothing(tmp_path: Path) -> 
         assert await store.count(SPEC.name, scope=HOME) == 0
     finally:
         await store.close()
+
+
+async def test_a_big_payload_update_lets_the_loop_serve_between_its_chunks(
+    tmp_path: Path,
+) -> None:
+    store = await opened(tmp_path / "edge")
+    try:
+        batch = records(3 * UPSERT_CHUNK)
+        await store.upsert(SPEC.name, batch)
+        ids = [r.id for r in batch]
+        updating = asyncio.create_task(store.set_payload(SPEC.name, ids, {"seen": 1}, scope=HOME))
+        await asyncio.sleep(0)  # the update starts: its first chunk, then it lets the loop go
+        seen = [r for r in await store.get(SPEC.name, ids, scope=HOME) if r.payload.get("seen")]
+        assert not updating.done()
+        await updating
+        assert 0 < len(seen) < len(batch)
+        after = await store.get(SPEC.name, ids, scope=HOME)
+        assert all(r.payload.get("seen") == 1 for r in after) and len(after) == len(batch)
+    finally:
+        await store.close()
