@@ -200,3 +200,34 @@ async def test_a_big_payload_update_lets_the_loop_serve_between_its_chunks(
         assert all(r.payload.get("seen") == 1 for r in after) and len(after) == len(batch)
     finally:
         await store.close()
+
+
+async def test_flushes_go_on_while_an_index_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The maintenance task keeps flushing while an index build (its upkeep) runs: a write
+    made during the build is synced before the build ends."""
+    gate, finished = asyncio.Event(), edge_build.finished
+
+    async def held(proc: asyncio.subprocess.Process) -> bool:
+        await gate.wait()  # the build is not done until the test says so
+        return await finished(proc)
+
+    monkeypatch.setattr(edge_build, "finished", held)
+    store = EdgeStore(tmp_path / "edge", flush_interval=0.05, index_after=100, index_when_idle=0.1)
+    await store.open()
+    await store.ensure(SPEC)
+    try:
+        await store.upsert(SPEC.name, records(200))
+        await eventually(lambda: bool(store._indexer.touched), timeout=60)  # building
+        late = records(1, seed=3)
+        await store.upsert(SPEC.name, late)
+        assert SPEC.name in store.unflushed
+        await eventually(lambda: store.unflushed == frozenset(), timeout=30)
+        assert store.indexed == 0  # still building
+        gate.set()
+        await eventually(lambda: store.indexed == 1, timeout=120)
+        assert [r.id for r in await store.get(SPEC.name, [late[0].id], scope=HOME)] == [late[0].id]
+    finally:
+        gate.set()
+        await store.close()

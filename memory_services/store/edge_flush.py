@@ -16,9 +16,10 @@ when the shard is replaced by an index run (whose child process flushed the new 
 close, and when a shard's log holds more than ``log_segments`` closed segments (32 MiB each,
 about 15k 384-d points) without an index run: so the log, and a replay after a crash, stay
 bounded. ``engine=True`` makes every flush the engine's (the behaviour before, for
-``benchmarks/loop_stall.py``). After each flush the task runs the store's other upkeep
+``benchmarks/loop_stall.py``). After a flush the task starts the store's other upkeep
 (indexing what is due, paging out shard files:
-:meth:`~memory_services.store.edge.EdgeStore.maintain`).
+:meth:`~memory_services.store.edge.EdgeStore.maintain`) unless the last one still runs: the
+flushes go on through an index build.
 """
 
 from __future__ import annotations
@@ -103,15 +104,34 @@ class Flusher:
     async def _periodically(
         self, stopping: asyncio.Event, upkeep: Callable[[], Awaitable[None]]
     ) -> None:
-        while not stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), self.interval)
-            try:
-                await self.flush()
-                if not stopping.is_set():
-                    await upkeep()
-            except TransientError:
-                logger.exception("maintenance of %s failed; will retry", self.shards.root)
+        # The upkeep runs beside the ticks, one at a time: an index build in it takes minutes
+        # at 100k points, and the flushes must go on meanwhile.
+        upkeeping: asyncio.Task[None] | None = None
+        try:
+            while not stopping.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), self.interval)
+                try:
+                    await self.flush()
+                except TransientError:
+                    logger.exception("flushing %s failed; will retry", self.shards.root)
+                if upkeeping is not None and upkeeping.done():
+                    upkeeping.result()  # a failure not transient ends the task, as it did inline
+                if not stopping.is_set() and (upkeeping is None or upkeeping.done()):
+                    upkeeping = asyncio.create_task(self._upkeep(upkeep))
+            if upkeeping is not None:
+                await upkeeping  # stopping: what it is doing finishes first
+        finally:
+            if upkeeping is not None and not upkeeping.done():  # abandoned: cancelled
+                upkeeping.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await upkeeping
+
+    async def _upkeep(self, upkeep: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await upkeep()
+        except TransientError:
+            logger.exception("maintenance of %s failed; will retry", self.shards.root)
 
 
 def sync_log(root: Path, name: str, limit: int) -> bool:
