@@ -6,14 +6,15 @@ writer upserts ``--batch`` fact-like points ``--rate`` times a second (and gives
 payload) into a store preloaded with ``--points`` points, for ``--seconds`` seconds. It
 prints the longest stall, p99.9 and p99 of the lateness, the stalls over 50 ms, the longest
 stall while a flush ran, and how long the flushes took, for each ``--mode`` side by side in
-one run (each on a fresh copy of the store):
+one run (each on a fresh copy of the store; ``--rounds`` runs them interleaved, pooled):
 
-- ``flush``: the store as it runs (maintenance every 5 s: the flush, in a worker thread,
-  indexing and paging out);
-- ``no-flush``: no maintenance at all (what the writes and reads alone cost the loop).
-
-The engine's binding holds the GIL for the whole of a flush, so in ``flush`` mode the
-longest stall is the longest flush however it is called.
+- ``log``: the store as it runs (maintenance every 5 s: the flush, which fsyncs each
+  written shard's write-ahead log in a worker thread, then indexing and paging out);
+- ``engine``: the behaviour before: every flush the engine's own
+  (``EdgeStore(flush_engine=True)``; its binding holds the GIL for the whole flush, so the
+  loop stalls for as long as it takes, in a worker thread too) and an upsert in one engine
+  call however big (``edge_points.UPSERT_CHUNK`` unbounded);
+- ``none``: no maintenance at all (what the writes and reads alone cost the loop).
 
     OMP_NUM_THREADS=1 python benchmarks/loop_stall.py --points 100000 --seconds 60
 """
@@ -29,12 +30,14 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
-from memory_services.store import CollectionSpec, Record, Scope
+from memory_services.store import CollectionSpec, Record, Scope, edge_points
 from memory_services.store.edge import EdgeStore
 
+MODES = ["engine", "log", "none"]
 SPEC = CollectionSpec("facts-384", 384, text_fields=("content",))
 SCOPE = Scope("ws", "bench", "alice")
 WORDS = [
@@ -75,11 +78,27 @@ async def preload(path: Path, points: int) -> None:
     await store.close()
 
 
-async def run(path: Path, args: argparse.Namespace, mode: str) -> dict[str, float]:
-    store = EdgeStore(path, flush_interval=5.0 if mode == "flush" else 0.0)
+class Found(NamedTuple):
+    """One run's figures: every tick's lateness, those near a flush, flush and index times."""
+
+    lateness: list[float]
+    in_flush: list[float]
+    flushes: list[float]
+    index_runs: int
+
+
+async def run(path: Path, args: argparse.Namespace, mode: str) -> Found:
+    interval = 0.0 if mode == "none" else 5.0
+    store = EdgeStore(
+        path,
+        flush_interval=interval,
+        flush_engine=mode == "engine",
+        index_after=args.index_after,
+    )
     flushes: list[float] = []
     windows: list[tuple[float, float]] = []
-    flush = store.flush
+    flusher = store._flusher  # the maintenance task calls the flusher's own flush
+    flush = flusher.flush
 
     async def timed_flush() -> None:
         started = time.perf_counter()
@@ -87,7 +106,7 @@ async def run(path: Path, args: argparse.Namespace, mode: str) -> dict[str, floa
         windows.append((started, time.perf_counter()))
         flushes.append((time.perf_counter() - started) * 1000)
 
-    store.flush = timed_flush  # type: ignore[method-assign]
+    flusher.flush = timed_flush  # type: ignore[method-assign]
     await store.open()
     await store.ensure(SPEC)
     lateness: list[float] = []
@@ -102,22 +121,40 @@ async def run(path: Path, args: argparse.Namespace, mode: str) -> dict[str, floa
             lateness.append(late)
             ticks.append((started, late))
 
+    # Made before the run: making 500 records holds the loop too, and it is not storage work.
+    rng, period = np.random.default_rng(2), 1 / args.rate
+    batches = [records(rng, args.batch) for _ in range(int(args.seconds * args.rate) + 1)]
+
     async def writer() -> None:
-        rng, period = np.random.default_rng(2), 1 / args.rate
         ends = time.perf_counter() + args.seconds
-        while time.perf_counter() < ends:
-            batch = records(rng, args.batch)
+        for batch in batches:
+            if time.perf_counter() >= ends:
+                break
             await store.upsert(SPEC.name, batch)
             ids = [r.id for r in batch]
             await store.set_payload(SPEC.name, ids, {"access_count": 1}, scope=SCOPE)
             await asyncio.sleep(period)
 
-    tick = asyncio.create_task(ticker())
-    await writer()
-    stop.set()
-    await tick
+    chunk = edge_points.UPSERT_CHUNK
+    if mode == "engine":
+        edge_points.UPSERT_CHUNK = 1 << 30
+    try:
+        tick = asyncio.create_task(ticker())
+        await writer()
+        stop.set()
+        await tick
+    finally:
+        edge_points.UPSERT_CHUNK = chunk
     await store.close()  # after the ticker: the close's flush is not counted
     during = [late for at, late in ticks if any(a - 0.05 <= at <= b for a, b in windows)]
+    return Found(lateness, during, flushes, store.indexed)
+
+
+def figures(runs: list[Found]) -> dict[str, float]:
+    """A mode's figures over its rounds (pooled)."""
+    lateness = [x for found in runs for x in found.lateness]
+    during = [x for found in runs for x in found.in_flush]
+    flushes = [x for found in runs for x in found.flushes]
     q = statistics.quantiles(lateness, n=1000)
     return {
         "longest": max(lateness),
@@ -128,6 +165,7 @@ async def run(path: Path, args: argparse.Namespace, mode: str) -> dict[str, floa
         "flushes": len(flushes),
         "flush max": max(flushes, default=0.0),
         "flush p50": statistics.median(flushes) if flushes else 0.0,
+        "index runs": sum(found.index_runs for found in runs),
     }
 
 
@@ -137,14 +175,18 @@ async def main_async(args: argparse.Namespace, tmp: Path) -> None:
     await preload(base, args.points)
     print(f"setup: {args.points:,} points written and indexed "
           f"({time.perf_counter() - started:.0f} s)", flush=True)  # fmt: skip
-    results = {}
-    for mode in args.mode:
-        path = tmp / mode
-        shutil.copytree(base, path)
-        results[mode] = await run(path, args, mode)
-        print(f"  {mode}: done", flush=True)
+    runs: dict[str, list[Found]] = {mode: [] for mode in args.mode}
+    for round_ in range(args.rounds):  # modes interleaved: the machine's load falls on each
+        for mode in args.mode:
+            path = tmp / f"{mode}-{round_}"
+            shutil.copytree(base, path)
+            runs[mode].append(await run(path, args, mode))
+            shutil.rmtree(path)
+            print(f"  round {round_ + 1} {mode}: done, load {os.getloadavg()[0]:.1f}", flush=True)
+    results = {mode: figures(found) for mode, found in runs.items()}
     keys = list(next(iter(results.values())))
-    print("mode | " + " | ".join(f"{k} ms" if k not in ("over 50", "flushes") else k for k in keys))
+    counts = ("over 50", "flushes", "index runs")
+    print("mode | " + " | ".join(k if k in counts else f"{k} ms" for k in keys))
     for mode, found in results.items():
         print(f"{mode} | " + " | ".join(f"{found[k]:.1f}" for k in keys))
 
@@ -155,8 +197,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--rate", type=float, default=20.0, help="write batches a second")
     parser.add_argument("--batch", type=int, default=5, help="points per write batch")
+    parser.add_argument("--mode", nargs="+", choices=MODES, default=MODES)
+    parser.add_argument("--rounds", type=int, default=1, help="runs of each mode, interleaved")
     parser.add_argument(
-        "--mode", nargs="+", choices=["flush", "no-flush"], default=["flush", "no-flush"]
+        "--index-after",
+        type=int,
+        default=20_000,
+        help="the store's index_after (an index run swaps the shard: a load and a close)",
     )
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "

@@ -43,6 +43,7 @@ class EdgeStore(EdgePoints):
         index_when_idle: float = 1.0,
         on_indexed: Callable[[str, float], None] | None = None,
         resident_mib: float | None = 32.0,
+        flush_engine: bool = False,
     ) -> None:
         self.path = path
         #: MiB of vectors and payloads (what searches read) left resident before a
@@ -50,7 +51,9 @@ class EdgeStore(EdgePoints):
         self.resident_mib = resident_mib
         self._shards = Shards(path)
         changed = ChangedPoints(path)
-        self._flusher = Flusher(self._shards, changed, flush_interval)
+        # flush_engine: every flush the engine's own, which stalls the process (the
+        # behaviour before; benchmarks/loop_stall.py compares), see edge_flush.py.
+        self._flusher = Flusher(self._shards, changed, flush_interval, engine=flush_engine)
         self._indexer = Indexer(
             self._shards,
             self._flusher.dirty,
@@ -139,7 +142,8 @@ class EdgeStore(EdgePoints):
         return await asyncio.to_thread(residency.trim, self.path, budget)
 
     async def flush(self) -> None:
-        """Fsync every shard written since the last flush."""
+        """Make every shard written since the last flush durable against a power loss (its
+        write-ahead log fsynced off the loop; see :mod:`.edge_flush`)."""
         await self._flusher.flush()
 
     async def optimize(self, collection: str) -> bool:

@@ -1,0 +1,233 @@
+"""Storage work that leaves the event loop free (benchmarks/loop_stall.py measures it).
+
+The engine's own flush holds the GIL for its whole run (0.1-0.5 s: a device cache flush per
+segment file), stalling every request in the process; the store's flush fsyncs the shard's
+write-ahead log from a worker thread instead, and leaves the engine's flush to index swaps,
+close, and a log grown past its bound (edge_flush.py). A big upsert is written a chunk per
+engine call, the loop free in between (edge_points.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import threading
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memory_services.store import CollectionSpec, EdgeStore, Record, Scope, edge_build
+from memory_services.store.edge_points import UPSERT_CHUNK
+from react_mem.errors import BadRequest
+from tests.support.recording import eventually
+
+SPEC = CollectionSpec("notes-8", 8)
+HOME = Scope("ws-a", "default", "alice")
+
+
+def records(count: int, size: int = 8, seed: int = 0) -> list[Record]:
+    vectors = np.random.default_rng(seed).standard_normal((count, size), dtype=np.float32)
+    return [
+        Record(str(uuid.uuid4()), HOME.payload() | {"n": n}, v.tolist())
+        for n, v in enumerate(vectors)
+    ]
+
+
+async def opened(path: Path, spec: CollectionSpec = SPEC, **settings: bool) -> EdgeStore:
+    store = EdgeStore(path, flush_interval=0, index_after=0, **settings)
+    await store.open()
+    await store.ensure(spec)
+    return store
+
+
+async def test_the_loop_serves_while_a_flush_syncs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flush cannot finish before a task on the loop ran in the middle of it: one that held
+    the loop, or the GIL as the engine's own flush does, would never let that task run."""
+    store = await opened(tmp_path / "edge")
+    try:
+        written = records(20)
+        await store.upsert(SPEC.name, written)
+        syncing, served = threading.Event(), threading.Event()
+        fsync = os.fsync
+
+        def gated(fd: int) -> None:
+            syncing.set()
+            served.wait(30)  # released by the loop: it must be free meanwhile
+            fsync(fd)
+
+        monkeypatch.setattr(os, "fsync", gated)
+        flushing = asyncio.create_task(store.flush())
+        await eventually(syncing.is_set, timeout=30)  # the flush is in its sync ...
+        # ... and the loop answers a read meanwhile.
+        got = await store.get(SPEC.name, [written[3].id], scope=HOME)
+        assert not flushing.done()
+        served.set()
+        await flushing
+        assert [r.id for r in got] == [written[3].id]
+        assert store.unflushed == frozenset()
+    finally:
+        monkeypatch.undo()
+        await store.close()
+
+
+async def test_a_restart_after_a_flush_finds_every_write_from_the_log(tmp_path: Path) -> None:
+    """What a flush made durable is the log: a directory whose segments are as the engine
+    last flushed them (at close) and whose log is as the store's flush synced it still
+    holds every write acknowledged before, new points and changed payloads alike."""
+    root, lost = tmp_path / "edge", tmp_path / "lost"
+    store = await opened(root)
+    before = records(50)
+    await store.upsert(SPEC.name, before)
+    await store.close()  # the engine's flush: the segments as a power loss would find them
+    shutil.copytree(root, lost)
+
+    store = await opened(root)
+    after = records(50, seed=1)
+    await store.upsert(SPEC.name, after)
+    await store.set_payload(SPEC.name, [r.id for r in before[:10]], {"seen": 1}, scope=HOME)
+    await store.flush()
+    log = edge_build.live_path(root, SPEC.name) / "wal"
+    shutil.rmtree(edge_build.live_path(lost, SPEC.name) / "wal")
+    shutil.copytree(log, edge_build.live_path(lost, SPEC.name) / "wal")  # the synced log
+    await store.close()
+
+    restarted = await opened(lost)
+    try:
+        everything = [r.id for r in before + after]
+        got = await restarted.get(SPEC.name, everything, scope=HOME)
+        assert {r.id for r in got} == set(everything)
+        seen = {r.id for r in got if r.payload.get("seen") == 1}
+        assert seen == {r.id for r in before[:10]}
+    finally:
+        await restarted.close()
+
+
+def closed_segments(root: Path, name: str) -> int:
+    log = edge_build.live_path(root, name) / "wal"
+    return sum(entry.startswith("closed-") for entry in os.listdir(log))
+
+
+async def test_a_log_past_its_bound_gets_the_engines_flush_which_truncates_it(
+    tmp_path: Path,
+) -> None:
+    """Without index runs the log would grow with every write (and a replay after a crash
+    with it): past ``log_segments`` closed segments a flush is the engine's, which writes the
+    segments and drops the log they hold."""
+    wide = CollectionSpec("wide-4096", 4096)  # 16 KiB a point: a log segment in ~2k points
+    root = tmp_path / "edge"
+    store = await opened(root, wide)
+    try:
+        store._flusher.log_segments = 1
+        seed = 0
+        while closed_segments(root, wide.name) < 2:
+            await store.upsert(wide.name, records(200, 4096, seed))
+            seed += 1
+        grown = closed_segments(root, wide.name)
+        await store.flush()
+        assert closed_segments(root, wide.name) < grown
+    finally:
+        await store.close()
+
+
+async def test_below_the_bound_a_flush_leaves_the_log_to_replay(tmp_path: Path) -> None:
+    """The same log under the default bound is only synced: nothing truncates it."""
+    wide = CollectionSpec("wide-4096", 4096)
+    root = tmp_path / "edge"
+    store = await opened(root, wide)
+    try:
+        seed = 0
+        while closed_segments(root, wide.name) < 2:
+            await store.upsert(wide.name, records(200, 4096, seed))
+            seed += 1
+        grown = closed_segments(root, wide.name)
+        await store.flush()
+        assert closed_segments(root, wide.name) == grown
+        assert store.unflushed == frozenset()
+    finally:
+        await store.close()
+
+
+async def test_a_big_upsert_lets_the_loop_serve_between_its_chunks(tmp_path: Path) -> None:
+    """A read started after a big upsert began is answered before it ends (it sees the
+    chunks written so far); in one engine call the upsert would end before the read began."""
+    store = await opened(tmp_path / "edge")
+    try:
+        batch = records(4 * UPSERT_CHUNK)
+        upserting = asyncio.create_task(store.upsert(SPEC.name, batch))
+        await asyncio.sleep(0)  # the upsert starts: its first chunk, then it lets the loop go
+        counted = await store.count(SPEC.name, scope=HOME)
+        assert not upserting.done()
+        await upserting
+        assert 0 < counted < len(batch)
+        assert await store.count(SPEC.name, scope=HOME) == len(batch)
+    finally:
+        await store.close()
+
+
+async def test_a_big_upsert_with_a_bad_record_writes_nothing(tmp_path: Path) -> None:
+    """Every record is checked before the first chunk is written."""
+    store = await opened(tmp_path / "edge")
+    try:
+        batch = records(3 * UPSERT_CHUNK)
+        bad = batch[-1]
+        batch[-1] = Record(bad.id, bad.payload, [1.0, 2.0])  # the wrong size, last
+        with pytest.raises(BadRequest):
+            await store.upsert(SPEC.name, batch)
+        assert await store.count(SPEC.name, scope=HOME) == 0
+    finally:
+        await store.close()
+
+
+async def test_a_big_payload_update_lets_the_loop_serve_between_its_chunks(
+    tmp_path: Path,
+) -> None:
+    store = await opened(tmp_path / "edge")
+    try:
+        batch = records(3 * UPSERT_CHUNK)
+        await store.upsert(SPEC.name, batch)
+        ids = [r.id for r in batch]
+        updating = asyncio.create_task(store.set_payload(SPEC.name, ids, {"seen": 1}, scope=HOME))
+        await asyncio.sleep(0)  # the update starts: its first chunk, then it lets the loop go
+        seen = [r for r in await store.get(SPEC.name, ids, scope=HOME) if r.payload.get("seen")]
+        assert not updating.done()
+        await updating
+        assert 0 < len(seen) < len(batch)
+        after = await store.get(SPEC.name, ids, scope=HOME)
+        assert all(r.payload.get("seen") == 1 for r in after) and len(after) == len(batch)
+    finally:
+        await store.close()
+
+
+async def test_flushes_go_on_while_an_index_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The maintenance task keeps flushing while an index build (its upkeep) runs: a write
+    made during the build is synced before the build ends."""
+    gate, finished = asyncio.Event(), edge_build.finished
+
+    async def held(proc: asyncio.subprocess.Process) -> bool:
+        await gate.wait()  # the build is not done until the test says so
+        return await finished(proc)
+
+    monkeypatch.setattr(edge_build, "finished", held)
+    store = EdgeStore(tmp_path / "edge", flush_interval=0.05, index_after=100, index_when_idle=0.1)
+    await store.open()
+    await store.ensure(SPEC)
+    try:
+        await store.upsert(SPEC.name, records(200))
+        await eventually(lambda: bool(store._indexer.touched), timeout=60)  # building
+        late = records(1, seed=3)
+        await store.upsert(SPEC.name, late)
+        assert SPEC.name in store.unflushed
+        await eventually(lambda: store.unflushed == frozenset(), timeout=30)
+        assert store.indexed == 0  # still building
+        gate.set()
+        await eventually(lambda: store.indexed == 1, timeout=120)
+        assert [r.id for r in await store.get(SPEC.name, [late[0].id], scope=HOME)] == [late[0].id]
+    finally:
+        gate.set()
+        await store.close()
