@@ -30,6 +30,7 @@ from memory_services.playbook.service import PlaybookMemoryProcessor
 from react_mem.bus.transport import Transport
 from react_mem.errors import BadRequest
 from react_mem.schema import AgentStep, WireModel
+from react_mem.schema.agent import AgentRequest
 from react_mem.schema.base import MAX_REQUEST_VALUES
 from react_mem.schema.conversations import ConversationRequest, ConversationResponse
 from react_mem.schema.episodes import MAX_EPISODE_STEPS, EpisodeRequest, EpisodeResponse
@@ -84,11 +85,12 @@ FLOODS: list[tuple[type[WireModel], Callable[[list[Any]], dict[str, Any]], str]]
     (WorkingMemoryRequest, lambda many: {"operation": "compress", "steps": many}, "steps"),
     (FactRequest, lambda many: {"operation": "retrieve", "vector": [0.5] * len(many)}, "vector"),
     (ConversationRequest, lambda many: {"operation": "get", "junk": many}, "junk"),
+    (AgentRequest, lambda many: {"question": "q", "history": many}, "history"),
 ]
 
 
 @pytest.mark.parametrize(("cls", "body", "field"), FLOODS)
-def test_a_request_of_more_values_than_a_memory_request_holds_is_refused_when_decoded(
+def test_a_request_of_more_values_than_a_request_may_hold_is_refused_when_decoded(
     cls: type[WireModel], body: Callable[[list[Any]], dict[str, Any]], field: str
 ) -> None:
     error = refused(cls, body([{}] * 200_000))

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from react_mem.schema.base import WireModel
+from react_mem.schema.base import MAX_REQUEST_VALUES, WireModel
 from react_mem.schema.primitives import Error, Triple
 
 
@@ -80,6 +80,10 @@ class MemoryState(WireModel):
 
 
 class AgentRequest(WireModel):
+    #: A history of thousands of empty steps fits the bus's 5 MiB and took a minute to
+    #: validate; a real one (tens of iterations) holds a few thousand values.
+    max_values = MAX_REQUEST_VALUES
+
     question: str = ""
     state: str = ""
     group: list[str] | None = None
