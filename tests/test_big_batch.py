@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
 
+from memory_services.facts import ingest
 from memory_services.facts.service import FactMemoryProcessor
 from memory_services.pii.guard import PiiGuard
 from memory_services.pii.policy import PiiPolicy
@@ -74,28 +74,35 @@ async def test_small_requests_are_answered_while_a_maximum_batch_is_stored(
     assert meanwhile >= 3, meanwhile
 
 
-class Announcing(HashingEmbedder):
-    """Sets ``batch_embedded`` once a call of many texts (the batch's) is answered."""
+class HeldReading:
+    """Holds a batch (a call of many texts) in ``ingest.read_texts`` until ``opened``;
+    ``reached`` says the batch got there. A small write's reading passes straight on."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self.batch_embedded = asyncio.Event()
+        self.reached, self.opened = asyncio.Event(), asyncio.Event()
+        self._read = ingest.read_texts
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        vectors = await super().embed(texts)
+    async def __call__(self, texts: list[str]) -> None:
         if len(texts) > 100:
-            self.batch_embedded.set()
-        return vectors
+            self.reached.set()
+            await self.opened.wait()
+        await self._read(texts)
 
 
 @pytest.mark.broker
 async def test_another_users_writes_are_answered_while_a_maximum_batch_is_read(
-    transport: Transport, tmp_path: Path, unique: str, registry: CollectorRegistry
+    transport: Transport,
+    tmp_path: Path,
+    unique: str,
+    registry: CollectorRegistry,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Sent once the batch is embedded: before, the batch took the write lock then, and
-    read its texts under it, so no write of the service was answered until it was done."""
+    """The batch is held while its texts are read: another user's writes are answered
+    meanwhile. Before, the batch read its texts under the service's write lock, so no
+    write was answered until the batch was done (here: never, the small write times out)."""
     rng = random.Random(4)
-    embedder = Announcing()
+    held = HeldReading()
+    monkeypatch.setattr(ingest, "read_texts", held)
     async with serving(
         FactMemoryProcessor,
         FactResponse,
@@ -105,7 +112,7 @@ async def test_another_users_writes_are_answered_while_a_maximum_batch_is_read(
         data_dir=tmp_path / "facts",
         registry=registry,
         clock=MovableClock(),
-        embedder=embedder,
+        embedder=HashingEmbedder(),
         pii_policy="allow",
         near_duplicate_threshold=0.5,
         metrics=False,
@@ -115,19 +122,22 @@ async def test_another_users_writes_are_answered_while_a_maximum_batch_is_read(
         store = asyncio.create_task(
             svc.ask(FactRequest(operation="store", user="ada", facts=batch), "ws")
         )
-        await embedder.batch_embedded.wait()
-        meanwhile, n = 0, 0
-        while not store.done():
-            n += 1
+        await held.reached.wait()
+        svc.clients["ws"].timeout = 60  # only a write stuck behind the batch takes this long
+        smalls = []
+        for n in range(3):
             one = [FactInput(content=f"bob keeps lantern {n} in the shed")]
-            small = await svc.ask(FactRequest(operation="store", user="bob", facts=one), "ws")
-            assert small.error is None and small.stored[0].status == "added"
-            meanwhile += not store.done()
+            smalls.append(
+                await svc.ask(FactRequest(operation="store", user="bob", facts=one), "ws")
+            )
+        assert not store.done()
+        held.opened.set()
+        svc.clients["ws"].timeout = 600
         stored = await store
         bobs = await svc.ask(FactRequest(operation="list", user="bob", limit=1000), "ws")
+    assert all(s.error is None and s.stored[0].status == "added" for s in smalls)
     assert stored.error is None and len(stored.stored) == 256
-    assert len(bobs.facts) == n  # each acknowledged write is kept, once
-    assert meanwhile >= 1, meanwhile
+    assert len(bobs.facts) == 3  # each acknowledged write is kept, once
 
 
 async def test_a_small_write_is_screened_between_the_parts_of_a_maximum_batch() -> None:
