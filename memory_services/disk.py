@@ -42,4 +42,3 @@ class DiskReserve(DiskFloor):
     ) -> None:
         counter = disk_refusals(registry).labels(processor=processor)
         super().__init__(processor, path, min_free_mib, refused=counter.inc)
-        self.processor = processor
