@@ -161,3 +161,29 @@ async def test_memory_tools_off_by_config_and_memory_off_by_request(
         await stack.ask(ask_for("RetrieveFacts", query="wifi password"))
         assert all(f"- {t}:" in stack.llm.requests[-2].system for t in MEMORY_TOOLS)
         assert FACT in stack.llm.requests[-2].prompt
+
+
+async def test_retrieve_facts_returns_fact_tool_top_k_not_the_prompts_top_k(
+    transport: PulsarTransport, tmp_path: Path, unique: str
+) -> None:
+    facts = [f"The office wifi password for floor {n} rotates every Monday." for n in range(6)]
+    async with agent_stack(
+        transport,
+        tmp_path,
+        unique,
+        script=tool_script,
+        services=("fact-memory",),
+        agent_mem={"fact-tool-top-k": 2, "fact-retrieval-top-k": 5},
+    ) as stack:
+        await service(
+            stack,
+            "fact-memory",
+            FactRequest(operation="store", facts=[{"content": f} for f in facts]),  # type: ignore[misc]
+            FactResponse,
+        )
+        await stack.ask(ask_for("RetrieveFacts", query="wifi password"))
+        # The prompt recalled fact-retrieval-top-k of them; the tool's observation holds two.
+        first, last = stack.llm.requests[0].prompt, stack.llm.requests[-1].prompt
+        assert sum(f in first for f in facts) == 5
+        observation = last.rsplit("Observation: ", 1)[1]
+        assert sum(f"- {f} (score" in observation for f in facts) == 2

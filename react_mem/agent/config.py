@@ -103,6 +103,10 @@ class AgentMemConfig(BaseModel):
     working_memory_keep_recent: int = Field(default=3, ge=0, alias="working-memory-keep-recent")
     fact_retrieval_top_k: int = Field(default=20, ge=0, le=100, alias="fact-retrieval-top-k")
     episode_retrieval_top_k: int = Field(default=3, ge=0, le=50, alias="episode-retrieval-top-k")
+    #: Facts one RetrieveFacts call returns. Its answer is an observation in working memory,
+    #: outside ``memory-token-budget``: 10 LoCoMo lines are about 530 tokens, a quarter of
+    #: ``working-memory-threshold``, where 20 would be half of it.
+    fact_tool_top_k: int = Field(default=10, ge=0, le=100, alias="fact-tool-top-k")
     #: Facts and episodes less similar than this (cosine) are left out of the prompt.
     fact_min_score: float = Field(default=0.15, ge=-1.0, le=1.0, alias="fact-min-score")
     episode_min_score: float = Field(default=0.3, ge=-1.0, le=1.0, alias="episode-min-score")

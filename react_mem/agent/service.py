@@ -387,7 +387,7 @@ class AgentProcessor(Processor):
         if inv.memory_on and cfg.enable_memory_tools:
             for tool in memory_tools(
                 inv.flow,
-                cfg.fact_retrieval_top_k,
+                cfg.fact_tool_top_k,
                 cfg.episode_retrieval_top_k,
                 fact_min_score=cfg.fact_min_score,
                 episode_min_score=cfg.episode_min_score,
