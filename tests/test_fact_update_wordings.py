@@ -103,6 +103,7 @@ THIRD = [
     ("I've worked for Acme for five years.", "Hooli hired me.", "hooli"),
     ("I work as a nurse at Initech.", "I've taken a role at Stark.", "stark"),
     ("My job's at Wayne.", "I left Wayne and I work for Soylent now.", "soylent"),
+    ("I work at Acme.", "I've been at Initech since the spring.", "initech"),
     ("I've been vegan for ages.", "I'm not vegan any longer, I eat keto.", "keto"),
     ("I'm pescatarian.", "As of last year I'm not pescatarian.", "-"),
     ("I'm on keto.", "I changed my diet to paleo.", "paleo"),
@@ -168,6 +169,7 @@ def test_each_clause_is_read_with_its_own_negation(
         "I left Acme.",
         "I've lived in Rome.",
         "Here's the flat I designed.",
+        "I've been at the hospital since Monday.",
     ],
 )
 def test_what_says_no_value_of_the_users_stays_unread(text: str) -> None:

@@ -149,6 +149,11 @@ _AT_HOME = re.compile(
     r"\b(?:live|lives|lived|living|moved|move|moving|relocated|home|flat|apartment|house|"
     r"address|reside|resides)\b"
 )
+#: "I've been at X since the summer": being at a named place for a while is working there.
+_BEEN_AT = re.compile(
+    r"^(i|we|the user) (?:have|has) been at (?!(?:the|a|an|my|our|home|work)\b)"
+    r"(?=[a-z][a-z -]*? (?:for|since) )"
+)
 _IN = re.compile(r"^(i|we|the user) (?:am|is|are) in (?!(?:the|a|an|my|our|bed|town)\b)")
 _VISIT = re.compile(
     r"\b(?:today|tonight|week|weekend|trip|visit|visiting|holiday|vacation|conference|"
@@ -206,6 +211,7 @@ def _read_clause(text: str, context: tuple[bool, bool]) -> list[Clause]:
 
 def _clause(text: str, context: tuple[bool, bool]) -> Clause | None:
     text = _CONTINUING.sub(lambda m: {"lived": "live", "worked": "work"}.get(m[1], "reside"), text)
+    text = _BEEN_AT.sub(r"\1 work at ", text)
     text = without_cues(text)
     while (stripped := _FILLERS.sub("", text)) != text:
         text = stripped
