@@ -143,6 +143,7 @@ def test_the_third_rules_read_changes_told_as_people_type_them(
         ("I live in Berlin but I'm in Paris this week for a conference.", "self|residence",
          "berlin", False),
         ("I'm at the gym, I work at Acme.", "self|employer", "acme", False),
+        ("I'm in Berlin right now, but I live in Oslo.", "self|residence", "oslo", False),
         ("Anna and I broke up.", "self|partner", "anna", True),
     ],
 )  # fmt: skip

@@ -156,7 +156,8 @@ _BEEN_AT = re.compile(
 )
 _IN = re.compile(r"^(i|we|the user) (?:am|is|are) in (?!(?:the|a|an|my|our|bed|town)\b)")
 _VISIT = re.compile(
-    r"\b(?:today|tonight|week|weekend|trip|visit|visiting|holiday|vacation|conference|"
+    r"\b(?:right now|at the moment|for now|for the moment|today|tonight|week|weekend|trip|"
+    r"visit|visiting|holiday|vacation|conference|"
     r"interview|meeting|event|party|appointment|for (?:work|business|a few days))\b"
 )
 
@@ -212,10 +213,11 @@ def _read_clause(text: str, context: tuple[bool, bool]) -> list[Clause]:
 def _clause(text: str, context: tuple[bool, bool]) -> Clause | None:
     text = _CONTINUING.sub(lambda m: {"lived": "live", "worked": "work"}.get(m[1], "reside"), text)
     text = _BEEN_AT.sub(r"\1 work at ", text)
+    visit = _VISIT.search(text)
     text = without_cues(text)
     while (stripped := _FILLERS.sub("", text)) != text:
         text = stripped
-    if not _VISIT.search(text):  # "I'm at X" / "I'm in X" where the text speaks of work / home
+    if not visit:  # "I'm at X" / "I'm in X" where the text speaks of work / home
         text = _AT.sub(r"\1 work at ", text) if context[0] else text
         text = _IN.sub(r"\1 live in ", text) if context[1] else text
     if _PAST.search(text) and not _CHANGE_VERBS.search(text):
