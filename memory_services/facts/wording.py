@@ -228,6 +228,7 @@ def _clause(text: str, context: tuple[bool, bool]) -> Clause | None:
         text, n = pattern.subn(replacement, text)
         negative = negative or n > 0
     text = _TRAILING_TIME.sub("", _SPACE.sub(" ", text).strip(" ,"))
-    for fold, by in _FOLDS:
-        text = fold.sub(by, _SPACE.sub(" ", text).strip(" ,"))
+    for fold, by in _FOLDS:  # spaces made even again only where a fold changed the text
+        text, n = fold.subn(by, text)
+        text = _SPACE.sub(" ", text).strip(" ,") if n else text
     return Clause(text, negative) if text else None
