@@ -7,11 +7,12 @@ holds most (where one lives, works, what one eats or is allergic to, partner, pe
 "my X is Y", favourites), in first or third person; a fact they do not read has no slot and
 is never superseded by rule (an LLM may still say it is: the learner asks one). Past and
 habitual statements ("I used to live in Rome", "I lived in Rome in 2019") fill no slot: they
-describe history, not the current value. Before the rules, the wording is folded (tense
-and aspect, a dropped "I", cues such as "these days" set aside), and read as told, the other
-way round ("Lisbon is my home") and by its last verb or clause. Only a one-word subject
-is read, so other people's news ("my sister just moved to Paris") fills none of the user's
-slots. Measured on generated update chains in five wording splits, three of them blind
+describe history, not the current value. Before the rules, the wording is folded and cut
+into clauses (:mod:`.wording`: tense and aspect, a dropped "I", cues such as "these days"
+set aside, each clause its own negation), and each clause read as told and the other way
+round ("Lisbon is my home"). Only a one-word subject is read, so other people's news ("my
+sister just moved to Paris") fills none of the user's slots. Measured on generated update
+chains in six wording splits, each blind to one version of the rules
 (``benchmarks/update_chains.py``, ``docs/memory-updates.md``).
 """
 
