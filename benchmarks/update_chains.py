@@ -2,11 +2,11 @@
 
 Each generated user tells, over the years, three to five values of each of six attributes
 (city, employer, diet, an allergy, pet, partner), one statement per year, worded from a
-template list (``update_wordings.py``: splits ``dev``, ``heldout``, ``heldout2``, ``fresh``),
-among distractors told in the same years (other people's cities and employers in the same
-split's wordings, hobbies). Every statement is stored over the bus as a fact with its
-``valid_at``, in time order; then each attribute is asked about ("Where do I live?") and
-about each past year ("Where did I live in 2021?"). Reported per attribute and mode:
+template list (``update_wordings.py``: splits ``dev``, ``heldout``, ``heldout2``, ``fresh``,
+``fresh2``, ``fresh3``), among distractors told in the same years (other people's cities and
+employers in the same split's wordings, hobbies). Every statement is stored over the bus as a
+fact with its ``valid_at``, in time order; then each attribute is asked about ("Where do I
+live?") and about each past year ("Where did I live in 2021?"). Reported per attribute and mode:
 
 - current@1: the current value's statement ranks first;
 - only-current: the current value is among the top k (the agent's default 5) and no earlier
@@ -128,7 +128,12 @@ def generate(
             else:
                 values = rng.sample(pools[attribute], length)
                 told = [
-                    (rng.choice(forms["first" if i == 0 else "update"]).format(v=v), start + i)
+                    (
+                        rng.choice(forms["first" if i == 0 else "update"]).format(
+                            v=v, o=values[i - 1]
+                        ),
+                        start + i,
+                    )
                     for i, v in enumerate(values)
                 ]
             now_q, past_q = QUESTIONS[attribute]

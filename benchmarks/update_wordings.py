@@ -1,4 +1,4 @@
-"""The wordings of the generated update chains (``update_chains.py``), in four splits.
+"""The wordings of the generated update chains (``update_chains.py``), in splits.
 
 - ``dev``: the wordings the rules in ``memory_services/facts/slots.py`` were first written
   against.
@@ -8,8 +8,14 @@
   once before and once after it (the blind figures); then ``heldout2``'s misses were looked
   at (a tuning set since), ``fresh``'s were not.
 - ``fresh2``: written after that blind run and before anything was changed on it: blind.
+- ``fresh3``: written before the third version of the rules, before any failure of the
+  other splits was looked at for it, as people type to an assistant (contractions, "any
+  more", "as of last month", passive and inverted forms, updates naming the old value):
+  run once, after the rules were changed. Its distractors add first-person statements that
+  change nothing (a wish, a plan, a visit, an interview).
 
-Per attribute: the first statement's templates and an update's; ``{v}`` is the value. An
+Per attribute: the first statement's templates and an update's; ``{v}`` is the value,
+``{o}`` (in an update) the value it replaces. An
 allergy's values alternate: allergic (``{v}`` the allergen, ``yes``) and no longer (``no``).
 Distractors are other people's facts in the same split's wordings and first-person facts of
 no tracked attribute: none of them may change what the user's chains say, nor be changed.
@@ -242,6 +248,93 @@ TEMPLATES: dict[str, dict[str, Forms]] = {
             ],
         },
     },
+    "fresh3": {
+        "city": {
+            "first": [
+                "I'm living in {v} at the moment.", "I've lived in {v} for a few years.",
+                "My home's in {v}.", "Our flat is in {v}.", "The user is living in {v}.",
+            ],
+            "update": [
+                "We moved from {o} to {v}.", "I'm not in {o} anymore, I moved to {v}.",
+                "I left {o} and I live in {v} now.", "Moved to {v} last month.",
+                "As of last month I live in {v}.", "I've moved to {v}.",
+                "I no longer live in {o}; I'm in {v} now.", "{v} is where I live now.",
+                "I ended up moving to {v}.", "Living in {v} these days.",
+                "We've relocated to {v}.", "The user moved from {o} to {v}.",
+            ],
+        },
+        "employer": {
+            "first": [
+                "I work as a developer at {v}.", "I'm a software engineer at {v}.",
+                "I've worked for {v} for three years.", "My job is at {v}.",
+                "The user is a designer at {v}.",
+            ],
+            "update": [
+                "I left {o} and now I work at {v}.", "I don't work at {o} anymore, I'm at {v} now.",
+                "I got hired at {v}.", "I'm now working at {v}.",
+                "As of last month I work for {v}.", "{v} hired me.", "I've been hired by {v}.",
+                "I switched jobs and now work at {v}.",
+                "I no longer work for {o}; I joined {v}.", "I've taken a position at {v}.",
+                "The user left {o} and works for {v} now.",
+            ],
+        },
+        "diet": {
+            "first": [
+                "I've been {v} for years.", "I eat {v}.", "I follow a {v} diet.",
+                "The user eats {v}.",
+            ],
+            "update": [
+                "I'm not {o} anymore, I'm {v} now.", "I stopped being {o} and went {v}.",
+                "I switched from {o} to {v}.", "These days I eat {v}.",
+                "I've been eating {v} since last month.", "I'm no longer {o}; I'm {v}.",
+                "As of this year I'm {v}.", "I decided to become {v}.",
+                "I changed my diet to {v}.", "The user has switched from {o} to {v}.",
+            ],
+        },
+        "allergy": {
+            "first": [
+                "I've got an allergy to {v}.", "I can't have {v}, I'm allergic.",
+                "I'm allergic to {v}.", "The user has an allergy to {v}.",
+            ],
+            "yes": [
+                "My {v} allergy came back.", "The {v} allergy has returned.",
+                "Turns out I'm allergic to {v} again.", "I'm allergic to {v} once again.",
+                "The user's allergy to {v} is back.",
+            ],
+            "no": [
+                "I'm not allergic to {v} anymore.", "My allergy to {v} is gone.",
+                "I don't have the {v} allergy any more.", "I've outgrown my {v} allergy.",
+                "The {v} allergy cleared up.", "As of last month I'm no longer allergic to {v}.",
+                "The user isn't allergic to {v} any longer.",
+            ],
+        },
+        "pet": {
+            "first": [
+                "I've got a {v}.", "We have a {v}.", "My pet's a {v}.", "The user owns a {v}.",
+            ],
+            "update": [
+                "We got a {v} last month.", "I have a {v} now.", "Our new pet is a {v}.",
+                "We rehomed the {o}; we have a {v} now.", "I don't have the {o} anymore, now "
+                "I have a {v}.", "These days I've got a {v}.", "I just adopted a {v}.",
+                "The user has a {v} now.",
+            ],
+        },
+        "partner": {
+            "first": [
+                "My girlfriend's name is {v}.", "I'm married to {v}.",
+                "{v} and I have been together for two years.", "My boyfriend is {v}.",
+                "The user is dating {v}.",
+            ],
+            "update": [
+                "{o} and I broke up. I'm seeing {v} now.", "I'm not with {o} anymore; I'm "
+                "dating {v}.", "I split up with {o} and I'm in a relationship with {v} now.",
+                "I've been dating {v} since last month.", "I got married to {v}.",
+                "{v} is my partner now.", "I'm going out with {v} these days.",
+                "My new girlfriend is {v}.", "I'm no longer with {o}, my partner is {v}.",
+                "The user broke up with {o} and is now dating {v}.",
+            ],
+        },
+    },
 }  # fmt: skip
 
 #: ``{c}`` a city, ``{e}`` an employer, ``{d}`` a diet, ``{p}`` a pet, ``{a}`` an allergen,
@@ -286,6 +379,19 @@ DISTRACTORS["fresh2"] = [
     "My aunt is allergic to {a}.",
     "I like cooking pasta.",
     "My sister is engaged to {n}.",
+]
+
+DISTRACTORS["fresh3"] = [
+    "My brother moved to {c} last month.",
+    "My friend Priya got hired at {e}.",
+    "My dad's {d} these days.",
+    "My sister's got a {p} now.",
+    "My kid isn't allergic to {a} anymore.",
+    "My best friend is dating {n} now.",
+    "I'd love to live in {c} someday.",
+    "I had an interview at {e} today.",
+    "I'm thinking about getting a {p}.",
+    "I visited {c} last week.",
 ]
 
 QUESTIONS = {

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from memory_services.facts.slots import read, replaces
+from memory_services.facts.slots import RULES_VERSION, read, replaces
 from memory_services.store.base import Scope
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.schema.facts import FactInput
@@ -85,8 +85,96 @@ NEWS = [
     "just moved to {v}", "lives in {v} now", "has relocated to {v}", "got a job at {v}",
     "works for {v} these days", "was hired by {v}", "has gone vegan", "is allergic to {v}",
     "outgrew the {v} allergy", "adopted a dog named {v}", "is dating {v}", "married {v}",
-    "is now based in {v}", "is engaged to {v}",
+    "is now based in {v}", "is engaged to {v}", "broke up with {v}", "isn't allergic to {v} any longer",
+    "moved from Rome to {v}", "'s in {v} now", "ended up moving to {v}", "'s been dating {v}",
+    "rents a flat in {v}",
 ]  # fmt: skip
+
+
+#: Read by the third rules, not by the second: clauses read apart, "'s" and "n't" spelled
+#: out, relative time phrases, catenatives, break-ups, dwellings and inverted forms.
+THIRD = [
+    # (earlier, later, the later's value: "-" a negation, "" an allergy's)
+    ("I live in Porto.", "I don't live in Porto any more; I'm in Turin now.", "turin"),
+    ("I live in Porto.", "Moved from Porto to Turin two months ago.", "turin"),
+    ("My flat's in Oslo.", "As of this spring we live in Madrid.", "madrid"),
+    ("I rent an apartment in Athens.", "Vienna is where I live these days.", "vienna"),
+    ("I've lived in Dublin for ten years.", "I ended up relocating to Prague.", "prague"),
+    ("I've worked for Acme for five years.", "Hooli hired me.", "hooli"),
+    ("I work as a nurse at Initech.", "I've taken a role at Stark.", "stark"),
+    ("My job's at Wayne.", "I left Wayne and I work for Soylent now.", "soylent"),
+    ("I work at Acme.", "I've been at Initech since the spring.", "initech"),
+    ("I've been vegan for ages.", "I'm not vegan any longer, I eat keto.", "keto"),
+    ("I'm pescatarian.", "As of last year I'm not pescatarian.", "-"),
+    ("I'm on keto.", "I changed my diet to paleo.", "paleo"),
+    ("I can't eat shellfish, I'm allergic.", "The shellfish allergy has cleared up.", "-"),
+    ("I don't have the pollen allergy any longer.", "The pollen allergy has returned.", ""),
+    ("I'm not allergic to cats any longer.", "I'm allergic to cats once more.", ""),
+    ("Anna's my girlfriend.", "Anna and I split up. I'm seeing Chloe now.", "chloe"),
+    ("I'm dating Hugo.", "I broke up with Hugo.", "-"),
+    ("I date Iris.", "I've got a new boyfriend, Felix.", "felix"),
+    ("Grace and I have been together for years.", "I'm married to Daniel now.", "daniel"),
+]
+
+
+@pytest.mark.parametrize(("earlier", "later", "value"), THIRD)
+def test_the_third_rules_read_changes_told_as_people_type_them(
+    earlier: str, later: str, value: str
+) -> None:
+    old, new = read(earlier), read(later)
+    assert old is not None and new is not None, (old, new)
+    assert old.subject == new.subject == "self" and old.key == new.key
+    assert new.negative is (value == "-") and (value == "-" or new.value == value), new
+    assert replaces(new, old) is True
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "value", "negative"),
+    [
+        # The clause that says what holds wins over the one that says what no longer does.
+        ("I'm not in Paris anymore, I moved to Berlin.", "self|residence", "berlin", False),
+        ("I live in Berlin, not Paris.", "self|residence", "berlin", False),
+        ("I used to live in Rome, now I live in Oslo.", "self|residence", "oslo", False),
+        ("I stopped being vegan and went keto.", "self|diet", "keto", False),
+        # Another attribute's negation is not given up for it.
+        ("I'm not allergic to nuts any more but I am allergic to cats.", "self|allergy:nut", "",
+         True),
+        # A visit is no home; "the gym" is nobody's employer.
+        ("I live in Berlin but I'm in Paris this week for a conference.", "self|residence",
+         "berlin", False),
+        ("I'm at the gym, I work at Acme.", "self|employer", "acme", False),
+        ("I'm in Berlin right now, but I live in Oslo.", "self|residence", "oslo", False),
+        ("Anna and I broke up.", "self|partner", "anna", True),
+    ],
+)  # fmt: skip
+def test_each_clause_is_read_with_its_own_negation(
+    text: str, key: str, value: str, negative: bool
+) -> None:
+    slot = read(text)
+    assert slot is not None and (slot.key, slot.value, slot.negative) == (key, value, negative)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "It's my birthday.",
+        "The company hired me.",
+        "I'd love to live in Oslo one day.",
+        "I'm thinking of moving to Oslo.",
+        "I'm in Paris now.",
+        "I'm at Globex now.",
+        "Seeing the sun set over Oslo made me happy.",
+        "I joined a book club.",
+        "I joined in.",
+        "My team is like a second family.",
+        "I left Acme.",
+        "I've lived in Rome.",
+        "Here's the flat I designed.",
+        "I've been at the hospital since Monday.",
+    ],
+)
+def test_what_says_no_value_of_the_users_stays_unread(text: str) -> None:
+    assert read(text) is None
 
 
 @given(
@@ -205,3 +293,65 @@ async def test_a_judged_update_of_a_fact_the_rules_read_as_another_thing_is_not_
     for id in (acme, peanuts):
         fact = await facts.one(id)
         assert fact.superseded_by is None and not fact.conflicts_with
+
+
+@pytest.mark.broker
+async def test_facts_an_older_version_of_the_rules_read_are_read_again(
+    transport: PulsarTransport, tmp_path: Path, unique: str
+) -> None:
+    owner = Scope("ws-a", "default")
+    async with fact_service(transport, CollectorRegistry(), tmp_path, unique) as old:
+        [flat, job, hiking] = await old.store(
+            "My flat's in Madrid.", "My job's at Acme.", "I enjoy hiking."
+        )
+        ctx = old.processor.memory.ctx
+        before = RULES_VERSION - 1  # as the previous version left them
+        for id, slot in ((flat, ""), (job, "self|job"), (hiking, "")):
+            await ctx.store.set_payload(
+                ctx.collection, [id], {"slot": slot, "slot_rules": before}, scope=owner
+            )
+    async with fact_service(transport, CollectorRegistry(), tmp_path, unique) as new:
+        ctx = new.processor.memory.ctx
+
+        async def read_again() -> bool:
+            records = await ctx.get([flat, job, hiking], owner)
+            return {
+                r.id: (r.payload.get("slot"), r.payload.get("slot_rules")) for r in records
+            } == {
+                flat: ("self|residence", RULES_VERSION),
+                job: ("self|employer", RULES_VERSION),
+                hiking: ("", RULES_VERSION),
+            }
+
+        await until(read_again)
+        new.clock.now += 60
+        told = [FactInput(content="I'm not in Madrid any more, I moved to Oslo.")]
+        [moved] = (await new.ok("store", facts=told)).stored
+        assert moved.superseded == [flat]
+        new.clock.now += 60
+        [hired] = (await new.ok("store", facts=[FactInput(content="Hooli hired me.")])).stored
+        assert hired.superseded == [job]
+
+
+@pytest.mark.broker
+async def test_a_chain_told_as_people_type_it_keeps_only_the_latest_value_current(
+    facts: FactService,
+) -> None:
+    facts.clock.now = at(2025)
+    told = [
+        ("I've been with Acme for years, I'm a tester there.", 2018),  # read by no rule
+        ("My job's at Initech.", 2019),
+        ("I left Initech and I work for Hooli now.", 2020),
+        ("My friend Sam isn't at Hooli any longer, Stark hired him.", 2021),
+        ("As of last month I've taken a position at Wayne.", 2022),
+    ]
+    ids = []
+    for content, year in told:
+        stored = await facts.ok("store", facts=[FactInput(content=content, valid_at=at(year))])
+        ids.append(stored.stored[0].id)
+    found = (await facts.ok("retrieve", query="Who do I work for?", top_k=5)).facts
+    assert found[0].content == told[-1][0]
+    assert not {told[1][0], told[2][0]} & {f.content for f in found}
+    history = (await facts.ok("history", fact_id=ids[-1])).facts
+    assert [f.content for f in history] == [told[1][0], told[2][0], told[4][0]]
+    assert (await facts.one(ids[3])).superseded_by is None  # Sam's news is his

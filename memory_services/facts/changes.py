@@ -20,10 +20,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from memory_services.backfill import PAGE
 from memory_services.facts import records as rec
 from memory_services.facts import slots
 from memory_services.facts.context import FactContext
-from memory_services.store.base import Condition, Record, Scope
+from memory_services.store.base import AllOwners, Condition, Record, Scope, VectorStore
 
 #: Live facts read per slot (an owner's facts about one attribute are few).
 PER_SLOT = 64
@@ -54,6 +55,28 @@ def reread(payload: Mapping[str, Any]) -> dict[str, Any]:
 #: The facts :func:`reread` is for (with no ``slot_rules``): read by no rule, of an older
 #: version.
 UNREAD = Condition(key="slot", equals="")
+
+
+async def reread_older(store: VectorStore, collection: str, scopes: Sequence[AllOwners]) -> int:
+    """Read again, by these rules, every fact an older version of them read or left unread
+    (``slot_rules`` below :data:`.slots.RULES_VERSION`): its ``slot`` as these rules read it.
+    Each page read leaves the condition (its version is written), so the next page is
+    fetched from the start. Returns how many were read again."""
+    where = [Condition(key="slot_rules", lt=slots.RULES_VERSION)]
+    done = 0
+    for scope in scopes:
+        while True:
+            page, _ = await store.scroll(collection, scope=scope, where=where, limit=PAGE)
+            if not page:
+                break
+            by_value: dict[tuple[tuple[str, Any], ...], list[str]] = {}
+            for record in page:
+                value = tuple(sorted(reread(record.payload).items()))
+                by_value.setdefault(value, []).append(record.id)
+            for value, ids in by_value.items():
+                await store.set_payload(collection, ids, dict(value), scope=scope)
+            done += len(page)
+    return done
 
 
 def when(payload: Mapping[str, Any]) -> float:

@@ -220,6 +220,8 @@ class FactMemory:
                 where=[changes.UNREAD],
                 fields=lambda value: dict(value),
             )
+            # Facts an older version of the rules read: read again by this one.
+            slotted += await changes.reread_older(self.ctx.store, self.ctx.collection, scopes)
             self._flags_filled = True
             if filled:
                 logger.info("facts: %d stored before the tells_time flag now have it", filled)
