@@ -55,10 +55,12 @@ PETS = ("tortoise", "parrot", "ferret", "hamster", "rabbit", "kitten", "gecko")
 SLOW_RATIO, RSS_RATIO = 1.2, 1.10
 
 
-def rss_mib() -> float:
+def rss_mib(field: str = "VmRSS") -> float:
+    """The process's resident memory (``RssAnon``: its heap alone, without the pages of
+    files it maps, which the kernel can drop), MiB."""
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
     return 0.0
 
@@ -158,7 +160,8 @@ class Soak:
         lag = self.asked - self.probe.learned()
         print(
             f"minute {minute + 1:>3}: " + ", ".join(cells) + f" | learner lag {lag} | "
-            f"RSS {self.rss[minute]:.0f} MiB | disk {disk_mib(self.root):.1f} MiB",
+            f"RSS {self.rss[minute]:.0f} MiB (anon {rss_mib('RssAnon'):.0f}) | "
+            f"disk {disk_mib(self.root):.1f} MiB",
             flush=True,
         )
 
