@@ -3,7 +3,9 @@
 ``locomo_variants.py`` reorders what the default search finds; about half of the multi-hop
 questions have an evidence turn beyond its 50th hit, so these variants change what is found,
 side by side with the default on the tuning and the report split (same in-process rebuild of
-the store's ranking, same table). Each is measured against ``+nb (default)``:
+the store's ranking, same table). Each is measured against ``+nb (before)``, the default
+before the priors on a fact's text (``+priors (the service's)``: the store's own, now the
+default):
 
 - ``hop tail N`` / ``hop rr``: a second search seeded by the first one's top three hits (the
   question's vector moved towards theirs, the question's terms with their rarest ten), its
@@ -18,8 +20,9 @@ the store's ranking, same table). Each is measured against ``+nb (default)``:
   turn before);
 - ``sentence max``: a turn's dense score is the best of its own and its sentences' (each
   sentence embedded with the turn's speaker and date);
-- ``no questions`` / ``length prior``: priors on the fused score: a turn that only asks
-  (ends with "?") scaled by 0.7; a turn scaled by 1 + 0.2 log(words / 16).
+- ``no questions`` / ``length prior`` / ``priors``: priors on the default's rank scores
+  (``1 / (5 + rank)``): a turn that only asks (ends with "?") scaled by 0.7; a turn by
+  1 + 0.2 log(words / 16), its words without speaker and date (``GRID``: other constants).
 
 Vectors of turns, questions, sentences and sub-questions are cached in ``--cache`` (an .npz
 next to which ``-extra.npz`` holds the last three). The data is read from

@@ -12,9 +12,11 @@ a name boost (the lexical list again, over the turns of a person the question na
 lexical pseudo-relevance feedback (the top hits' rarest terms added to the query) and
 dense pseudo-relevance feedback (the top hits' vectors added to the query's).
 
-For each variant it prints recall@5 / @10 / @20 (all evidence turns among the first k),
-all questions and multi-hop, per split, and how many questions it wins and loses against
-the first variant. The vectors are cached in ``--cache`` (default: none). The data (CC
+The variants run without the priors on a fact's text (``BEFORE``; they were measured before
+them), but for ``+nb +priors (default)``. For each variant it prints recall@5 / @10 / @20
+(all evidence turns among the first k), all questions and multi-hop, per split, and how
+many questions it wins and loses against the first variant (``--categories``: then @10 per
+category and split). The vectors are cached in ``--cache`` (default: none). The data (CC
 BY-NC 4.0, Maharana et al., ACL 2024) is read from ``../shared/eval/locomo-dev.json`` and
 never copied.
 """
@@ -44,6 +46,7 @@ from memory_services.store.base import Retrieval
 from react_mem.embedding.sentence import SentenceTransformerEmbedder
 
 KS = (5, 10, 20)
+WIDTH = 36  # of a variant's name in the tables
 #: The ranking before the priors on a fact's text (the variants below were measured on it).
 BEFORE: dict[str, Any] = {"ask_discount": 0.0, "length_prior": 0.0}
 NAME = re.compile(r"\b[A-Z][a-z]+\b")
@@ -309,7 +312,9 @@ def main(variants: dict[str, Variant] = VARIANTS, doc: str | None = None) -> Non
     ats = "@" + "/".join(map(str, KS))
     heads = [f"{split} {cat} {ats}" for split in ("tune", "report") for cat in ("all", "multi")]
     print(
-        f"{'variant':<22}" + "".join(f"{h:>22}" for h in heads) + "  @10 +won/-lost (tune report)"
+        f"{'variant':<{WIDTH}}"
+        + "".join(f"{h:>22}" for h in heads)
+        + "  @10 +won/-lost (tune report)"
     )
     for name in chosen:
         hits = []  # (split, category, hit at each k)
@@ -338,7 +343,7 @@ def main(variants: dict[str, Variant] = VARIANTS, doc: str | None = None) -> Non
                 f"+{sum(b and not a for a, b in pairs)}/-{sum(a and not b for a, b in pairs)}"
             )
         print(
-            f"{name:<22}" + "".join(f"{cell:>22}" for cell in cells) + f"  {' '.join(swing)}",
+            f"{name:<{WIDTH}}" + "".join(f"{cell:>22}" for cell in cells) + f"  {' '.join(swing)}",
             flush=True,
         )
     if args.categories:
@@ -356,13 +361,13 @@ def by_category(every: dict[str, list[tuple[str, str, tuple[bool, ...]]]]) -> No
     any_hits = next(iter(every.values()), [])
     count = {cell: sum(h[:2] == cell for h in any_hits) for cell in cells}
     heads = [f"{s[0]} {c[:6]} ({count[s, c]})" for s, c in cells]
-    print(f"\n@10 per category\n{'variant':<22}" + "".join(f"{h:>16}" for h in heads))
+    print(f"\n@10 per category\n{'variant':<{WIDTH}}" + "".join(f"{h:>16}" for h in heads))
     for name, hits in every.items():
         rates = []
         for cell in cells:
             rows = [h[2][KS.index(10)] for h in hits if h[:2] == cell]
             rates.append(f"{sum(rows) / max(1, len(rows)):.3f}")
-        print(f"{name:<22}" + "".join(f"{r:>16}" for r in rates))
+        print(f"{name:<{WIDTH}}" + "".join(f"{r:>16}" for r in rates))
 
 
 if __name__ == "__main__":
