@@ -177,7 +177,11 @@ def within(counter: HFTokenCounter, facts: list[Fact], budget: int) -> set[str]:
 
 
 async def evaluate(
-    data: list[dict[str, Any]], url: str, tmp: Path, ks: tuple[int, ...] = ()
+    data: list[dict[str, Any]],
+    url: str,
+    tmp: Path,
+    ks: tuple[int, ...] = (),
+    priors: bool = True,
 ) -> None:
     bus = PulsarTransport(PulsarOptions(url=url))
     await bus.connect()
@@ -225,7 +229,9 @@ async def evaluate(
                 if ks:
                     for name in (category, "all"):
                         questions[split, name] += 1
-                    await agent_assembly(memory, where, qa, sample, ks, (split, category), hits)
+                    await agent_assembly(
+                        memory, where, qa, sample, ks, (split, category), hits, priors
+                    )
                     continue
                 first = await memory.retrieve(where, qa["question"], top_k=50)
                 top = first[0].content.split(": ", 1)[-1] if first else ""
@@ -292,15 +298,20 @@ async def agent_assembly(
     ks: tuple[int, ...],
     key: tuple[str, str],
     hits: dict[tuple[str, str, str], int],
+    priors: bool = True,
 ) -> None:
-    """Count one question's evidence in the agent's rendered memory, per top k and budget."""
+    """Count one question's evidence in the agent's rendered memory, per top k and budget
+    (without ``priors``: the ranking before the priors on a fact's text)."""
     split, category = key
     cfg = AGENT_CFG
     evidence = set(qa["evidence"])
     busy = recent(sample, cfg)
     for k in ks:
+        options = cfg.retrieval()
+        if not priors:
+            options = options.model_copy(update={"priors": False})
         facts = await memory.retrieve(
-            where, qa["question"], top_k=k, min_score=cfg.fact_min_score, retrieval=cfg.retrieval()
+            where, qa["question"], top_k=k, min_score=cfg.fact_min_score, retrieval=options
         )
         dia = {f.id: f.metadata.get("dia_id", "") for f in facts}
         items = fact_items(facts)
@@ -322,6 +333,11 @@ def main() -> None:
         default="",
         help="comma-separated fact-retrieval-top-k values: the agent's own assembly instead",
     )
+    parser.add_argument(
+        "--no-priors",
+        action="store_true",
+        help="with --top-k: rank without the priors on a fact's text (the default before them)",
+    )
     args = parser.parse_args()
     ks = tuple(int(k) for k in args.top_k.split(",") if k.strip())
     if not args.data.is_file():
@@ -332,7 +348,7 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="locomo-ctx-") as tmp,
         EmbeddedBroker(Path(tmp) / "broker") as broker,
     ):
-        asyncio.run(evaluate(data, broker.url, Path(tmp), ks))
+        asyncio.run(evaluate(data, broker.url, Path(tmp), ks, not args.no_priors))
     sys.stdout.flush()
 
 

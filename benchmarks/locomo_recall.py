@@ -53,13 +53,17 @@ RANKINGS: dict[str, RetrievalOptions] = {
     "dense": RetrievalOptions(mode="dense"),
     "lexical": RetrievalOptions(mode="lexical"),
     # lexical with the time boost: both hybrid lists, the dense one weighted 0
-    "lexical+time": RetrievalOptions(mode="hybrid", dense_weight=0.0, neighbour_lift=0.0),
-    "hybrid": RetrievalOptions(mode="hybrid", time_boost=False, neighbour_lift=0.0),
-    "hybrid-dbsf": RetrievalOptions(
-        mode="hybrid", fusion="dbsf", time_boost=False, neighbour_lift=0.0
+    "lexical+time": RetrievalOptions(
+        mode="hybrid", dense_weight=0.0, neighbour_lift=0.0, priors=False
     ),
-    "hybrid+time": RetrievalOptions(mode="hybrid", neighbour_lift=0.0),
-    "hybrid+time+nb": RetrievalOptions(mode="hybrid"),  # the default: neighbours lifted
+    "hybrid": RetrievalOptions(mode="hybrid", time_boost=False, neighbour_lift=0.0, priors=False),
+    "hybrid-dbsf": RetrievalOptions(
+        mode="hybrid", fusion="dbsf", time_boost=False, neighbour_lift=0.0, priors=False
+    ),
+    "hybrid+time": RetrievalOptions(mode="hybrid", neighbour_lift=0.0, priors=False),
+    # neighbours lifted, without the priors on a fact's text (the default until 2026-11-28)
+    "hybrid+time+nb": RetrievalOptions(mode="hybrid", priors=False),
+    "hybrid+time+nb+priors": RetrievalOptions(mode="hybrid"),  # the default
 }
 
 

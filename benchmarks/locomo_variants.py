@@ -12,9 +12,11 @@ a name boost (the lexical list again, over the turns of a person the question na
 lexical pseudo-relevance feedback (the top hits' rarest terms added to the query) and
 dense pseudo-relevance feedback (the top hits' vectors added to the query's).
 
-For each variant it prints recall@5 / @10 / @20 (all evidence turns among the first k),
-all questions and multi-hop, per split, and how many questions it wins and loses against
-the first variant. The vectors are cached in ``--cache`` (default: none). The data (CC
+The variants run without the priors on a fact's text (``BEFORE``; they were measured before
+them), but for ``+nb +priors (default)``. For each variant it prints recall@5 / @10 / @20
+(all evidence turns among the first k), all questions and multi-hop, per split, and how
+many questions it wins and loses against the first variant (``--categories``: then @10 per
+category and split). The vectors are cached in ``--cache`` (default: none). The data (CC
 BY-NC 4.0, Maharana et al., ACL 2024) is read from ``../shared/eval/locomo-dev.json`` and
 never copied.
 """
@@ -44,6 +46,9 @@ from memory_services.store.base import Retrieval
 from react_mem.embedding.sentence import SentenceTransformerEmbedder
 
 KS = (5, 10, 20)
+WIDTH = 36  # of a variant's name in the tables
+#: The ranking before the priors on a fact's text (the variants below were measured on it).
+BEFORE: dict[str, Any] = {"ask_discount": 0.0, "length_prior": 0.0}
 NAME = re.compile(r"\b[A-Z][a-z]+\b")
 #: A name inside a sentence (not its first word).
 CAPITAL = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]{2,}\b")
@@ -109,7 +114,12 @@ async def load(data: list[dict[str, Any]], saved: Any, cache: Path | None) -> li
                 texts.append(fact.content)
                 dia.append(fact.metadata["dia_id"])
                 payloads.append(
-                    {"thread": f"{n}-{thread}", "seq": seq, "valid_at": fact.valid_at}
+                    {
+                        "thread": f"{n}-{thread}",
+                        "seq": seq,
+                        "valid_at": fact.valid_at,
+                        "content": fact.content,  # what the priors read
+                    }
                     | changes.slot_of(fact.content)
                 )
                 fields = {"content": fact.content, "context": fact.context}
@@ -174,7 +184,7 @@ def fused_scores(
 ) -> dict[int, float]:
     """The default ranking of every candidate, its order as scores (rank r scores
     1 / (5 + r)), for the variants that rework it."""
-    ranked = store(Retrieval(), every=True)(c, question, vector, now, k)
+    ranked = store(Retrieval(**BEFORE), every=True)(c, question, vector, now, k)
     return {i: 1 / (5 + r) for r, i in enumerate(ranked, 1)}
 
 
@@ -262,17 +272,18 @@ def entity_hop(weight: float, top: int = 3) -> Variant:
 
 
 VARIANTS: dict[str, Variant] = {
-    "hybrid+time": store(Retrieval(neighbour_lift=0.0)),
-    "+nb (default)": store(Retrieval()),
-    "+nb 0.1": store(Retrieval(neighbour_lift=0.1)),
-    "+nb 0.5": store(Retrieval(neighbour_lift=0.5)),
-    "lexical+time": store(Retrieval(weights=(0.0, 1.0), neighbour_lift=0.0)),
-    "hybrid (no time)": store(Retrieval(neighbour_lift=0.0), boost=False),
-    "rrf k=2": store(Retrieval(rrf_k=2, neighbour_lift=0.0)),
-    "rrf k=20": store(Retrieval(rrf_k=20, neighbour_lift=0.0)),
-    "weights .75/1": store(Retrieval(weights=(0.75, 1.0), neighbour_lift=0.0)),
-    "weights 1/.75": store(Retrieval(weights=(1.0, 0.75), neighbour_lift=0.0)),
-    "dbsf+time": store(Retrieval(fusion="dbsf", neighbour_lift=0.0)),
+    "hybrid+time": store(Retrieval(**BEFORE, neighbour_lift=0.0)),
+    "+nb (before)": store(Retrieval(**BEFORE)),
+    "+nb +priors (default)": store(Retrieval()),
+    "+nb 0.1": store(Retrieval(**BEFORE, neighbour_lift=0.1)),
+    "+nb 0.5": store(Retrieval(**BEFORE, neighbour_lift=0.5)),
+    "lexical+time": store(Retrieval(**BEFORE, weights=(0.0, 1.0), neighbour_lift=0.0)),
+    "hybrid (no time)": store(Retrieval(**BEFORE, neighbour_lift=0.0), boost=False),
+    "rrf k=2": store(Retrieval(**BEFORE, rrf_k=2, neighbour_lift=0.0)),
+    "rrf k=20": store(Retrieval(**BEFORE, rrf_k=20, neighbour_lift=0.0)),
+    "weights .75/1": store(Retrieval(**BEFORE, weights=(0.75, 1.0), neighbour_lift=0.0)),
+    "weights 1/.75": store(Retrieval(**BEFORE, weights=(1.0, 0.75), neighbour_lift=0.0)),
+    "dbsf+time": store(Retrieval(**BEFORE, fusion="dbsf", neighbour_lift=0.0)),
     "+nb +session .05": session_lift(0.05),
     "+nb +session .1": session_lift(0.1),
     "+nb +name .5": name_boost(0.5),
@@ -282,29 +293,34 @@ VARIANTS: dict[str, Variant] = {
 }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(variants: dict[str, Variant] = VARIANTS, doc: str | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(doc or __doc__).splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--cache", type=Path, help="vectors saved here (.npz) and reused")
     parser.add_argument("--variants", help="comma-separated (default: all)")
+    parser.add_argument(
+        "--categories", action="store_true", help="also @10 per category and split, at the end"
+    )
     args = parser.parse_args()
     if not args.data.is_file():
         print(f"no LoCoMo data at {args.data}; nothing to evaluate")
         return
     saved = np.load(args.cache) if args.cache and args.cache.is_file() else None
     conversations = asyncio.run(load(json.loads(args.data.read_text()), saved, args.cache))
-    chosen = args.variants.split(",") if args.variants else list(VARIANTS)
-    now, first = time.time(), None
+    chosen = args.variants.split(",") if args.variants else list(variants)
+    now, first, every = time.time(), None, {}
     ats = "@" + "/".join(map(str, KS))
     heads = [f"{split} {cat} {ats}" for split in ("tune", "report") for cat in ("all", "multi")]
     print(
-        f"{'variant':<22}" + "".join(f"{h:>22}" for h in heads) + "  @10 +won/-lost (tune report)"
+        f"{'variant':<{WIDTH}}"
+        + "".join(f"{h:>22}" for h in heads)
+        + "  @10 +won/-lost (tune report)"
     )
     for name in chosen:
         hits = []  # (split, category, hit at each k)
         for n, c in enumerate(conversations):
             for qa, vector in zip(c.questions, c.question_vectors, strict=True):
-                rank = VARIANTS[name]
+                rank = variants[name]
                 ten = [c.dia[i] for i in rank(c, qa["question"], vector, now, 10)]
                 twenty = [c.dia[i] for i in rank(c, qa["question"], vector, now, 20)]
                 # @5 and @10 from a top-10 search (as locomo_recall's), @20 from a top-20 one
@@ -319,7 +335,7 @@ def main() -> None:
                 cells.append(
                     "/".join(f"{sum(r[j] for r in rows) / len(rows):.3f}" for j in range(len(KS)))
                 )
-        first = first or hits
+        first, every[name] = first or hits, hits
         swing = []
         for split in ("tune", "report"):
             pairs = [(a[2][1], b[2][1]) for a, b in zip(first, hits, strict=True) if a[0] == split]
@@ -327,9 +343,31 @@ def main() -> None:
                 f"+{sum(b and not a for a, b in pairs)}/-{sum(a and not b for a, b in pairs)}"
             )
         print(
-            f"{name:<22}" + "".join(f"{cell:>22}" for cell in cells) + f"  {' '.join(swing)}",
+            f"{name:<{WIDTH}}" + "".join(f"{cell:>22}" for cell in cells) + f"  {' '.join(swing)}",
             flush=True,
         )
+    if args.categories:
+        by_category(every)
+
+
+def by_category(every: dict[str, list[tuple[str, str, tuple[bool, ...]]]]) -> None:
+    """Recall@10 of each variant per split and category (questions in brackets)."""
+    cells = [
+        (split, cat)
+        for split in ("tune", "report")
+        for cat in CATEGORIES.values()
+        if cat != "adversarial"
+    ]
+    any_hits = next(iter(every.values()), [])
+    count = {cell: sum(h[:2] == cell for h in any_hits) for cell in cells}
+    heads = [f"{s[0]} {c[:6]} ({count[s, c]})" for s, c in cells]
+    print(f"\n@10 per category\n{'variant':<{WIDTH}}" + "".join(f"{h:>16}" for h in heads))
+    for name, hits in every.items():
+        rates = []
+        for cell in cells:
+            rows = [h[2][KS.index(10)] for h in hits if h[:2] == cell]
+            rates.append(f"{sum(rows) / max(1, len(rows)):.3f}")
+        print(f"{name:<{WIDTH}}" + "".join(f"{r:>16}" for r in rates))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ def resolve(options: RetrievalOptions | None, default: Retrieval = DEFAULT_RETRI
             neighbour_lift=(
                 default.neighbour_lift if options.neighbour_lift is None else options.neighbour_lift
             ),
+            ask_discount=default.ask_discount if options.priors in (None, True) else 0.0,
+            length_prior=default.length_prior if options.priors in (None, True) else 0.0,
         )
     except ValueError as exc:
         raise BadRequest(f"retrieval: {exc}") from None

@@ -138,7 +138,11 @@ class Retrieval:
     ``depth`` is how many candidates each prefetch brings (0: four times the limit, at
     least 20). ``neighbour_lift``: among a hybrid search's candidates, records stored next to
     each other (the same ``thread``, ``seq`` one apart: see :mod:`.ties`) add this share of
-    each other's fused score (0: off); records without those keys are left as they are."""
+    each other's fused score (0: off); records without those keys are left as they are.
+    ``ask_discount`` and ``length_prior``: a hybrid candidate's fused score is scaled by what
+    its ``content`` looks like: by ``1 - ask_discount`` when it only asks (ends with "?"), by
+    ``1 + length_prior * log(words / 24)``, kept within [0.8, 1.2], for its length (0: off;
+    see :mod:`.ties`)."""
 
     mode: Mode = "hybrid"
     fusion: FusionKind = "rrf"
@@ -146,6 +150,8 @@ class Retrieval:
     rrf_k: int = 5
     depth: int = 0
     neighbour_lift: float = 0.25
+    ask_discount: float = 0.3
+    length_prior: float = 0.3
 
     def __post_init__(self) -> None:
         if self.mode not in ("dense", "lexical", "hybrid"):
@@ -160,6 +166,8 @@ class Retrieval:
             raise ValueError("rrf_k must be positive and depth within [0, 1000]")
         if not 0 <= self.neighbour_lift <= 1:
             raise ValueError("neighbour_lift must be within [0, 1]")
+        if not 0 <= self.ask_discount <= 1 or not 0 <= self.length_prior <= 1:
+            raise ValueError("ask_discount and length_prior must be within [0, 1]")
 
     def candidates(self, limit: int) -> int:
         return self.depth or max(4 * limit, 20)

@@ -30,3 +30,6 @@ class RetrievalOptions(WireModel):
     #: hybrid: the share of a hit's fused score its neighbours (stored next to it in one
     #: write) gain (default 0.25; 0: off).
     neighbour_lift: float | None = Field(default=None, ge=0.0, le=1.0)
+    #: hybrid: scale a fact's score by what its text looks like: down when it only asks a
+    #: question, up or down (a fifth at most) for its length (default: on).
+    priors: bool | None = None
