@@ -3,8 +3,8 @@
 The engine's own flush holds the GIL for its whole run (0.1-0.5 s: a device cache flush per
 segment file), stalling every request in the process; the store's flush fsyncs the shard's
 write-ahead log from a worker thread instead, and leaves the engine's flush to index swaps,
-close, and a log grown past its bound (edge_flush.py). A big upsert is written a chunk per
-engine call, the loop free in between (edge_points.py)."""
+close, and a log grown past its bound (edge_flush.py). A big upsert, payload update or delete
+is done a chunk per engine call, the loop free in between (edge_points.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from memory_services.store import CollectionSpec, EdgeStore, Record, Scope, edge_build
-from memory_services.store.edge_points import UPSERT_CHUNK
+from memory_services.store.edge_points import DELETE_CHUNK, UPSERT_CHUNK
 from react_mem.errors import BadRequest
 from tests.support.recording import eventually
 
@@ -198,6 +198,61 @@ async def test_a_big_payload_update_lets_the_loop_serve_between_its_chunks(
         assert 0 < len(seen) < len(batch)
         after = await store.get(SPEC.name, ids, scope=HOME)
         assert all(r.payload.get("seen") == 1 for r in after) and len(after) == len(batch)
+    finally:
+        await store.close()
+
+
+async def test_a_big_delete_lets_the_loop_serve_between_its_chunks(tmp_path: Path) -> None:
+    """A read started after a big delete began is answered before it ends (it sees the
+    points not yet deleted); in one engine call the delete would end before the read began."""
+    store = await opened(tmp_path / "edge")
+    try:
+        batch = records(4 * DELETE_CHUNK)
+        await store.upsert(SPEC.name, batch)
+        ids = [r.id for r in batch]
+        deleting = asyncio.create_task(store.delete(SPEC.name, scope=HOME, ids=ids))
+        await asyncio.sleep(0)  # the delete starts: its first chunk, then it lets the loop go
+        counted = await store.count(SPEC.name, scope=HOME)
+        assert not deleting.done()
+        assert await deleting == len(batch)
+        assert 0 < counted < len(batch)
+        assert await store.count(SPEC.name, scope=HOME) == 0
+    finally:
+        await store.close()
+
+
+async def test_a_delete_by_condition_leaves_nothing_written_while_it_ran(tmp_path: Path) -> None:
+    """A delete of a whole scope goes chunk by chunk until nothing in the scope is left: a
+    point written into the scope between its chunks is deleted too (a forget leaves
+    nothing), and another owner's points stay."""
+    store = await opened(tmp_path / "edge")
+    other = Scope("ws-a", "default", "bob")
+    try:
+        await store.upsert(SPEC.name, records(3 * DELETE_CHUNK))
+        kept = [Record(str(uuid.uuid4()), other.payload(), [1.0] * 8) for _ in range(5)]
+        await store.upsert(SPEC.name, kept)
+        deleting = asyncio.create_task(store.delete(SPEC.name, scope=HOME))
+        await asyncio.sleep(0)  # the first chunk is gone
+        assert not deleting.done()
+        late = records(2, seed=9)
+        await store.upsert(SPEC.name, late)  # written between two chunks
+        assert await deleting == 3 * DELETE_CHUNK + len(late)
+        assert await store.count(SPEC.name, scope=HOME) == 0
+        assert await store.count(SPEC.name, scope=other) == len(kept)
+    finally:
+        await store.close()
+
+
+async def test_a_big_delete_with_a_bad_id_deletes_nothing(tmp_path: Path) -> None:
+    """Every id is checked before the first chunk is deleted."""
+    store = await opened(tmp_path / "edge")
+    try:
+        batch = records(3 * DELETE_CHUNK)
+        await store.upsert(SPEC.name, batch)
+        ids: list[str] = [r.id for r in batch] + ["not an id"]
+        with pytest.raises(BadRequest):
+            await store.delete(SPEC.name, scope=HOME, ids=ids)
+        assert await store.count(SPEC.name, scope=HOME) == len(batch)
     finally:
         await store.close()
 

@@ -89,14 +89,11 @@ class Indexer:
         if payloads:
             self.changed.payloads(collection, ids, cap=4 * self.index_after)
 
-    def deleting(self, collection: str, shard: qe.EdgeShard, selected: qe.Filter, n: int) -> None:
-        """``n`` points matching ``selected`` are about to be deleted (no await until then)."""
+    def deleting(self, collection: str, ids: Sequence[str]) -> None:
+        """The points ``ids`` are about to be deleted (no await until then)."""
         touched = self.touched.get(collection)
         if touched is not None:  # an index build copies these ids' fate at its swap
-            listed = qe.ScrollRequest(
-                limit=n, filter=selected, with_payload=False, with_vector=False
-            )
-            touched.update(str(r.id) for r in self.shards.run(lambda: shard.scroll(listed))[0])
+            touched.update(ids)
 
     def deleted(self, collection: str, n: int) -> None:
         self.dirty.add(collection)
