@@ -248,5 +248,6 @@ class EdgePoints:
             self._indexer.deleted(collection, len(doomed))
         return len(doomed)
 
+
 def _record(rec: qe.Record) -> Record:
     return Record(str(rec.id), rec.payload or {}, edge_query.dense_of(rec.vector))
