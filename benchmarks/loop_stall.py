@@ -9,14 +9,18 @@ payload) into a store preloaded with ``--points`` points, for ``--seconds`` seco
 copy, catch up, close the old shard) T seconds into the window, which then lasts until the
 run is done. It prints the longest stall, p99.9 and p99 of the lateness, the stalls over
 50 ms, and the longest stall within each kind of storage work (a flush, one that was the
-engine's own, an index run's export, its swap, a delete: from 50 ms before it starts to its
-end), then each kind's count and durations, for each ``--mode`` side by side in one run
-(each on a fresh copy of the store; ``--rounds`` runs them interleaved, pooled):
+engine's own, an index run's export and build, its swap and the swap's two engine calls,
+open and close, a delete and each of its steps: from 50 ms before it starts to its end),
+then each kind's count and durations (and the engine calls' CPU time in their thread, which
+a loaded machine inflates far less than their wall time, the loop's stall), for each
+``--mode`` side by side in one run (each on a fresh copy of the store; ``--rounds`` runs
+them interleaved, pooled):
 
 - ``log``: the store as it runs (maintenance every 5 s: the flush, which fsyncs each
   written shard's write-ahead log in a worker thread, then indexing and paging out; writes
   and deletes in chunks with the loop free between; the swap reads the new shard's files
-  in a worker thread before opening it, and closes the old one without a second flush);
+  in a worker thread before opening it, writes and syncs its pointer off the loop, catches
+  up 64 points a call and closes the old shard without a second flush);
 - ``engine``: the behaviour before: every flush the engine's own
   (``EdgeStore(flush_engine=True)``; its binding holds the GIL for the whole flush, so the
   loop stalls for as long as it takes, in a worker thread too), an upsert and a delete in
@@ -61,7 +65,16 @@ from memory_services.store.edge import EdgeStore
 
 MODES = ["engine", "log", "none"]
 #: The kinds of storage work whose stalls are told apart.
-KINDS = ["flush", "engine flush", "index export", "swap", "swap open", "swap close", "delete"]
+KINDS = [
+    "flush",
+    "engine flush",
+    "index export",
+    "swap",
+    "swap open",
+    "swap close",
+    "delete",
+    "delete step",
+]
 SPEC = CollectionSpec("facts-384", 384, text_fields=("content",))
 SCOPE = Scope("ws", "bench", "alice")
 WORDS = [
@@ -174,7 +187,7 @@ def instrumented(store: EdgeStore, events: Events) -> Iterator[None]:
                 events.add("swap", built[0])
 
     def timed(kind: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def call(*args: Any, **kwargs: Any) -> Any:  # in a worker thread: lists append safely
+        def call(*args: Any, **kwargs: Any) -> Any:  # lists append safely from a thread
             started, cpu = time.perf_counter(), time.thread_time()
             try:
                 return fn(*args, **kwargs)
@@ -186,6 +199,7 @@ def instrumented(store: EdgeStore, events: Events) -> Iterator[None]:
 
     load, close = edge_build.load, edge_index.close
     edge_build.load, edge_index.close = timed("swap open", load), timed("swap close", close)
+    store._delete_chunk = timed("delete step", store._delete_chunk)  # type: ignore[method-assign]
     flusher.flush = timed_flush  # type: ignore[method-assign]
     indexer.optimize = timed_optimize  # type: ignore[method-assign]
     edge_flush.sync_log, edge_build.finished = noted_sync, noted_finish

@@ -151,8 +151,10 @@ class Indexer:
                 # The rename made durable before a flush (which waits for ``ensuring``) can
                 # sync a write to the new shard; the old one closed without a flush of its
                 # own (the engine's close flushes anyway) and deleted next.
-                await asyncio.to_thread(edge_build.sync_dir, root)
-                await asyncio.to_thread(close, old, flush=False)
+                try:
+                    await asyncio.to_thread(edge_build.sync_dir, root)
+                finally:
+                    await asyncio.to_thread(close, old, flush=False)
             await asyncio.to_thread(edge_build.remove_stale, root, name)
             return indexed
         finally:
