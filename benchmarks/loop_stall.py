@@ -3,41 +3,78 @@
 A ticker task sleeps 1 ms at a time and records how late each wake-up is: every engine call,
 flush and maintenance step that holds the loop (or the GIL) shows as lateness. Beside it a
 writer upserts ``--batch`` fact-like points ``--rate`` times a second (and gives as many a new
-payload) into a store preloaded with ``--points`` points, for ``--seconds`` seconds. It
-prints the longest stall, p99.9 and p99 of the lateness, the stalls over 50 ms, the longest
-stall while a flush ran, and how long the flushes took, for each ``--mode`` side by side in
-one run (each on a fresh copy of the store; ``--rounds`` runs them interleaved, pooled):
+payload) into a store preloaded with ``--points`` points, for ``--seconds`` seconds; with
+``--delete N`` it also deletes N of the points it wrote every ``--delete-every`` seconds, and
+``--index-at T`` starts an index run (a child builds an indexed copy, then the swap: open the
+copy, catch up, close the old shard) T seconds into the window, which then lasts until the
+run is done. It prints the longest stall, p99.9 and p99 of the lateness, the stalls over
+50 ms, and the longest stall within each kind of storage work (a flush, one that was the
+engine's own, an index run's export and build, its swap and the swap's two engine calls,
+open and close, a delete and each of its steps: from 50 ms before it starts to its end),
+then each kind's count and durations (and the engine calls' CPU time in their thread, which
+a loaded machine inflates far less than their wall time, the loop's stall), for each
+``--mode`` side by side in one run (each on a fresh copy of the store; ``--rounds`` runs
+them interleaved, pooled):
 
 - ``log``: the store as it runs (maintenance every 5 s: the flush, which fsyncs each
-  written shard's write-ahead log in a worker thread, then indexing and paging out);
+  written shard's write-ahead log in a worker thread, then indexing and paging out; writes
+  and deletes in chunks with the loop free between; the swap reads the new shard's files
+  in a worker thread before opening it, writes and syncs its pointer off the loop, catches
+  up 64 points a call and closes the old shard without a second flush);
 - ``engine``: the behaviour before: every flush the engine's own
   (``EdgeStore(flush_engine=True)``; its binding holds the GIL for the whole flush, so the
-  loop stalls for as long as it takes, in a worker thread too) and an upsert in one engine
-  call however big (``edge_points.UPSERT_CHUNK`` unbounded);
-- ``none``: no maintenance at all (what the writes and reads alone cost the loop).
+  loop stalls for as long as it takes, in a worker thread too), an upsert and a delete in
+  one engine call however big (``edge_points.UPSERT_CHUNK`` and ``DELETE_CHUNK``
+  unbounded), the swap opening the new shard cold and flushing the old one before closing;
+- ``none``: no maintenance, deletes or index runs (what the writes alone cost the loop).
 
     OMP_NUM_THREADS=1 python benchmarks/loop_stall.py --points 100000 --seconds 60
+    OMP_NUM_THREADS=1 python benchmarks/loop_stall.py --points 20000 --seconds 30 \
+        --delete 1000 --delete-every 10 --index-at 5
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
 import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from memory_services.store import CollectionSpec, Record, Scope, edge_points
+from memory_services.store import (
+    CollectionSpec,
+    Record,
+    Scope,
+    edge_build,
+    edge_flush,
+    edge_index,
+    edge_points,
+    edge_shards,
+)
 from memory_services.store.edge import EdgeStore
 
 MODES = ["engine", "log", "none"]
+#: The kinds of storage work whose stalls are told apart.
+KINDS = [
+    "flush",
+    "engine flush",
+    "index export",
+    "swap",
+    "swap open",
+    "swap close",
+    "delete",
+    "delete step",
+]
 SPEC = CollectionSpec("facts-384", 384, text_fields=("content",))
 SCOPE = Scope("ws", "bench", "alice")
 WORDS = [
@@ -79,12 +116,127 @@ async def preload(path: Path, points: int) -> None:
 
 
 class Found(NamedTuple):
-    """One run's figures: every tick's lateness, those near a flush, flush and index times."""
+    """One run's figures: every tick's lateness, the stalls within each kind of storage
+    work, each kind's durations (ms), and the index runs."""
 
     lateness: list[float]
-    in_flush: list[float]
-    flushes: list[float]
+    within: dict[str, list[float]]
+    durations: dict[str, list[float]]
+    cpu: dict[str, list[float]]
     index_runs: int
+
+
+class Events:
+    """When each kind of storage work ran (perf_counter windows), from wrappers around it."""
+
+    def __init__(self) -> None:
+        self.windows: dict[str, list[tuple[float, float]]] = {kind: [] for kind in KINDS}
+        #: CPU ms of the engine calls timed in their thread (a machine's load inflates their
+        #: wall time, which is the loop's stall, far more than this).
+        self.cpu: dict[str, list[float]] = {kind: [] for kind in KINDS}
+
+    def add(self, kind: str, started: float) -> None:
+        self.windows[kind].append((started, time.perf_counter()))
+
+    def durations(self) -> dict[str, list[float]]:
+        return {k: [(b - a) * 1000 for a, b in w] for k, w in self.windows.items()}
+
+    def within(self, ticks: list[tuple[float, float]]) -> dict[str, list[float]]:
+        """Each kind's ticks' lateness, for ticks that began from 50 ms before one of its
+        windows to its end."""
+        return {
+            kind: [late for at, late in ticks if any(a - 0.05 <= at <= b for a, b in windows)]
+            for kind, windows in self.windows.items()
+        }
+
+
+@contextmanager
+def instrumented(store: EdgeStore, events: Events) -> Iterator[None]:
+    """Record the store's flushes (and which were the engine's), index runs and swaps."""
+    flusher, indexer = store._flusher, store._indexer
+    flush, optimize = flusher.flush, indexer.optimize
+    sync_log, finished = edge_flush.sync_log, edge_build.finished
+    engine_flushes: list[bool] = []
+    built: list[float] = []
+
+    async def timed_flush() -> None:
+        started, engine_flushes[:] = time.perf_counter(), []
+        await flush()
+        events.add("flush", started)
+        if flusher.engine or engine_flushes:
+            events.add("engine flush", started)
+
+    def noted_sync(root: Any, name: str, limit: int) -> bool:
+        synced = sync_log(root, name, limit)
+        if not synced:
+            engine_flushes.append(True)
+        return synced
+
+    async def noted_finish(proc: asyncio.subprocess.Process) -> bool:
+        indexed = await finished(proc)
+        built.append(time.perf_counter())
+        return indexed
+
+    async def timed_optimize(collection: str) -> bool:
+        started, built[:] = time.perf_counter(), []
+        try:
+            return await optimize(collection)
+        finally:
+            if built:  # the export and build, then the swap
+                events.windows["index export"].append((started, built[0]))
+                events.add("swap", built[0])
+
+    def timed(kind: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:  # lists append safely from a thread
+            started, cpu = time.perf_counter(), time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                events.add(kind, started)
+                events.cpu[kind].append((time.thread_time() - cpu) * 1000)
+
+        return call
+
+    load, close = edge_build.load, edge_index.close
+    edge_build.load, edge_index.close = timed("swap open", load), timed("swap close", close)
+    store._delete_chunk = timed("delete step", store._delete_chunk)  # type: ignore[method-assign]
+    flusher.flush = timed_flush  # type: ignore[method-assign]
+    indexer.optimize = timed_optimize  # type: ignore[method-assign]
+    edge_flush.sync_log, edge_build.finished = noted_sync, noted_finish
+    try:
+        yield
+    finally:
+        edge_flush.sync_log, edge_build.finished = sync_log, finished
+        edge_build.load, edge_index.close = load, close
+
+
+@contextmanager
+def behaviour_before() -> Iterator[None]:
+    """Upserts and deletes in one engine call; the swap opening the new shard cold, catching
+    up 256 points a call, writing and syncing its pointer on the loop, and flushing the
+    replaced shard before closing it (what ``engine`` mode compares against)."""
+    chunks = edge_points.UPSERT_CHUNK, edge_points.DELETE_CHUNK, edge_index.CATCH_UP_PAGE
+    warm, close = edge_build.warm, edge_index.close
+    stage, set_live = edge_build.stage_live, edge_build.set_live
+    staged: dict[str, Path] = {}
+
+    def set_live_on_the_loop(root: Path, name: str) -> None:  # written and synced there
+        stage(root, name, staged[name])
+        set_live(root, name)
+        edge_build.sync_dir(root)
+
+    edge_points.UPSERT_CHUNK = edge_points.DELETE_CHUNK = 1 << 30
+    edge_index.CATCH_UP_PAGE = 256
+    edge_build.warm = lambda path: 0
+    edge_index.close = lambda shard, flush=True: edge_shards.close(shard, flush=True)
+    edge_build.stage_live = lambda root, name, path: staged.update({name: path})
+    edge_build.set_live = set_live_on_the_loop
+    try:
+        yield
+    finally:
+        edge_points.UPSERT_CHUNK, edge_points.DELETE_CHUNK, edge_index.CATCH_UP_PAGE = chunks
+        edge_build.warm, edge_index.close = warm, close
+        edge_build.stage_live, edge_build.set_live = stage, set_live
 
 
 async def run(path: Path, args: argparse.Namespace, mode: str) -> Found:
@@ -95,18 +247,8 @@ async def run(path: Path, args: argparse.Namespace, mode: str) -> Found:
         flush_engine=mode == "engine",
         index_after=args.index_after,
     )
-    flushes: list[float] = []
-    windows: list[tuple[float, float]] = []
-    flusher = store._flusher  # the maintenance task calls the flusher's own flush
-    flush = flusher.flush
-
-    async def timed_flush() -> None:
-        started = time.perf_counter()
-        await flush()
-        windows.append((started, time.perf_counter()))
-        flushes.append((time.perf_counter() - started) * 1000)
-
-    flusher.flush = timed_flush  # type: ignore[method-assign]
+    store._flusher.log_segments = args.log_segments
+    events = Events()
     await store.open()
     await store.ensure(SPEC)
     lateness: list[float] = []
@@ -124,49 +266,72 @@ async def run(path: Path, args: argparse.Namespace, mode: str) -> Found:
     # Made before the run: making 500 records holds the loop too, and it is not storage work.
     rng, period = np.random.default_rng(2), 1 / args.rate
     batches = [records(rng, args.batch) for _ in range(int(args.seconds * args.rate) + 1)]
+    written: list[str] = []
+    extra = mode != "none"  # deletes and forced index runs
+    runs = [asyncio.Event() for _ in (args.index_at if extra else [])]
 
     async def writer() -> None:
-        ends = time.perf_counter() + args.seconds
+        begun = time.perf_counter()
+        ends, deleted_at = begun + args.seconds, begun
         for batch in batches:
-            if time.perf_counter() >= ends:
+            now = time.perf_counter()
+            if now >= ends and all(done.is_set() for done in runs):
                 break
             await store.upsert(SPEC.name, batch)
             ids = [r.id for r in batch]
+            written.extend(ids)
             await store.set_payload(SPEC.name, ids, {"access_count": 1}, scope=SCOPE)
+            if extra and args.delete and now - deleted_at >= args.delete_every:
+                doomed, written[: args.delete] = written[: args.delete], []
+                started, deleted_at = time.perf_counter(), now
+                await store.delete(SPEC.name, scope=SCOPE, ids=doomed)
+                events.add("delete", started)
             await asyncio.sleep(period)
 
-    chunk = edge_points.UPSERT_CHUNK
-    if mode == "engine":
-        edge_points.UPSERT_CHUNK = 1 << 30
-    try:
+    async def index_at(delay: float, done: asyncio.Event) -> None:
+        await asyncio.sleep(delay)
+        await store.optimize(SPEC.name)
+        done.set()
+
+    before = behaviour_before() if mode == "engine" else contextlib.nullcontext()
+    with before, instrumented(store, events):
         tick = asyncio.create_task(ticker())
+        indexing = [
+            asyncio.create_task(index_at(at, done))
+            for at, done in zip(args.index_at if extra else [], runs, strict=True)
+        ]
         await writer()
+        await asyncio.gather(*indexing)
         stop.set()
         await tick
-    finally:
-        edge_points.UPSERT_CHUNK = chunk
-    await store.close()  # after the ticker: the close's flush is not counted
-    during = [late for at, late in ticks if any(a - 0.05 <= at <= b for a, b in windows)]
-    return Found(lateness, during, flushes, store.indexed)
+        await store.close()  # after the ticker: the close's flush is not counted
+    runs_done = store.indexed + len(runs)
+    return Found(lateness, events.within(ticks), events.durations(), events.cpu, runs_done)
 
 
-def figures(runs: list[Found]) -> dict[str, float]:
-    """A mode's figures over its rounds (pooled)."""
+def figures(runs: list[Found]) -> tuple[dict[str, float], dict[str, str]]:
+    """A mode's figures over its rounds (pooled): the stalls, and each kind's durations."""
     lateness = [x for found in runs for x in found.lateness]
-    during = [x for found in runs for x in found.in_flush]
-    flushes = [x for found in runs for x in found.flushes]
     q = statistics.quantiles(lateness, n=1000)
-    return {
+    stalls = {
         "longest": max(lateness),
         "p99.9": q[998],
         "p99": q[989],
         "over 50": sum(1 for x in lateness if x > 50),
-        "longest in a flush": max(during, default=0.0),
-        "flushes": len(flushes),
-        "flush max": max(flushes, default=0.0),
-        "flush p50": statistics.median(flushes) if flushes else 0.0,
-        "index runs": sum(found.index_runs for found in runs),
     }
+    kinds = {}
+    for kind in KINDS:
+        within = [x for found in runs for x in found.within[kind]]
+        took = [x for found in runs for x in found.durations[kind]]
+        cpu = [x for found in runs for x in found.cpu[kind]]
+        stalls[f"in {kind}"] = max(within, default=0.0)
+        kinds[kind] = (
+            f"{len(took)} x, {statistics.median(took):.0f} / {max(took):.0f} ms" if took else "-"
+        )
+        if cpu:
+            kinds[kind] += f" (CPU {statistics.median(cpu):.0f} / {max(cpu):.0f})"
+    stalls["index runs"] = sum(found.index_runs for found in runs)
+    return stalls, kinds
 
 
 async def main_async(args: argparse.Namespace, tmp: Path) -> None:
@@ -184,11 +349,16 @@ async def main_async(args: argparse.Namespace, tmp: Path) -> None:
             shutil.rmtree(path)
             print(f"  round {round_ + 1} {mode}: done, load {os.getloadavg()[0]:.1f}", flush=True)
     results = {mode: figures(found) for mode, found in runs.items()}
-    keys = list(next(iter(results.values())))
-    counts = ("over 50", "flushes", "index runs")
+    keys = list(next(iter(results.values()))[0])
+    counts = ("over 50", "index runs")
+    print("stalls (ms; 'in X': the longest within X)")
     print("mode | " + " | ".join(k if k in counts else f"{k} ms" for k in keys))
-    for mode, found in results.items():
-        print(f"{mode} | " + " | ".join(f"{found[k]:.1f}" for k in keys))
+    for mode, (stalls, _) in results.items():
+        print(f"{mode} | " + " | ".join(f"{stalls[k]:.1f}" for k in keys))
+    print("storage work: count, duration p50 / max (an engine call's CPU in its thread)")
+    print("mode | " + " | ".join(KINDS))
+    for mode, (_, kinds) in results.items():
+        print(f"{mode} | " + " | ".join(kinds[k] for k in KINDS))
 
 
 def main() -> None:
@@ -204,6 +374,21 @@ def main() -> None:
         type=int,
         default=20_000,
         help="the store's index_after (an index run swaps the shard: a load and a close)",
+    )
+    parser.add_argument("--delete", type=int, default=0, help="ids per delete (0: none)")
+    parser.add_argument("--delete-every", type=float, default=10.0, help="seconds between")
+    parser.add_argument(
+        "--index-at",
+        type=float,
+        nargs="*",
+        default=[],
+        help="seconds into the window to start an index run (the window waits for it)",
+    )
+    parser.add_argument(
+        "--log-segments",
+        type=int,
+        default=edge_flush.LOG_SEGMENTS,
+        help="closed log segments before a flush is the engine's (0: at the first)",
     )
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "

@@ -78,14 +78,22 @@ def next_path(root: Path, name: str) -> Path:
     return root / f"{name}@{generation}"
 
 
-def set_live(root: Path, name: str, path: Path) -> None:
-    """Make ``path`` the collection's shard, durably (a crash leaves the old or the new)."""
-    pointer, scratch = root / f"{name}{_LIVE}", root / f"{name}{_LIVE}.tmp"
-    with scratch.open("w") as out:
+def stage_live(root: Path, name: str, path: Path) -> None:
+    """Write and sync a pointer naming ``path`` beside the collection's live one (in a worker
+    thread: fsync releases the GIL); :func:`set_live` puts it in place."""
+    with (root / f"{name}{_LIVE}.tmp").open("w") as out:
         out.write(path.name)
         out.flush()
         os.fsync(out.fileno())
-    scratch.replace(pointer)
+
+
+def set_live(root: Path, name: str) -> None:
+    """Make the staged shard the collection's (a rename: a crash leaves the old or the new);
+    durable against a power loss once :func:`sync_dir` of ``root`` returns."""
+    (root / f"{name}{_LIVE}.tmp").replace(root / f"{name}{_LIVE}")
+
+
+def sync_dir(root: Path) -> None:
     directory = os.open(root, os.O_RDONLY)
     try:
         os.fsync(directory)
@@ -104,6 +112,34 @@ def remove_stale(root: Path, name: str) -> None:
     for path in [root / f"{name}{CHANGED}", *root.glob(f"{name}@*{CHANGED}")]:
         if path.name != f"{live.name}{CHANGED}":
             path.unlink(missing_ok=True)
+
+
+def warm(path: Path) -> int:
+    """Read the files of the shard at ``path`` that opening it reads (its log, indexes, id
+    tracker and flags: all but the vector and payload storage, which searches read as they
+    need), so that opening finds them in the page cache; the bytes read. Python's file reads
+    release the GIL: run in a worker thread, the loop serves meanwhile, where the engine's
+    open would hold it for every disk read (measured on a 20k-point shard whose files were
+    out of the page cache: open 112-277 ms, 36-50 ms after this)."""
+    read, buffer = 0, bytearray(1 << 20)
+    for folder, subfolders, names in os.walk(path):
+        subfolders[:] = [d for d in subfolders if d not in _READ_AS_NEEDED]
+        for name in names:
+            # Holes too (the engine preallocates 32 MiB log and storage pages): opening maps
+            # them, and a hole in the page cache costs it less (34 against 46 ms CPU).
+            with contextlib.suppress(OSError), open(os.path.join(folder, name), "rb") as file:
+                while count := file.readinto(buffer):
+                    read += count
+    return read
+
+
+def load(path: Path) -> qe.EdgeShard:
+    """Open a built shard (holding the GIL throughout: :func:`warm` it first)."""
+    return qe.EdgeShard.load(str(path))
+
+
+#: A shard's folders that opening it does not read whole (mapped, read as searches need).
+_READ_AS_NEEDED = frozenset({"vector_storage", "payload_storage"})
 
 
 # -- the build ------------------------------------------------------------------------------

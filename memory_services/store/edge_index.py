@@ -37,8 +37,9 @@ from react_mem.errors import TransientError
 logger = logging.getLogger(__name__)
 
 #: Points per page streamed to the index builder, and per catch-up call at the swap: each is
-#: one engine call on the loop (≈10 ms for 512 384-d points).
-EXPORT_PAGE, CATCH_UP_PAGE = 512, 256
+#: one engine call on the loop (≈10 ms for 512 384-d points; a catch-up page is two, a read
+#: and a write, as many as an upsert chunk).
+EXPORT_PAGE, CATCH_UP_PAGE = 512, 64
 
 
 class Indexer:
@@ -89,14 +90,11 @@ class Indexer:
         if payloads:
             self.changed.payloads(collection, ids, cap=4 * self.index_after)
 
-    def deleting(self, collection: str, shard: qe.EdgeShard, selected: qe.Filter, n: int) -> None:
-        """``n`` points matching ``selected`` are about to be deleted (no await until then)."""
+    def deleting(self, collection: str, ids: Sequence[str]) -> None:
+        """The points ``ids`` are about to be deleted (no await until then)."""
         touched = self.touched.get(collection)
         if touched is not None:  # an index build copies these ids' fate at its swap
-            listed = qe.ScrollRequest(
-                limit=n, filter=selected, with_payload=False, with_vector=False
-            )
-            touched.update(str(r.id) for r in self.shards.run(lambda: shard.scroll(listed))[0])
+            touched.update(ids)
 
     def deleted(self, collection: str, n: int) -> None:
         self.dirty.add(collection)
@@ -131,23 +129,32 @@ class Indexer:
         try:
             await self._export(name, proc)
             indexed = await edge_build.finished(proc)
-            # Opening reads the new shard's files holding the GIL (≈0.1 s at 40k points).
-            opening = functools.partial(qe.EdgeShard.load, str(target))
+            # Opening reads the new shard's files holding the GIL, from the disk if they are
+            # not in the page cache: they are read into it first, the GIL free.
+            await asyncio.to_thread(edge_build.warm, target)
+            opening = functools.partial(edge_build.load, target)
             loading = asyncio.ensure_future(asyncio.to_thread(shards.run, opening))
             new = await asyncio.shield(loading)
             async with shards.ensuring:
                 index = functools.partial(edge_build.index_fields, new, shards.wanted[name])
                 await asyncio.to_thread(shards.run, index)  # an ensure() may have added one
+                await asyncio.to_thread(edge_build.stage_live, root, name, target)
                 while len(touched) > CATCH_UP_PAGE:  # serving in between
                     self._catch_up(name, new, [touched.pop() for _ in range(CATCH_UP_PAGE)])
                     await asyncio.sleep(0)
                 # The last ids, the pointer and the swap with no await: no write in between.
                 self._catch_up(name, new, list(touched))
-                edge_build.set_live(root, name, target)
+                edge_build.set_live(root, name)
                 old, shards.live[name], swapped = shards.live[name], new, True
                 self.dirty.add(name)
                 del self.touched[name]
-                await asyncio.to_thread(close, old)
+                # The rename made durable before a flush (which waits for ``ensuring``) can
+                # sync a write to the new shard; the old one closed without a flush of its
+                # own (the engine's close flushes anyway) and deleted next.
+                try:
+                    await asyncio.to_thread(edge_build.sync_dir, root)
+                finally:
+                    await asyncio.to_thread(close, old, flush=False)
             await asyncio.to_thread(edge_build.remove_stale, root, name)
             return indexed
         finally:
@@ -158,7 +165,7 @@ class Indexer:
             if not swapped:
                 if loading is not None:
                     with contextlib.suppress(Exception):
-                        await asyncio.to_thread(close, await loading)
+                        await asyncio.to_thread(close, await loading, flush=False)
                 await asyncio.to_thread(shutil.rmtree, target, ignore_errors=True)
 
     async def _export(self, name: str, proc: asyncio.subprocess.Process) -> None:
