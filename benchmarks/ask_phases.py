@@ -121,6 +121,11 @@ class Phases:
         self.marks.clear()
         self.cpu.clear()
 
+    def add_asks(self, spans: list[tuple[float, float]]) -> None:
+        """Asks timed elsewhere (the split layout's caller, on the same clock)."""
+        self.marks.extend(m for s, e in spans for m in ((s, "ask>"), (e, "ask<")))
+        self.marks.sort()
+
     def report(self, asks: int) -> None:
         """Print each phase's median over the asks since the last reset, then the loop's
         CPU per owner per ask."""
@@ -128,8 +133,10 @@ class Phases:
         for stamp, mark in self.marks:
             if mark == "ask>":
                 current = {mark: stamp}
-            elif current is not None:
-                current.setdefault(mark, stamp)  # an ask's first of each (one iteration)
+            elif current is not None and (mark[-1] == ">" or mark[:-1] + ">" in current):
+                # An ask's first of each (one iteration); an end only after its start (a
+                # caller in another process can see the answer before its send returns).
+                current.setdefault(mark, stamp)
                 if mark == "ask<":
                     found.append(current)
                     current = None
@@ -138,9 +145,13 @@ class Phases:
             spans = [(a[second] - a[first]) * 1000 for a in found if first in a and second in a]
             if spans:
                 print(f"      {label:<26} {statistics.median(spans):7.2f}")
-        per_ask = sum(self.cpu.values()) / max(asks, 1) * 1000
-        print(f"    event-loop CPU per ask by owner (ms; {per_ask:.1f} in all):")
-        for owner, seconds in self.cpu.most_common():
+        self.report_cpu("event-loop CPU per ask by owner", self.cpu, asks)
+
+    @staticmethod
+    def report_cpu(title: str, cpu: Counter[str], asks: int) -> None:
+        per_ask = sum(cpu.values()) / max(asks, 1) * 1000
+        print(f"    {title} (ms; {per_ask:.1f} in all):")
+        for owner, seconds in cpu.most_common():
             if seconds / max(asks, 1) >= 0.05e-3:
                 print(f"      {owner:<54} {seconds / max(asks, 1) * 1000:6.2f}")
 
