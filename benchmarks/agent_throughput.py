@@ -329,6 +329,12 @@ async def bench(url: str, root: Path, broker: int | None, args: argparse.Namespa
                     if children is not None:
                         title = "other processes' event-loop CPU per ask by owner"
                         phases.report_cpu(title, merged(await children.each(("cpu",))), asks)
+                        handled = dict(phases.handled)
+                        for got in (await children.each(("handled",))).values():
+                            handled |= got
+                        phases.report_handled(handled, asks)
+                    else:
+                        phases.report_handled(phases.handled, asks)
                 if args.breakdown:
                     breakdown(before, means(registry))
     finally:

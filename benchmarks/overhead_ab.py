@@ -49,6 +49,12 @@ FIGURES = {
     "recall (wall)": re.compile(r"^ +recall: all sources +([\d.]+)$", re.M),
     "turn append (wall)": re.compile(r"^ +turn append +([\d.]+)$", re.M),
     "recall to LLM (wall)": re.compile(r"^ +recall to LLM call +([\d.]+)$", re.M),
+    "embedding (wall)": re.compile(r"^ +recall: embedding +([\d.]+)$", re.M),
+    "to the agent (wall)": re.compile(r"^ +to the agent +([\d.]+)$", re.M),
+    "LLM to hand-off (wall)": re.compile(r"^ +LLM to learning hand-off +([\d.]+)$", re.M),
+    "LLM to answer (wall)": re.compile(r"^ +LLM to answer, in all +([\d.]+)$", re.M),
+    "answer sent (wall)": re.compile(r"^ +answer sent +([\d.]+)$", re.M),
+    "answer to caller (wall)": re.compile(r"^ +answer to the caller +([\d.]+)$", re.M),
 }
 
 

@@ -7,7 +7,8 @@ own) run in child processes (``multiprocessing``, spawned), over the same embedd
 and on the same queues as the one-process stack (``tests/support/agent_stack.py``'s
 ``neighbours``, the agent's stack with ``running=()`` and ``script=None``). A child obeys
 commands on its pipe: ``window`` (the caller: run the asks, return their spans), ``reset``
-and ``cpu`` (with ``--phases``: its event loop's CPU by owner), ``stop``. The parent reads
+``cpu`` and ``handled`` (with ``--phases``: its event loop's CPU by owner, its
+handlers' wall times), ``stop``. The parent reads
 every child's CPU time from ``/proc``.
 """
 
@@ -114,6 +115,8 @@ async def _child(spec: Spec, conn: Connection) -> None:
                     conn.send(None)
                 elif command == "cpu":
                     conn.send(dict(phases.cpu) if phases is not None else {})
+                elif command == "handled":
+                    conn.send(dict(phases.handled) if phases is not None else {})
                 else:
                     conn.send(ValueError(f"{spec.role}: no command {command!r}"))
     finally:
