@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import multiprocessing
 import os
+import signal
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -35,6 +38,7 @@ from react_mem.schema import AgentRequest, AgentResponse
 from tests.support.agent_stack import PLAYBOOK, SERVICES, neighbours, queues
 
 CALLER, LLM = "caller", "llm"
+_PR_SET_PDEATHSIG = 1
 
 
 def roles(playbook: bool) -> list[str]:
@@ -70,6 +74,8 @@ class Caller:
 
 def child_main(spec: Spec, conn: Connection) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if sys.platform == "linux":  # a benchmark stopped by a signal takes its children along
+        ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     asyncio.run(_child(spec, conn))
 
 
