@@ -21,11 +21,19 @@ caller wait that long after an answer before asking again (a person
 reading it), so the work an answer leaves behind (the conversation turn's append) is done
 before the next ask instead of overlapping it.
 
+``--layout split`` runs the stack as it is deployed (compose, the chart) but with the
+learner in the agent's process, as the overhead target asks: this process holds the agent
+and the learner; each memory service, the scripted LLM and the caller (TrustGraph's side,
+which decodes the agent's replies) run in child processes over the same embedded broker
+(``benchmarks/split_layout.py``). It prints the same figures, and every other process's
+CPU per ask; ``one`` (the default) is the one-process stack above.
+
     OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py
     OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py --callers 1 --no-learner --breakdown
     OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py --seconds 10 --callers 64
     OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py --profile learner.prof
     OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py --callers 1 --phases
+    OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py --callers 1 --phases --layout split
 """
 
 from __future__ import annotations

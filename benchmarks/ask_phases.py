@@ -9,7 +9,10 @@ benchmark, nothing of it in the services):
 - **the loop's CPU per owner**: every callback the event loop runs is timed in CPU time of
   its thread and charged to the processor whose handler it runs for (the agent, each memory
   service, the learner, the scripted LLM), to the caller, or to the bus's plumbing
-  (response routing, receive loops, the client library's callbacks), per ask answered.
+  (response routing, receive loops, the client library's callbacks), per ask answered;
+- **each side of recall**: every recall source's wall time as the agent saw it, and every
+  handler's wall time by processor and operation (in each process of the split layout):
+  the difference is the bus and the waits for a loop.
 """
 
 from __future__ import annotations
