@@ -70,11 +70,13 @@ def unpack(ref: str, into: Path) -> Path:
     return into
 
 
-def run(tree: Path, seconds: float, extra: list[str]) -> dict[str, float]:
+def run(tree: Path, seconds: float, extra: list[str], log: Path | None) -> dict[str, float]:
     env = os.environ | {"PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, str(tree / "benchmarks" / "agent_throughput.py")]
     command += ["--callers", "1", "--seconds", str(seconds), *extra]
     out = subprocess.run(command, env=env, cwd=tree, capture_output=True, text=True)
+    if log is not None:  # the whole output (phases, handlers, CPU by owner) kept
+        log.write_text(out.stdout + out.stderr[-3000:])
     if out.returncode != 0:  # shown, and the run left out of the medians
         print(f"run failed ({out.returncode}):\n{out.stderr[-3000:]}", flush=True)
         return {}
@@ -97,6 +99,7 @@ def main() -> None:
     parser.add_argument("--new", default=None, help="a git ref measured instead of this tree")
     parser.add_argument("--rounds", type=int, default=3, help="ABBA rounds (2 runs a side)")
     parser.add_argument("--seconds", type=float, default=20.0, help="load window per run")
+    parser.add_argument("--log", type=Path, default=None, help="keep each run's output here")
     parser.add_argument("extra", nargs="*", help="more agent_throughput.py arguments")
     args = parser.parse_args()
     if (args.base is None) == (not args.layouts):
@@ -114,7 +117,11 @@ def main() -> None:
             for side in (*order, *reversed(order)):
                 load = os.getloadavg()[0]
                 tree, flags = sides[side]
-                figures = run(tree, args.seconds, [*flags, *args.extra])
+                log = None
+                if args.log is not None:
+                    args.log.mkdir(parents=True, exist_ok=True)
+                    log = args.log / f"{n + 1}-{side.replace(' ', '-')}-{len(results[side])}.txt"
+                figures = run(tree, args.seconds, [*flags, *args.extra], log)
                 results[side].append(figures)
                 shown = ", ".join(f"{k} {v:.1f}" for k, v in figures.items())
                 print(f"round {n + 1} {side:>9} (load {load:4.1f}): {shown}", flush=True)
