@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import os
 import platform
@@ -388,6 +389,9 @@ def main() -> None:
     )
     parser.add_argument("--profile", type=Path, default=None, help="write cProfile stats here")
     parser.add_argument(
+        "--keep", type=Path, default=None, help="keep the broker's and stores' files here"
+    )
+    parser.add_argument(
         "--layout",
         choices=("one", "split"),
         default="one",
@@ -402,7 +406,8 @@ def main() -> None:
     print("settings: " + ", ".join(f"{k}={v}" for k, v in vars(args).items()), flush=True)
     # The loop thread's CPU time: what competes with the agent, not inflated by a busy machine.
     profiler = cProfile.Profile(time.thread_time) if args.profile else None
-    with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker(Path(tmp) / "broker") as broker:
+    kept = contextlib.nullcontext(str(args.keep)) if args.keep else tempfile.TemporaryDirectory()
+    with kept as tmp, EmbeddedBroker(Path(tmp) / "broker") as broker:
         if profiler is not None:
             profiler.enable()
         flat = asyncio.run(bench(broker.url, Path(tmp), broker.pid, args))
