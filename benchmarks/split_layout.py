@@ -112,9 +112,13 @@ async def _child(spec: Spec, conn: Connection) -> None:
                     break
                 if command == "window" and caller is not None:
                     callers, seconds, base, pause, timeout = rest
-                    spans = await ask_loop(
-                        caller.ask, callers, seconds, base, pause=pause, timeout=timeout
-                    )
+                    try:
+                        spans = await ask_loop(
+                            caller.ask, callers, seconds, base, pause=pause, timeout=timeout
+                        )
+                    except Exception as exc:  # noqa: BLE001 - told to the parent, which stops
+                        conn.send(RuntimeError(f"the caller: {exc}"))
+                        continue
                     conn.send(spans)
                 elif command == "reset" and phases is not None:
                     phases.reset()
