@@ -21,19 +21,27 @@ caller wait that long after an answer before asking again (a person
 reading it), so the work an answer leaves behind (the conversation turn's append) is done
 before the next ask instead of overlapping it.
 
+``--layout split`` runs the stack as it is deployed (compose, the chart) but with the
+learner in the agent's process, as the overhead target asks: this process holds the agent
+and the learner; each memory service, the scripted LLM and the caller (TrustGraph's side,
+which decodes the agent's replies) run in child processes over the same embedded broker
+(``benchmarks/split_layout.py``). It prints the same figures, and every other process's
+CPU per ask; ``one`` (the default) is the one-process stack above.
+
     OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py
     OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py --callers 1 --no-learner --breakdown
     OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py --seconds 10 --callers 64
     OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py --profile learner.prof
     OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py --callers 1 --phases
+    OMP_NUM_THREADS=1 python benchmarks/agent_throughput.py --callers 1 --phases --layout split
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
-import json
 import os
 import platform
 import statistics
@@ -48,45 +56,18 @@ from typing import Any
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agent_load import ask_loop, overheads, script
 from ask_phases import Phases
 from prometheus_client import CollectorRegistry
+from split_layout import Children, cpu_seconds, merged
 
 from memory_services.playbook.service import PlaybookMemoryProcessor
 from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
 from react_mem.learner.settings import LearnerSettings
-from react_mem.schema import TextCompletionRequest
 from tests.support.agent_stack import Stack, agent_stack, trajectory_queue
 
 TARGET_OVERHEAD_P50_MS = 15.0
-SUBJECTS = ("sister", "dentist", "landlord", "manager", "neighbour", "coach", "cousin")
-CITIES = ("Lisbon", "Osaka", "Bergen", "Krakow", "Montreal", "Tbilisi", "Valparaiso")
-THINGS = ("the train times", "a birthday gift", "the weekend", "a recipe", "the budget")
-
-
-def script(request: TextCompletionRequest) -> str:
-    """The agent's prompts get a final answer; the learner's JSON questions an answer in
-    the shape they ask for."""
-    if request.system.startswith("You are a helpful agent"):
-        return "Thought: I can answer this directly.\nFinal Answer: Here is a short answer."
-    asked = (request.schema_ or {}).get("properties", {})
-    if "facts" in asked:
-        line = request.prompt.split("Question: ", 1)[-1].split("\n", 1)[0][:120]
-        return json.dumps({"facts": [f"The user mentioned: {line}"]})
-    if "summary" in asked:
-        return json.dumps({"summary": "The user asked a few questions and got short answers."})
-    if "lessons" in asked:
-        return json.dumps({"lessons": ["Answer short questions directly."]})
-    if request.response_format == "json":
-        return "{}"
-    return "Summary: earlier steps looked things up."
-
-
-def question(caller: int, n: int) -> str:
-    who, city = SUBJECTS[(caller + n) % len(SUBJECTS)], CITIES[(caller * 3 + n) % len(CITIES)]
-    if n % 4 == 0:
-        return f"Please remember that my {who} lives in {city} (note {caller}-{n})."
-    return f"Can you help me plan {THINGS[n % len(THINGS)]} with my {who} in {city}?"
 
 
 @dataclass
@@ -104,18 +85,36 @@ class Level:
     #: CPU seconds of the event loop's thread alone (where the agent, the services'
     #: handlers and the learner run; the embedder and the broker client have threads).
     loop_cpu: float = 0.0
+    #: CPU seconds of the other processes over the window: the broker's, and in the split
+    #: layout each child's (by role).
+    others: dict[str, float] = field(default_factory=dict)
+    #: Each ask's (start, end), on the perf_counter clock.
+    spans: list[tuple[float, float]] = field(default_factory=list)
 
 
 class Probe:
-    """Reads the stack's metrics: LLM wait (agent) and trajectories learned (learner).
+    """Reads the stack's metrics: LLM waits and answers (agent), trajectories learned
+    (learner).
 
     Straight from the metric children: ``registry.get_sample_value`` collects the whole
-    registry, which at hundreds of calls a second would be most of what is measured."""
+    registry, which at hundreds of calls a second would be most of what is measured. Each
+    LLM wait the agent observes is also stamped with the time it ended, so an ask timed in
+    another process (the split layout's caller) finds the waits within it."""
 
     def __init__(self, stack: Stack, registry: CollectorRegistry, *, learner: bool) -> None:
         families = registry._names_to_collectors
-        llm = families["tg_agent_llm_duration_seconds"]
-        self._llm = llm.labels(processor=stack.agent.id)  # type: ignore[attr-defined]
+        self._answered = stack.agent.metrics.sessions.labels(
+            processor=stack.agent.id, outcome="completed"
+        )
+        llm = families["tg_agent_llm_duration_seconds"].labels(processor=stack.agent.id)  # type: ignore[attr-defined]
+        self.llm_waits: list[tuple[float, float]] = []
+        observe = llm.observe
+
+        def stamped(amount: float, *args: Any) -> None:
+            self.llm_waits.append((time.perf_counter(), amount))
+            observe(amount, *args)
+
+        llm.observe = stamped
         processed = families["tg_consumer_processing"]
         queue = trajectory_queue(stack.unique)
         self._learned = [
@@ -124,57 +123,67 @@ class Probe:
             if learner
         ]
 
-    def llm_seconds(self) -> float:
-        return float(self._llm._sum.get())
+    def answered(self) -> int:
+        return int(self._answered._value.get())
 
     def learned(self) -> int:
         return int(sum(c._value.get() for c in self._learned))
 
 
+class Layout:
+    """Where the callers run: in this process (``one``) or in a child (``split``), and the
+    CPU of the processes besides this one."""
+
+    def __init__(self, stack: Stack, broker: int | None, children: Children | None) -> None:
+        self.stack, self.broker, self.children = stack, broker, children
+
+    async def asks(
+        self, callers: int, seconds: float, base: int, args: argparse.Namespace
+    ) -> list[tuple[float, float]]:
+        if self.children is None:
+            return await ask_loop(
+                self.stack.ask, callers, seconds, base, pause=args.pause, timeout=args.timeout
+            )
+        window = ("window", callers, seconds, base, args.pause, args.timeout)
+        return list(await self.children.call("caller", window, timeout=seconds + 600))
+
+    def cpu(self) -> dict[str, float]:
+        found = {"broker": cpu_seconds(self.broker)} if self.broker else {}
+        return found | (self.children.cpu() if self.children is not None else {})
+
+
 async def run_level(
-    stack: Stack, probe: Probe, callers: int, seconds: float, base: int, args: argparse.Namespace
+    layout: Layout, probe: Probe, callers: int, seconds: float, base: int, args: argparse.Namespace
 ) -> Level:
     level = Level(callers)
-    learned0, answered = probe.learned(), 0
+    learned0, answered0 = probe.learned(), probe.answered()
+    waits0 = len(probe.llm_waits)
     began, cpu0, loop0 = time.perf_counter(), time.process_time(), time.thread_time()
-    stop = began + seconds
-
-    async def caller(c: int) -> None:
-        nonlocal answered
-        n = 0
-        while time.perf_counter() < stop:
-            llm0 = probe.llm_seconds()
-            started = time.perf_counter()
-            got = await stack.ask(
-                question(c, n),
-                user=f"user-{c % 8}",
-                conversation_id=f"bench-{base}-{c}-{n // 10}",
-                timeout=args.timeout,
-            )
-            took = time.perf_counter() - started
-            if got[-1].error is not None:
-                raise RuntimeError(f"ask failed: {got[-1].error}")
-            level.latencies.append(took)
-            if callers == 1:  # nothing else waits on the LLM meanwhile
-                level.overheads.append(took - (probe.llm_seconds() - llm0))
-            answered += 1
-            n += 1
-            if args.pause:
-                await asyncio.sleep(args.pause)
+    others0 = layout.cpu()
 
     async def sampler() -> None:
         while True:
             level.samples.append(
-                (time.perf_counter() - began, answered, probe.learned() - learned0)
+                (
+                    time.perf_counter() - began,
+                    probe.answered() - answered0,
+                    probe.learned() - learned0,
+                )
             )
             await asyncio.sleep(0.5)
 
     sampling = asyncio.create_task(sampler())
-    await asyncio.gather(*(caller(c) for c in range(callers)))
+    spans = await layout.asks(callers, seconds, base, args)
     sampling.cancel()
     level.seconds = time.perf_counter() - began
     level.cpu = time.process_time() - cpu0
     level.loop_cpu = time.thread_time() - loop0
+    level.others = {k: v - others0[k] for k, v in layout.cpu().items()}
+    level.spans = spans
+    level.latencies = [end - start for start, end in spans]
+    if callers == 1:  # nothing else waits on the LLM meanwhile
+        level.overheads = overheads(spans, probe.llm_waits[waits0:])
+    answered = len(spans)
     level.samples.append((level.seconds, answered, probe.learned() - learned0))
     drain_began = time.perf_counter()
     while args.learner and probe.learned() - learned0 < answered:
@@ -223,6 +232,10 @@ def report(level: Level, *, learner: bool) -> bool:
         f"    CPU per ask (whole stack, learner included): process "
         f"{level.cpu / asks * 1000:.1f} ms, event-loop thread {level.loop_cpu / asks * 1000:.1f} ms"
     )
+    if level.others:
+        shown = ", ".join(f"{k} {v / asks * 1000:.1f}" for k, v in level.others.items())
+        total = (level.cpu + sum(level.others.values())) / asks * 1000
+        print(f"    CPU per ask of the other processes (ms): {shown}; all processes {total:.1f}")
     if level.overheads:
         p50 = statistics.median(level.overheads) * 1000
         verdict = "ok" if p50 <= TARGET_OVERHEAD_P50_MS else "over target"
@@ -275,7 +288,7 @@ def breakdown(
             print(f"    {metric} {part}: mean {mean:.2f} ms ({count - count0:.0f})", flush=True)
 
 
-async def bench(url: str, root: Path, args: argparse.Namespace) -> bool:
+async def bench(url: str, root: Path, broker: int | None, args: argparse.Namespace) -> bool:
     transport = PulsarTransport(PulsarOptions(url=url))
     await transport.connect()
     registry = CollectorRegistry()
@@ -286,12 +299,20 @@ async def bench(url: str, root: Path, args: argparse.Namespace) -> bool:
     phases = Phases() if args.phases else None
     if phases is not None:
         phases.install(Stack)
+    unique = uuid.uuid4().hex[:10]
+    split = args.layout == "split"
+    children = (
+        Children(url, root, unique, playbook=args.playbook, phases=args.phases) if split else None
+    )
     try:
+        if children is not None:
+            await children.start()
         async with agent_stack(
             transport,
             root,
-            uuid.uuid4().hex[:10],
-            script=script,
+            unique,
+            script=None if split else script,
+            running=() if split else None,
             learner=args.learner,
             agent_settings={"concurrency": args.agent_concurrency},
             learner_settings=learner,
@@ -299,18 +320,35 @@ async def bench(url: str, root: Path, args: argparse.Namespace) -> bool:
             playbook=PlaybookMemoryProcessor if args.playbook else None,
         ) as stack:
             probe = Probe(stack, registry, learner=args.learner)
-            await run_level(stack, probe, 4, args.warmup, 0, args)  # embedder, stores, queues
+            layout = Layout(stack, broker, children)
+            await run_level(layout, probe, 4, args.warmup, 0, args)  # embedder, stores, queues
             for n, callers in enumerate(args.callers, 1):
                 before = means(registry) if args.breakdown else {}
                 if phases is not None:
                     phases.reset()
-                level = await run_level(stack, probe, callers, args.seconds, n, args)
+                    if children is not None:
+                        await children.each(("reset",))
+                level = await run_level(layout, probe, callers, args.seconds, n, args)
                 all_flat = report(level, learner=args.learner) and all_flat
                 if phases is not None and callers == 1:
-                    phases.report(len(level.latencies))
+                    asks = len(level.latencies)
+                    if children is not None:  # the caller's stamps, on the same clock
+                        phases.add_asks(sorted(level.spans))
+                    phases.report(asks)
+                    if children is not None:
+                        title = "other processes' event-loop CPU per ask by owner"
+                        phases.report_cpu(title, merged(await children.each(("cpu",))), asks)
+                        handled = dict(phases.handled)
+                        for got in (await children.each(("handled",))).values():
+                            handled |= got
+                        phases.report_handled(handled, asks)
+                    else:
+                        phases.report_handled(phases.handled, asks)
                 if args.breakdown:
                     breakdown(before, means(registry))
     finally:
+        if children is not None:
+            children.stop()
         await transport.close()
     return all_flat
 
@@ -350,6 +388,16 @@ def main() -> None:
         "--phases", action="store_true", help="one caller: each phase's median, loop CPU by owner"
     )
     parser.add_argument("--profile", type=Path, default=None, help="write cProfile stats here")
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="keep the broker's and stores' files here"
+    )
+    parser.add_argument(
+        "--layout",
+        choices=("one", "split"),
+        default="one",
+        help="one: the whole stack in this process; split: the agent and the learner here, "
+        "each memory service, the LLM and the caller in child processes (split_layout.py)",
+    )
     args = parser.parse_args()
     print(
         f"machine: {os.cpu_count()} CPUs ({len(os.sched_getaffinity(0))} usable), "
@@ -358,10 +406,11 @@ def main() -> None:
     print("settings: " + ", ".join(f"{k}={v}" for k, v in vars(args).items()), flush=True)
     # The loop thread's CPU time: what competes with the agent, not inflated by a busy machine.
     profiler = cProfile.Profile(time.thread_time) if args.profile else None
-    with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker(Path(tmp) / "broker") as broker:
+    kept = contextlib.nullcontext(str(args.keep)) if args.keep else tempfile.TemporaryDirectory()
+    with kept as tmp, EmbeddedBroker(Path(tmp) / "broker") as broker:
         if profiler is not None:
             profiler.enable()
-        flat = asyncio.run(bench(broker.url, Path(tmp), args))
+        flat = asyncio.run(bench(broker.url, Path(tmp), broker.pid, args))
         if profiler is not None:
             profiler.disable()
             profiler.dump_stats(args.profile)

@@ -9,7 +9,10 @@ benchmark, nothing of it in the services):
 - **the loop's CPU per owner**: every callback the event loop runs is timed in CPU time of
   its thread and charged to the processor whose handler it runs for (the agent, each memory
   service, the learner, the scripted LLM), to the caller, or to the bus's plumbing
-  (response routing, receive loops, the client library's callbacks), per ask answered.
+  (response routing, receive loops, the client library's callbacks), per ask answered;
+- **each side of recall**: every recall source's wall time as the agent saw it, and every
+  handler's wall time by processor and operation (in each process of the split layout):
+  the difference is the bus and the waits for a loop.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import re
 import statistics
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -41,9 +45,12 @@ SPANS = (
     ("hand-off to answer", "append<", "answer>"),
     ("answer sent", "answer>", "answer<"),
     ("answer to the caller", "answer<", "ask<"),
+    ("LLM to answer, in all", "llm<", "answer>"),
     ("whole ask", "ask>", "ask<"),
 )
 
+#: A request's operation, from the start of its JSON (the benchmark's own instrumentation).
+_OPERATION = re.compile(rb'"operation": ?"([a-z-]+)"')
 _owner: contextvars.ContextVar[str] = contextvars.ContextVar("owner", default="")
 
 
@@ -51,6 +58,10 @@ class Phases:
     def __init__(self) -> None:
         self.marks: list[tuple[float, str]] = []
         self.cpu: Counter[str] = Counter()
+        #: Wall seconds of each handler run, by owner and operation (the service's side).
+        self.handled: dict[str, list[float]] = defaultdict(list)
+        #: Wall seconds of each recall source as the agent saw it (``Recall.timings``).
+        self.sources: dict[str, list[float]] = defaultdict(list)
 
     def install(self, stack_class: type) -> None:
         """Wrap the phases' functions and the loop's callbacks (before the stack starts)."""
@@ -65,12 +76,31 @@ class Phases:
         self._wrap(service.AgentProcessor, "append_turn", "append")
         self._wrap(service.Responder, "answer", "answer")
         settle = consumer.ConsumerRunner._settle
+        handled, sources = self.handled, self.sources
 
-        async def owned(runner: Any, *args: Any) -> Any:
+        async def owned(runner: Any, consumer: Any, delivery: Any) -> Any:
             # "agent-mem-<unique>--ws--flow--spec": the processor's kind and its spec.
             proc, spec = runner.subscription.split("--")[0], runner.subscription.split("--")[-1]
-            _owner.set(f"{proc.rsplit('-', 1)[0]} ({spec})")
-            return await settle(runner, *args)
+            owner = f"{proc.rsplit('-', 1)[0]} ({spec})"
+            _owner.set(owner)
+            op = _OPERATION.search(delivery.data[:300])
+            began = time.perf_counter()
+            try:
+                return await settle(runner, consumer, delivery)
+            finally:
+                name = f"{owner} {op.group(1).decode()}" if op else owner
+                handled[name].append(time.perf_counter() - began)
+
+        recall_of = recall.MemoryRecall.recall
+
+        @functools.wraps(recall_of)
+        async def timed_recall(*args: Any, **kwargs: Any) -> Any:
+            got = await recall_of(*args, **kwargs)
+            for name, seconds in got.timings.items():
+                sources[name].append(seconds)
+            return got
+
+        recall.MemoryRecall.recall = timed_recall  # type: ignore[method-assign]
 
         consumer.ConsumerRunner._settle = owned  # type: ignore[method-assign]
         self._time_callbacks()
@@ -120,6 +150,13 @@ class Phases:
     def reset(self) -> None:
         self.marks.clear()
         self.cpu.clear()
+        self.handled.clear()
+        self.sources.clear()
+
+    def add_asks(self, spans: list[tuple[float, float]]) -> None:
+        """Asks timed elsewhere (the split layout's caller, on the same clock)."""
+        self.marks.extend(m for s, e in spans for m in ((s, "ask>"), (e, "ask<")))
+        self.marks.sort()
 
     def report(self, asks: int) -> None:
         """Print each phase's median over the asks since the last reset, then the loop's
@@ -128,8 +165,10 @@ class Phases:
         for stamp, mark in self.marks:
             if mark == "ask>":
                 current = {mark: stamp}
-            elif current is not None:
-                current.setdefault(mark, stamp)  # an ask's first of each (one iteration)
+            elif current is not None and (mark[-1] == ">" or mark[:-1] + ">" in current):
+                # An ask's first of each (one iteration); an end only after its start (a
+                # caller in another process can see the answer before its send returns).
+                current.setdefault(mark, stamp)
                 if mark == "ask<":
                     found.append(current)
                     current = None
@@ -138,9 +177,27 @@ class Phases:
             spans = [(a[second] - a[first]) * 1000 for a in found if first in a and second in a]
             if spans:
                 print(f"      {label:<26} {statistics.median(spans):7.2f}")
-        per_ask = sum(self.cpu.values()) / max(asks, 1) * 1000
-        print(f"    event-loop CPU per ask by owner (ms; {per_ask:.1f} in all):")
-        for owner, seconds in self.cpu.most_common():
+        if self.sources:
+            shown = ", ".join(
+                f"{k} {statistics.median(v) * 1000:.2f}" for k, v in sorted(self.sources.items())
+            )
+            print(f"    recall by source, as the agent saw it (median wall ms): {shown}")
+        self.report_cpu("event-loop CPU per ask by owner", self.cpu, asks)
+
+    @staticmethod
+    def report_handled(handled: dict[str, list[float]], asks: int) -> None:
+        """Each handler's median wall time and runs per ask, by owner and operation."""
+        print("    handlers (median wall ms, runs per ask):")
+        for name, runs in sorted(handled.items()):
+            if len(runs) >= asks / 20:
+                median = statistics.median(runs) * 1000
+                print(f"      {name:<54} {median:6.2f} {len(runs) / max(asks, 1):5.2f}")
+
+    @staticmethod
+    def report_cpu(title: str, cpu: Counter[str], asks: int) -> None:
+        per_ask = sum(cpu.values()) / max(asks, 1) * 1000
+        print(f"    {title} (ms; {per_ask:.1f} in all):")
+        for owner, seconds in cpu.most_common():
             if seconds / max(asks, 1) >= 0.05e-3:
                 print(f"      {owner:<54} {seconds / max(asks, 1) * 1000:6.2f}")
 

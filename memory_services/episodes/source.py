@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Annotated
 
@@ -12,6 +13,7 @@ from react_mem.agent.config import Key
 from react_mem.agent.items import Item, episode_items, reflection_items
 from react_mem.agent.sources import Ask, MemorySource, setting
 from react_mem.clients.episodes import EPISODE_MEMORY, EpisodeClient
+from react_mem.schema.episodes import Episode
 
 SECONDS_PER_DAY = 86400.0
 #: Episode-memory's default goal limit: a question recalled by with a state is cut to it.
@@ -19,7 +21,9 @@ STATE_GOAL_CHARS = 4000
 
 
 async def _episodes(ask: Ask) -> list[Item]:
-    episodes = await EpisodeClient.of(ask.flow).retrieve(
+    """The episodes recalled and the recent lessons, asked side by side (the lessons were
+    asked after the episodes came back: a second round trip on every ask's recall)."""
+    relevant = EpisodeClient.of(ask.flow).retrieve(
         ask.owner,
         # Also beside the vector: hybrid ranking reads its words (the service's goal limit).
         goal=ask.question[:STATE_GOAL_CHARS] if ask.state else ask.question,
@@ -29,17 +33,20 @@ async def _episodes(ask: Ask) -> list[Item]:
         min_score=ask.min_score,
         retrieval=ask.cfg.retrieval(),
     )
-    return episode_items(episodes) + await _recent_lessons(ask, {e.id for e in episodes})
+    episodes, recent = await asyncio.gather(relevant, _recent_episodes(ask))
+    shown = {e.id for e in episodes}
+    lessons = reflection_items([e for e in recent if e.id not in shown and e.lessons])
+    return episode_items(episodes) + lessons
 
 
-async def _recent_lessons(ask: Ask, shown: set[str]) -> list[Item]:
-    """Seed 003's recent reflections: the lessons of the owner's latest relevant episodes
-    (of the request's task type, if it names one) that the recall above did not show."""
+async def _recent_episodes(ask: Ask) -> list[Episode]:
+    """For seed 003's recent reflections: the owner's latest relevant episodes (of the
+    request's task type, if it names one); those the recall shows are left out after."""
     top_k = int(setting(ask.cfg, "reflection-top-k"))
     if top_k <= 0:
         return []
     days = float(setting(ask.cfg, "reflection-window-days"))
-    recent = await EpisodeClient.of(ask.flow).retrieve(
+    return await EpisodeClient.of(ask.flow).retrieve(
         ask.owner,
         goal=ask.question,
         vector=ask.vector,
@@ -49,7 +56,6 @@ async def _recent_lessons(ask: Ask, shown: set[str]) -> list[Item]:
         task_type=ask.task_type or None,
         since=time.time() - days * SECONDS_PER_DAY,
     )
-    return reflection_items([e for e in recent if e.id not in shown and e.lessons])
 
 
 EPISODES = MemorySource(

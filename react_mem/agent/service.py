@@ -317,15 +317,18 @@ class AgentProcessor(Processor):
         )
 
         if isinstance(decision, Final):
-            await respond.thought(decision.thought)
             respond.in_token, respond.out_token = inv.state.in_tokens, inv.state.out_tokens
             respond.model = usage.model
             outcome: Outcome = "partial" if tool_errors(inv.state.steps) else "success"
             # Learning first: the answer goes out only once its trajectory is on the
             # persistent flow (an answered "remember that ..." is never lost) and its turn
-            # is in conversation memory (a follow-up sees it); the two run side by side.
+            # is in conversation memory (a follow-up sees it); the two run side by side,
+            # and beside the thought's send (the caller's stream keeps its order).
             turn = self.start_turn(inv, decision.answer, outcome, notices=True)
-            note = await self.finish(inv, decision.answer, outcome, None, turn, answered=False)
+            _, note = await asyncio.gather(
+                respond.thought(decision.thought),
+                self.finish(inv, decision.answer, outcome, None, turn, answered=False),
+            )
             await respond.answer(f"{decision.answer}\n\n({note})" if note else decision.answer)
             self.metrics.sessions.labels(processor=self.id, outcome="completed").inc()
             self.metrics.iterations.labels(processor=self.id).observe(inv.state.iteration)

@@ -96,7 +96,7 @@ def queues(unique: str) -> dict[str, dict[str, str]]:
 class Stack:
     transport: PulsarTransport
     unique: str
-    llm: ScriptedLLM
+    llm: ScriptedLLM  # None (only) in the throughput benchmark's split layout
     agent: AgentProcessor
     graph_rag: GraphRag
     services: dict[str, Processor]
@@ -166,13 +166,111 @@ def write_flows(path: Path, config: dict[str, dict[str, Any]]) -> Path:
     return path
 
 
+def processor_settings(
+    tmp_path: Path, cls: type[Processor], pid: str, flow: dict[str, Any], **extra: Any
+) -> Any:
+    """``cls``'s settings for a stack's processor ``pid`` with one flow ``f1``."""
+    flows = write_flows(tmp_path / f"flows-{pid}.yaml", {f"processor:{pid}": {"f1": flow}})
+    return cls.Settings.load({"id": pid, "flows": flows, "concurrency": 4, **extra})
+
+
+@dataclass
+class Neighbours:
+    """What an agent's stack runs besides the agent and the learner."""
+
+    llm: ScriptedLLM | None = None
+    graph_rag: GraphRag | None = None
+    services: dict[str, Processor] = field(default_factory=dict)
+    playbook: Processor | None = None
+
+
+@contextlib.asynccontextmanager
+async def neighbours(
+    transport: Transport,
+    tmp_path: Path,
+    unique: str,
+    *,
+    script: Script | None,
+    running: tuple[str, ...] = (),
+    playbook: type[Processor] | None = None,
+    registry: CollectorRegistry | None = None,
+    service_settings: dict[str, dict[str, Any]] | None = None,
+) -> AsyncIterator[Neighbours]:
+    """The scripted LLM and graph-rag (when ``script`` is given), the memory services in
+    ``running`` and ``playbook`` (a class), on a stack's queues: in the agent's process
+    (``agent_stack``) or in another one (the throughput benchmark's split layout)."""
+    registry = registry or CollectorRegistry()
+    topics = queues(unique)
+    started: list[Processor] = []
+    got = Neighbours()
+
+    async def start(processor: Processor) -> Any:
+        await processor.start()
+        started.append(processor)
+        return processor
+
+    def settings_for(cls: type[Processor], pid: str, flow: dict[str, Any], **extra: Any) -> Any:
+        return processor_settings(tmp_path, cls, pid, flow, **extra)
+
+    try:
+        if script is not None:
+            llm_topics = {"topics": topics["text-completion"]}
+            got.llm = await start(
+                ScriptedLLM(
+                    settings_for(ScriptedLLM, f"llm-{unique}", llm_topics),
+                    transport,
+                    registry=registry,
+                    script=script,
+                )
+            )
+            got.graph_rag = await start(
+                GraphRag(
+                    settings_for(GraphRag, f"rag-{unique}", {"topics": topics["graph-rag"]}),
+                    transport,
+                    registry=registry,
+                )
+            )
+        for name in running:
+            if name == PLAYBOOK:
+                continue
+            flow: dict[str, Any] = {"topics": dict(topics[name])}
+            if name == "working-memory":
+                flow["topics"]["text-completion-request"] = topics["text-completion"]["request"]
+                flow["topics"]["text-completion-response"] = topics["text-completion"]["response"]
+            if name == "conversation-memory":
+                flow["topics"]["ended"] = f"flow:tg:conversation-ended-{unique}:default:f1"
+            cls = SERVICES[name]
+            pid = f"{name}-{unique}"
+            extra = {} if name == "working-memory" else {"data_dir": tmp_path / pid}
+            extra |= (service_settings or {}).get(name, {})
+            got.services[name] = await start(
+                cls(settings_for(cls, pid, flow, **extra), transport, registry=registry)
+            )
+        if playbook is not None and PLAYBOOK in running:
+            pid = f"{PLAYBOOK}-{unique}"
+            extra = {"data_dir": tmp_path / pid} if issubclass(playbook, MemoryProcessor) else {}
+            if issubclass(playbook, MemoryProcessor):
+                # The stacks count the bullets they write and ask questions their bullets are
+                # not worded like: no seed bullets, no relevance floor (both are tested in
+                # test_playbook, test_ace_defaults and test_ace_playbook_units).
+                extra |= {"seed_bullets": None, "min_relevance": 0.0}
+            flow = {"topics": dict(topics[PLAYBOOK])}
+            got.playbook = await start(
+                playbook(settings_for(playbook, pid, flow, **extra), transport, registry=registry)
+            )
+        yield got
+    finally:
+        for processor in reversed(started):
+            await processor.stop()
+
+
 @contextlib.asynccontextmanager
 async def agent_stack(
     transport: PulsarTransport,
     tmp_path: Path,
     unique: str,
     *,
-    script: Script,
+    script: Script | None,
     services: tuple[str, ...] = tuple(SERVICES),
     running: tuple[str, ...] | None = None,
     agent_mem: dict[str, Any] | None = None,
@@ -198,7 +296,9 @@ async def agent_stack(
     ``next_queue`` sends the agent's ``next`` requests elsewhere (to another replica);
     ``agent_topics`` adds queues to the agent's flow, ``config`` more config types
     (``{type: {key: value}}``, values JSON-encoded unless strings); ``service_settings``
-    more settings of a memory service, by name."""
+    more settings of a memory service, by name. ``script`` None: the scripted LLM and
+    graph-rag run elsewhere (``neighbours`` in another process), ``Stack.llm`` and
+    ``Stack.graph_rag`` are then None."""
     registry = registry or CollectorRegistry()
     topics = queues(unique)
     started: list[Processor] = []
@@ -209,129 +309,98 @@ async def agent_stack(
         return processor
 
     def settings_for(cls: type[Processor], pid: str, flow: dict[str, Any], **extra: Any) -> Any:
-        flows = write_flows(tmp_path / f"flows-{pid}.yaml", {f"processor:{pid}": {"f1": flow}})
-        return cls.Settings.load({"id": pid, "flows": flows, "concurrency": 4, **extra})
+        return processor_settings(tmp_path, cls, pid, flow, **extra)
 
     client: RequestResponseClient[AgentRequest, AgentResponse] = RequestResponseClient(
         transport, topics["agent"]["request"], topics["agent"]["response"], AgentResponse
     )
-    try:
-        llm_topics = {"topics": topics["text-completion"]}
-        llm = await start(
-            ScriptedLLM(
-                settings_for(ScriptedLLM, f"llm-{unique}", llm_topics),
-                transport,
-                registry=registry,
-                script=script,
-            )
-        )
-        rag = await start(
-            GraphRag(
-                settings_for(GraphRag, f"rag-{unique}", {"topics": topics["graph-rag"]}),
-                transport,
-                registry=registry,
-            )
-        )
-        up: dict[str, Processor] = {}
-        for name in running if running is not None else services:
-            flow: dict[str, Any] = {"topics": dict(topics[name])}
-            if name == "working-memory":
-                flow["topics"]["text-completion-request"] = topics["text-completion"]["request"]
-                flow["topics"]["text-completion-response"] = topics["text-completion"]["response"]
-            if name == "conversation-memory":
-                flow["topics"]["ended"] = f"flow:tg:conversation-ended-{unique}:default:f1"
-            cls = SERVICES[name]
-            pid = f"{name}-{unique}"
-            extra = {} if name == "working-memory" else {"data_dir": tmp_path / pid}
-            extra |= (service_settings or {}).get(name, {})
-            up[name] = await start(
-                cls(settings_for(cls, pid, flow, **extra), transport, registry=registry)
-            )
-        book: Processor | None = None
-        if playbook is not None and (running is None or PLAYBOOK in running):
-            pid = f"{PLAYBOOK}-{unique}"
-            extra = {"data_dir": tmp_path / pid} if issubclass(playbook, MemoryProcessor) else {}
-            if issubclass(playbook, MemoryProcessor):
-                # The stacks count the bullets they write and ask questions their bullets are
-                # not worded like: no seed bullets, no relevance floor (both are tested in
-                # test_playbook, test_ace_defaults and test_ace_playbook_units).
-                extra |= {"seed_bullets": None, "min_relevance": 0.0}
-            flow = {"topics": dict(topics[PLAYBOOK])}
-            book = await start(
-                playbook(settings_for(playbook, pid, flow, **extra), transport, registry=registry)
-            )
-        others: list[Processor] = []
-        if learner:
-            from react_mem.learner.service import MemoryLearnerProcessor
+    run = running if running is not None else (*services, PLAYBOOK)
+    async with neighbours(
+        transport,
+        tmp_path,
+        unique,
+        script=script,
+        running=run,
+        playbook=playbook,
+        registry=registry,
+        service_settings=service_settings,
+    ) as near:
+        llm, rag, up, book = near.llm, near.graph_rag, near.services, near.playbook
+        try:
+            others: list[Processor] = []
+            if learner:
+                from react_mem.learner.service import MemoryLearnerProcessor
 
-            flow = {
-                "topics": {
-                    "trajectory": f"flow:tg:agent-trajectory-{unique}:default:f1",
-                    "conversation-ended": f"flow:tg:conversation-ended-{unique}:default:f1",
-                    "memory-forget": forget_queues(unique).request,
-                    "memory-forget-response": forget_queues(unique).response,
+                flow = {
+                    "topics": {
+                        "trajectory": f"flow:tg:agent-trajectory-{unique}:default:f1",
+                        "conversation-ended": f"flow:tg:conversation-ended-{unique}:default:f1",
+                        "memory-forget": forget_queues(unique).request,
+                        "memory-forget-response": forget_queues(unique).response,
+                    }
                 }
-            }
-            for name in ("text-completion", *services, *([PLAYBOOK] if playbook else [])):
-                if name != "working-memory":
-                    flow["topics"][f"{name}-request"] = topics[name]["request"]
-                    flow["topics"][f"{name}-response"] = topics[name]["response"]
-            if playbook is not None:
-                flow["topics"]["feedback"] = feedback_queue(unique)
-            pid = f"learner-{unique}"
-            others.append(
-                await start(
-                    MemoryLearnerProcessor(
-                        settings_for(
-                            MemoryLearnerProcessor,
-                            pid,
-                            flow,
-                            state_dir=tmp_path / pid,
-                            **(learner_settings or {}),
-                        ),
-                        transport,
-                        registry=registry,
+                for name in ("text-completion", *services, *([PLAYBOOK] if playbook else [])):
+                    if name != "working-memory":
+                        flow["topics"][f"{name}-request"] = topics[name]["request"]
+                        flow["topics"][f"{name}-response"] = topics[name]["response"]
+                if playbook is not None:
+                    flow["topics"]["feedback"] = feedback_queue(unique)
+                pid = f"learner-{unique}"
+                others.append(
+                    await start(
+                        MemoryLearnerProcessor(
+                            settings_for(
+                                MemoryLearnerProcessor,
+                                pid,
+                                flow,
+                                state_dir=tmp_path / pid,
+                                **(learner_settings or {}),
+                            ),
+                            transport,
+                            registry=registry,
+                        )
                     )
                 )
-            )
-        pid = f"agent-{unique}"
-        workspace: dict[str, Any] = {
-            f"processor:{pid}": {
-                "f1": agent_flow(
-                    unique,
-                    topics,
-                    services,
-                    learner=learner or trajectories,
-                    playbook=playbook is not None,
-                )
-            },
-            "agent-mem": {
-                k: json.dumps(v) if not isinstance(v, str) else v
-                for k, v in (agent_mem or {}).items()
-            },
-            "tool": {k: json.dumps(v) for k, v in (tools or {}).items()},
-        }
-        for kind, entries in (config or {}).items():
-            workspace[kind] = {
-                k: v if isinstance(v, str) else json.dumps(v) for k, v in entries.items()
+            pid = f"agent-{unique}"
+            workspace: dict[str, Any] = {
+                f"processor:{pid}": {
+                    "f1": agent_flow(
+                        unique,
+                        topics,
+                        services,
+                        learner=learner or trajectories,
+                        playbook=playbook is not None,
+                    )
+                },
+                "agent-mem": {
+                    k: json.dumps(v) if not isinstance(v, str) else v
+                    for k, v in (agent_mem or {}).items()
+                },
+                "tool": {k: json.dumps(v) for k, v in (tools or {}).items()},
             }
-        if next_queue is not None:
-            workspace[f"processor:{pid}"]["f1"]["topics"]["next"] = next_queue
-        workspace[f"processor:{pid}"]["f1"]["topics"].update(agent_topics or {})
-        values: dict[str, Any] = {"id": pid, "concurrency": 4, **(agent_settings or {})}
-        if config_service:  # flow, settings and tools come from the running config service
-            await put_config("default", workspace, transport)
-        else:
-            values["flows"] = write_flows(tmp_path / f"flows-{pid}.yaml", workspace)
-        settings = AgentProcessor.Settings.load(values)
-        agent = AgentProcessor(settings, transport, registry=registry, kinds=INSTALLED)
-        await start(agent)
-        await client.start()
-        yield Stack(transport, unique, llm, agent, rag, up, client, topics, others, book, registry)
-    finally:
-        await client.close()
-        for processor in reversed(started):
-            await processor.stop()
+            for kind, entries in (config or {}).items():
+                workspace[kind] = {
+                    k: v if isinstance(v, str) else json.dumps(v) for k, v in entries.items()
+                }
+            if next_queue is not None:
+                workspace[f"processor:{pid}"]["f1"]["topics"]["next"] = next_queue
+            workspace[f"processor:{pid}"]["f1"]["topics"].update(agent_topics or {})
+            values: dict[str, Any] = {"id": pid, "concurrency": 4, **(agent_settings or {})}
+            if config_service:  # flow, settings and tools come from the running config service
+                await put_config("default", workspace, transport)
+            else:
+                values["flows"] = write_flows(tmp_path / f"flows-{pid}.yaml", workspace)
+            settings = AgentProcessor.Settings.load(values)
+            agent = AgentProcessor(settings, transport, registry=registry, kinds=INSTALLED)
+            await start(agent)
+            await client.start()
+            yield Stack(
+                transport, unique, llm, agent, rag, up, client, topics, others, book, registry
+            )
+        finally:
+            await client.close()
+            for processor in reversed(started):
+                await processor.stop()
 
 
 async def put_config(
