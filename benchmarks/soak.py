@@ -82,6 +82,8 @@ class Soak:
         #: (minute, operation) -> latencies in ms.
         self.took: dict[tuple[int, str], list[float]] = defaultdict(list)
         self.rss: dict[int, float] = {}
+        #: minute -> (anon RSS, stores on disk), MiB: what the heap grows by per MiB stored.
+        self.grown: dict[int, tuple[float, float]] = {}
         #: (seconds since start, operation, ms) and (seconds since start, RSS MiB), for
         #: the verdict's windows.
         self.timeline: list[tuple[float, str, float]] = []
@@ -89,6 +91,8 @@ class Soak:
         self.failed: list[str] = []
         self.stored: dict[Scope, set[str]] = defaultdict(set)
         self.asked = 0
+        #: Asks answered without an error: only these leave a trajectory to learn.
+        self.answered = 0
         self.began = time.perf_counter()
         self.tasks: set[asyncio.Task[None]] = set()
 
@@ -113,6 +117,7 @@ class Soak:
                 if got[-1].error is not None:
                     self.failed.append(f"ask: {got[-1].error.message}"[:200])
                     return
+                self.answered += 1
             elif kind == "store":
                 fact = FactInput(content=f"{user} once took a {pet} to {place} (note {n}).")
                 response = await facts.store(scope, [fact])
@@ -151,26 +156,30 @@ class Soak:
         self.report(self.minute() if self.minute() < self.args.minutes else self.args.minutes - 1)
 
     def report(self, minute: int) -> None:
+        # The test double records every prompt (about 0.8 MiB a minute here): not the stack's.
+        self.stack.llm.requests.clear()
         self.rss[minute] = rss_mib()
         cells = []
         for kind in MIX:
             took = self.took.get((minute, kind), [])
             if took:
                 cells.append(f"{kind} {_p(took, 50):.0f}/{_p(took, 99):.0f} ms ({len(took)})")
-        lag = self.asked - self.probe.learned()
+        lag = self.answered - self.probe.learned()
+        anon, disk = rss_mib("RssAnon"), disk_mib(self.root)
+        self.grown[minute] = (anon, disk)
         print(
             f"minute {minute + 1:>3}: " + ", ".join(cells) + f" | learner lag {lag} | "
-            f"RSS {self.rss[minute]:.0f} MiB (anon {rss_mib('RssAnon'):.0f}) | "
-            f"disk {disk_mib(self.root):.1f} MiB",
+            f"RSS {self.rss[minute]:.0f} MiB (anon {anon:.0f}) | disk {disk:.1f} MiB",
             flush=True,
         )
 
     async def check(self, facts: FactClient) -> int:
-        """Wait for the learner to drain; return how much was lost."""
+        """Wait for the learner to drain (the answered asks: a failed one leaves no
+        trajectory, and is counted as failed); return how much was lost."""
         waited = time.perf_counter()
-        while self.probe.learned() < self.asked and time.perf_counter() - waited < 300:  # noqa: ASYNC110
+        while self.probe.learned() < self.answered and time.perf_counter() - waited < 300:  # noqa: ASYNC110
             await asyncio.sleep(0.2)
-        lost = self.asked - self.probe.learned()
+        lost = max(0, self.answered - self.probe.learned())
         for scope, ids in self.stored.items():
             wanted = sorted(ids)
             for start in range(0, len(wanted), 500):
@@ -205,6 +214,14 @@ class Soak:
             f"{span:.0f} s: {shown}; limits p50 {SLOW_RATIO}x, RSS {RSS_RATIO}x)",
             flush=True,
         )
+        if len(self.grown) > 1:  # the heap's growth beside the data's (not a limit)
+            (anon0, disk0), (anon1, disk1) = (
+                self.grown[m] for m in (min(self.grown), max(self.grown))
+            )
+            per = (anon1 - anon0) / (disk1 - disk0) if disk1 > disk0 else float("nan")
+            print(f"heap: anon RSS {anon0:.0f} -> {anon1:.0f} MiB while the stores grew "
+                  f"{disk0:.1f} -> {disk1:.1f} MiB: {per:.2f} MiB of heap per MiB stored",
+                  flush=True)  # fmt: skip
         return flat
 
 
