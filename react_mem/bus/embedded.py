@@ -44,6 +44,11 @@ RESTART_WINDOW = 60.0
 _CONFIG = """\
 # Written by react-mem for its embedded broker.
 log_level = "{log_level}"
+# A non-persistent message is dropped when its consumer's connection is not writable; one
+# connection carries every consumer of a process, so a burst of big messages (prompts,
+# provenance) to one made the others lose replies. 32 MiB holds several 5 MiB messages.
+pulsar_channel_write_buffer_high_water_mark_bytes = 33554432
+pulsar_channel_write_buffer_low_water_mark_bytes = 16777216
 
 [metrics]
 {metrics}
