@@ -21,10 +21,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
+import socket
 import statistics
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from collections import defaultdict
 from pathlib import Path
@@ -65,6 +68,40 @@ def rss_mib(field: str = "VmRSS") -> float:
     return 0.0
 
 
+def dropped(port: int) -> dict[str, float]:
+    """Per subscription of a response queue (``topic subscription``): what the topic took
+    in less what the broker sent the subscription. Every subscription of a response queue
+    gets every message and nothing waits at the broker (non-persistent), so that is what
+    it dropped (a consumer out of permits: see docs/performance.md, "The soak"), plus what
+    was sent before the subscription existed. pulsar-lite's own dropped-messages counter
+    misses those drops. (A request queue's Shared subscription is not counted: the agent's
+    shows about four a question taken in and not sent, every question answered.)"""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as got:
+        text = got.read().decode()
+    taken: dict[str, float] = {}
+    sent: dict[tuple[str, str], float] = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition("{")
+        if name not in ("pulsar_in_messages_total", "pulsar_out_messages_total"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', rest))
+        if not labels.get("namespace", "").endswith("/response"):
+            continue
+        value = float(line.rsplit(" ", 1)[1])
+        if name == "pulsar_in_messages_total":
+            taken[labels["topic"]] = value
+        else:
+            sent[(labels["topic"], labels.get("subscription", "?"))] = value
+    return {f"{t} {s}": taken.get(t, n) - n for (t, s), n in sent.items()}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
 def disk_mib(root: Path) -> float:
     total = 0
     for path in root.rglob("*"):
@@ -79,9 +116,13 @@ def disk_mib(root: Path) -> float:
 class Soak:
     def __init__(self, stack: Stack, probe: Probe, root: Path, args: argparse.Namespace) -> None:
         self.stack, self.probe, self.root, self.args = stack, probe, root, args
+        #: The broker's metrics port: what it dropped is read from there.
+        self.metrics_port = 0
         #: (minute, operation) -> latencies in ms.
         self.took: dict[tuple[int, str], list[float]] = defaultdict(list)
         self.rss: dict[int, float] = {}
+        #: minute -> (anon RSS, stores on disk), MiB: what the heap grows by per MiB stored.
+        self.grown: dict[int, tuple[float, float]] = {}
         #: (seconds since start, operation, ms) and (seconds since start, RSS MiB), for
         #: the verdict's windows.
         self.timeline: list[tuple[float, str, float]] = []
@@ -89,6 +130,8 @@ class Soak:
         self.failed: list[str] = []
         self.stored: dict[Scope, set[str]] = defaultdict(set)
         self.asked = 0
+        #: Asks answered without an error: only these leave a trajectory to learn.
+        self.answered = 0
         self.began = time.perf_counter()
         self.tasks: set[asyncio.Task[None]] = set()
 
@@ -113,6 +156,7 @@ class Soak:
                 if got[-1].error is not None:
                     self.failed.append(f"ask: {got[-1].error.message}"[:200])
                     return
+                self.answered += 1
             elif kind == "store":
                 fact = FactInput(content=f"{user} once took a {pet} to {place} (note {n}).")
                 response = await facts.store(scope, [fact])
@@ -151,26 +195,34 @@ class Soak:
         self.report(self.minute() if self.minute() < self.args.minutes else self.args.minutes - 1)
 
     def report(self, minute: int) -> None:
+        # The test double records every prompt (about 0.8 MiB a minute here): not the stack's.
+        self.stack.llm.requests.clear()
         self.rss[minute] = rss_mib()
         cells = []
         for kind in MIX:
             took = self.took.get((minute, kind), [])
             if took:
                 cells.append(f"{kind} {_p(took, 50):.0f}/{_p(took, 99):.0f} ms ({len(took)})")
-        lag = self.asked - self.probe.learned()
+        lag = self.answered - self.probe.learned()
+        anon, disk = rss_mib("RssAnon"), disk_mib(self.root)
+        self.grown[minute] = (anon, disk)
         print(
             f"minute {minute + 1:>3}: " + ", ".join(cells) + f" | learner lag {lag} | "
-            f"RSS {self.rss[minute]:.0f} MiB (anon {rss_mib('RssAnon'):.0f}) | "
-            f"disk {disk_mib(self.root):.1f} MiB",
+            f"RSS {self.rss[minute]:.0f} MiB (anon {anon:.0f}) | disk {disk:.1f} MiB | "
+            f"broker dropped {sum(self.drops().values()):.0f}",
             flush=True,
         )
 
+    def drops(self) -> dict[str, float]:
+        return dropped(self.metrics_port) if self.metrics_port else {}
+
     async def check(self, facts: FactClient) -> int:
-        """Wait for the learner to drain; return how much was lost."""
+        """Wait for the learner to drain (the answered asks: a failed one leaves no
+        trajectory, and is counted as failed); return how much was lost."""
         waited = time.perf_counter()
-        while self.probe.learned() < self.asked and time.perf_counter() - waited < 300:  # noqa: ASYNC110
+        while self.probe.learned() < self.answered and time.perf_counter() - waited < 300:  # noqa: ASYNC110
             await asyncio.sleep(0.2)
-        lost = self.asked - self.probe.learned()
+        lost = max(0, self.answered - self.probe.learned())
         for scope, ids in self.stored.items():
             wanted = sorted(ids)
             for start in range(0, len(wanted), 500):
@@ -181,6 +233,9 @@ class Soak:
               f"lost {lost} (asks not learned, stored facts missing)")  # fmt: skip
         for line in self.failed[:5]:
             print(f"  failed: {line}")
+        for where, count in sorted(self.drops().items(), key=lambda d: -d[1])[:5]:
+            if count:
+                print(f"  broker dropped {count:.0f} on {where}")
         return lost + len(self.failed)
 
     def verdict(self) -> bool:
@@ -205,6 +260,14 @@ class Soak:
             f"{span:.0f} s: {shown}; limits p50 {SLOW_RATIO}x, RSS {RSS_RATIO}x)",
             flush=True,
         )
+        if len(self.grown) > 1:  # the heap's growth beside the data's (not a limit)
+            (anon0, disk0), (anon1, disk1) = (
+                self.grown[m] for m in (min(self.grown), max(self.grown))
+            )
+            per = (anon1 - anon0) / (disk1 - disk0) if disk1 > disk0 else float("nan")
+            print(f"heap: anon RSS {anon0:.0f} -> {anon1:.0f} MiB while the stores grew "
+                  f"{disk0:.1f} -> {disk1:.1f} MiB: {per:.2f} MiB of heap per MiB stored",
+                  flush=True)  # fmt: skip
         return flat
 
 
@@ -213,7 +276,7 @@ def _p(values: list[float], pct: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * pct / 100))]
 
 
-async def soak(url: str, root: Path, args: argparse.Namespace) -> int:
+async def soak(url: str, root: Path, args: argparse.Namespace, metrics_port: int) -> int:
     transport = PulsarTransport(PulsarOptions(url=url))
     await transport.connect()
     registry = CollectorRegistry()
@@ -242,6 +305,7 @@ async def soak(url: str, root: Path, args: argparse.Namespace) -> int:
             facts = FactClient(clients[0], timeout=args.timeout)
             talks = ConversationClient(clients[1], timeout=args.timeout)
             run = Soak(stack, Probe(stack, registry, learner=True), root, args)
+            run.metrics_port = metrics_port
             print(f"started: {args.rate:g} operations/s for {args.minutes} x "
                   f"{args.minute:g} s ({', '.join(f'{k} {v:.0%}' for k, v in MIX.items())})",
                   flush=True)  # fmt: skip
@@ -268,9 +332,9 @@ def main() -> None:
           f"settings: {vars(args)}", flush=True)  # fmt: skip
     with (
         tempfile.TemporaryDirectory(prefix="soak-") as tmp,
-        EmbeddedBroker(Path(tmp) / "broker") as broker,
+        EmbeddedBroker(Path(tmp) / "broker", metrics_port=(port := free_port())) as broker,
     ):
-        bad = asyncio.run(soak(broker.url, Path(tmp), args))
+        bad = asyncio.run(soak(broker.url, Path(tmp), args, port))
     sys.exit(1 if bad else 0)
 
 

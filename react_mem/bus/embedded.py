@@ -2,7 +2,8 @@
 
 pulsar-lite's own launcher logs to a fixed path under /tmp and its broker binds a
 metrics listener on 0.0.0.0:8080; we start the binary ourselves with a config that turns
-that listener off and a log file under the data directory. A lock file makes one process
+that listener off (or, with ``metrics_port``, binds it to the broker's host) and a log file
+under the data directory. A lock file makes one process
 the owner of a data directory; others find the running broker through ``broker.url``.
 Known gap: two processes consuming one subscription collide on pulsar-lite, so on the
 embedded default all consumers of a subscription live in one process (a processor group).
@@ -43,9 +44,14 @@ RESTART_WINDOW = 60.0
 _CONFIG = """\
 # Written by react-mem for its embedded broker.
 log_level = "{log_level}"
+# A non-persistent message is dropped when its consumer's connection is not writable; one
+# connection carries every consumer of a process, so a burst of big messages (prompts,
+# provenance) to one made the others lose replies. 32 MiB holds several 5 MiB messages.
+pulsar_channel_write_buffer_high_water_mark_bytes = 33554432
+pulsar_channel_write_buffer_low_water_mark_bytes = 16777216
 
 [metrics]
-enabled = false
+{metrics}
 """
 
 
@@ -85,11 +91,16 @@ class EmbeddedBroker:
         port: int | None = None,
         ready_timeout: float = 20.0,
         log_level: str = "warn",
+        metrics_port: int | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.host, self.port = host, port
         self.ready_timeout = ready_timeout
         self.log_level = log_level
+        #: Where the broker serves its Prometheus metrics (on ``host``; None: off), e.g.
+        #: ``pulsar_lite_subscription_dropped_messages_total``, what a non-persistent
+        #: subscription lost for want of permits (benchmarks).
+        self.metrics_port = metrics_port
         self._process: subprocess.Popen[bytes] | None = None
         self._lock: IO[str] | None = None
         self._log: IO[bytes] | None = None
@@ -148,7 +159,10 @@ class EmbeddedBroker:
 
     def _spawn(self) -> tuple[subprocess.Popen[bytes], int]:
         config = self.data_dir / "pulsar-lite.toml"
-        config.write_text(_CONFIG.format(log_level=self.log_level))
+        metrics = "enabled = false"
+        if self.metrics_port is not None:
+            metrics = f'enabled = true\naddr = "{self.host}:{self.metrics_port}"'
+        config.write_text(_CONFIG.format(log_level=self.log_level, metrics=metrics))
         if self._log is None:
             self._log = open(self.data_dir / "broker.log", "ab")  # noqa: SIM115 - lives with the process
         port = self.port or _free_port(self.host)

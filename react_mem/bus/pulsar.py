@@ -60,9 +60,12 @@ class PulsarOptions:
     #: subscriptions balance their backlog across replicas.
     receiver_queue_size: int = 100
     #: The same for non-persistent queues, where the broker silently drops what a consumer
-    #: has no permits for (the client returns permits only every half queue): large, so
-    #: a burst of requests or responses is not lost.
-    non_persistent_receiver_queue_size: int = 1000
+    #: has no permits for (the client returns permits only as the application receives,
+    #: every half queue): a consumer whose event loop is busy for a while must not lose
+    #: what arrives meanwhile. At 1000, a burst past it was lost (a streamed reply is a
+    #: message per few tokens, and every subscription to a response queue gets every
+    #: replica's replies); the client allocates nothing until messages are queued.
+    non_persistent_receiver_queue_size: int = 20_000
     #: Off by default: batching trades up to its delay in latency for throughput.
     batching: bool = False
 
