@@ -69,11 +69,14 @@ BULK_NICE = 10
 
 
 def _run_lower() -> None:
-    """Lower the calling thread's priority (Linux sets niceness per thread; elsewhere the
-    id would name the process, so nothing is done)."""
+    """Lower the calling thread's priority by :data:`BULK_NICE` from what it inherited (a
+    process started under ``nice`` stays below its own loop). Linux sets niceness per
+    thread; elsewhere the id would name the process, so nothing is done."""
     if sys.platform == "linux":
         with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BULK_NICE)
+            thread = threading.get_native_id()
+            lower = min(os.getpriority(os.PRIO_PROCESS, thread) + BULK_NICE, 19)
+            os.setpriority(os.PRIO_PROCESS, thread, lower)
 
 
 @dataclass
