@@ -323,12 +323,14 @@ class AgentProcessor(Processor):
             # Learning first: the answer goes out only once its trajectory is on the
             # persistent flow (an answered "remember that ..." is never lost) and its turn
             # is in conversation memory (a follow-up sees it); the two run side by side,
-            # and beside the thought's send (the caller's stream keeps its order).
+            # and beside the thought's send, which ends before anything else is sent (an
+            # error from learning included), so the caller's stream keeps its order.
             turn = self.start_turn(inv, decision.answer, outcome, notices=True)
-            _, note = await asyncio.gather(
-                respond.thought(decision.thought),
-                self.finish(inv, decision.answer, outcome, None, turn, answered=False),
-            )
+            thought = asyncio.ensure_future(respond.thought(decision.thought))
+            try:
+                note = await self.finish(inv, decision.answer, outcome, None, turn, answered=False)
+            finally:
+                await thought
             await respond.answer(f"{decision.answer}\n\n({note})" if note else decision.answer)
             self.metrics.sessions.labels(processor=self.id, outcome="completed").inc()
             self.metrics.iterations.labels(processor=self.id).observe(inv.state.iteration)
