@@ -423,21 +423,32 @@ class AgentProcessor(Processor):
             return None
 
         def append(sent: asyncio.Event) -> Coroutine[Any, Any, str | None]:
-            return append_turn(
-                inv.flow,
-                inv.request,
-                inv.scope,
-                inv.state,
-                answer,
-                outcome,
-                self.settings.memory_write_timeout,
-                take_notices=before_answer,
-                sent=sent,
-                attempts=1 if before_answer else BACKGROUND_ATTEMPTS,
-                lost=None if before_answer else self._turn_lost,
-            )
+            return self.append_turn(inv, answer, outcome, sent, before_answer=before_answer)
 
         return self.turns.start(inv.scope, append)
+
+    async def append_turn(
+        self,
+        inv: Invocation,
+        answer: str,
+        outcome: Outcome,
+        sent: asyncio.Event,
+        *,
+        before_answer: bool,
+    ) -> str | None:
+        return await append_turn(
+            inv.flow,
+            inv.request,
+            inv.scope,
+            inv.state,
+            answer,
+            outcome,
+            self.settings.memory_write_timeout,
+            take_notices=before_answer,
+            sent=sent,
+            attempts=1 if before_answer else BACKGROUND_ATTEMPTS,
+            lost=None if before_answer else self._turn_lost,
+        )
 
     def _turn_lost(self) -> None:
         self.metrics.turns_lost.labels(processor=self.id).inc()
