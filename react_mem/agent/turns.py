@@ -52,15 +52,20 @@ class Pending:
 
 class PendingTurns:
     def __init__(self) -> None:
+        #: The latest append of each conversation (an earlier one was sent before it).
         self._pending: dict[Scope, Pending] = {}
+        #: Every append under way, for ``drain``.
+        self._running: set[asyncio.Task[str | None]] = set()
 
     def start(self, scope: Scope, append: Append) -> Pending:
         """Run ``append`` (which never raises) for ``scope``'s conversation."""
         sent = asyncio.Event()
         pending = Pending(asyncio.create_task(append(sent)), sent)
         self._pending[scope] = pending
+        self._running.add(pending.task)
 
-        def done(_: asyncio.Task[str | None]) -> None:
+        def done(task: asyncio.Task[str | None]) -> None:
+            self._running.discard(task)
             if self._pending.get(scope) is pending:
                 del self._pending[scope]
 
@@ -82,10 +87,9 @@ class PendingTurns:
     async def drain(self, timeout: float) -> int:
         """Wait (at most ``timeout`` seconds) for every append under way; how many are
         still under way after it."""
-        tasks = {p.task for p in self._pending.values()}
-        if not tasks:
+        if not self._running:
             return 0
-        _, left = await asyncio.wait(tasks, timeout=timeout)
+        _, left = await asyncio.wait(set(self._running), timeout=timeout)
         return len(left)
 
     @property
