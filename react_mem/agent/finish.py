@@ -156,7 +156,6 @@ async def publish_trajectory(flow: Flow, record: Trajectory, *, answered: bool) 
             if isinstance(exc, BadRequest):  # too large to publish: never retried
                 raise
             raise TransientError(
-                f"trajectory {record.session_id} not published, so the answer "
-                f"is held back: {exc}"
+                f"trajectory {record.session_id} not published, so the answer is held back: {exc}"
             ) from exc
         logger.error("trajectory %s not published: %r", record.session_id, exc)
