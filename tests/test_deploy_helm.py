@@ -276,6 +276,28 @@ def secret_env(docs: list[dict[str, Any]]) -> dict[str, set[str]]:
     return found
 
 
+def test_the_agent_waits_for_stored_turns_where_conversation_memory_has_replicas() -> None:
+    """Replicas of conversation-memory share a subscription, each ordering only what it
+    receives: the agent's answer then waits for its turn stored (``turn_wait: reply``)."""
+
+    def turn_wait(docs: list[dict[str, Any]]) -> str | None:
+        (agent,) = workloads(docs)["agent-mem"]["spec"]["template"]["spec"]["containers"]
+        found = [e.get("value") for e in agent["env"] if e["name"] == "REACT_MEM_TURN_WAIT"]
+        return found[0] if found else None
+
+    assert turn_wait(render(values_file("values-small.yaml"))) is None  # the default: sent
+    assert turn_wait(render(values_file("values-large.yaml"))) == "reply"
+    one = {"processors": {"conversation-memory": {"replicas": 1}}}
+    assert turn_wait(render(one)) is None
+    chosen = {
+        "processors": {
+            "conversation-memory": {"replicas": 3},
+            "agent-mem": {"settings": {"turn-wait": "sent"}},  # partitioned, say
+        }
+    }
+    assert turn_wait(render(chosen)) == "sent"
+
+
 def test_no_credentials_by_default_and_one_memory_state_key_for_every_agent(
     installation: tuple[dict[str, Any], list[dict[str, Any]]],
 ) -> None:

@@ -117,7 +117,12 @@ class ConversationOperations:
             turns = turns[-request.limit :]
         # Turns without a header: a crash came between the two writes of an append.
         found = header or scope.payload() | {"turn_count": len(turns)}
-        return ConversationResponse(conversation=to_conversation(found, turns))
+        conversation = to_conversation(found, turns)
+        # What the agent's recall reads to know whether an answer must wait for its turn.
+        left = max(self._memory.limits.max_turns - conversation.turn_count, 0)
+        return ConversationResponse(
+            conversation=conversation.model_copy(update={"turns_left": left})
+        )
 
     async def update_summary(
         self, scope: Scope, request: ConversationRequest, ctx: MessageContext

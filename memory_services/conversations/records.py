@@ -187,6 +187,7 @@ def to_conversation(
         ended=bool(header.get("ended", False)),
         ended_at=header.get("ended_at"),
         end_reason=header.get("end_reason"),
+        notices_pending=len(header.get("notices") or []),
     )
 
 

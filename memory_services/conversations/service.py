@@ -3,6 +3,7 @@ publishing :class:`ConversationEnded` on ``flow:tg:conversation-ended:{workspace
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from pydantic import Field
 from memory_services.conversations.conversation_memory import ConversationMemory
 from memory_services.conversations.lifecycle import ConversationLifecycle
 from memory_services.conversations.operations import ENDED, ConversationOperations, send_ended
+from memory_services.conversations.order import ArrivalOrder
 from memory_services.conversations.records import ConversationLimits
 from memory_services.metrics import quota_notices, quota_refusals
 from memory_services.processor import MemoryOptions, MemoryProcessor
@@ -79,6 +81,8 @@ class ConversationMemoryProcessor(MemoryProcessor[ConversationMemorySettings, Co
         self.kept_ended = self.retention(
             "conversation-retention-days", self.settings.retention_days
         )
+        #: Each conversation's operations in their order of arrival (see :mod:`.order`).
+        self.order = ArrivalOrder()
         self.serve_requests(
             ConversationRequest, ConversationResponse, self.with_memory(self.on_request)
         )
@@ -155,9 +159,13 @@ class ConversationMemoryProcessor(MemoryProcessor[ConversationMemorySettings, Co
         memory.operations.check_sizes(request)  # before the screen reads every text of it
         # A turn's embedding and its PII screen run side by side (the answer waits for both).
         early = memory.memory.embed_early(request) if op == "append" else None
+        # In line behind the operations on this conversation that arrived before (entered
+        # before anything is awaited): a follow-up's read sees the turn appended ahead of it.
+        ordered = self.order.turn(scope) if scope.conversation else contextlib.nullcontext()
         try:
-            request = await self.pii.screen(ctx.flow.workspace, request)
-            reply = await memory.operations.run(op, scope, request, ctx, early=early)
+            async with ordered:
+                request = await self.pii.screen(ctx.flow.workspace, request)
+                reply = await memory.operations.run(op, scope, request, ctx, early=early)
         except BadRequest as exc:
             if exc.type == "quota-exceeded":  # a turn past the conversation's cap: counted
                 self._refusals.labels(self.id, "turn", "conversation").inc()

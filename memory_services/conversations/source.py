@@ -16,6 +16,11 @@ from react_mem.clients.conversations import CONVERSATION_MEMORY, ConversationCli
 async def _conversation(ask: Ask) -> list[Item]:
     turns = int(setting(ask.cfg, "conversation-turns"))
     conversation = await ConversationClient.of(ask.flow).get(ask.scope, limit=max(turns, 1))
+    if conversation is not None:  # what this answer's turn will have to tell
+        if conversation.notices_pending:
+            ask.holds.add("quota notices")
+        if conversation.turns_left is not None and conversation.turns_left <= 1:
+            ask.holds.add("the conversation's cap")
     return conversation_items(conversation, turns)
 
 

@@ -24,6 +24,7 @@ class AgentMetrics:
     memory_recall: Histogram
     memory_missed: Counter
     compressions: Counter
+    turns_lost: Counter
 
 
 def _create(registry: CollectorRegistry) -> AgentMetrics:
@@ -84,6 +85,12 @@ def _create(registry: CollectorRegistry) -> AgentMetrics:
         compressions=Counter(
             "tg_agent_working_memory_compressions_total",
             "Working-memory compressions requested",
+            [p],
+            registry=registry,
+        ),
+        turns_lost=Counter(
+            "tg_agent_turn_not_stored_total",
+            "Conversation turns not stored after the answer went out (every attempt failed)",
             [p],
             registry=registry,
         ),

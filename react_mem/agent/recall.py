@@ -40,6 +40,8 @@ class Recall:
     missed: dict[str, str] = field(default_factory=dict)
     #: Seconds per source, the embedding included as ``embed``.
     timings: dict[str, float] = field(default_factory=dict)
+    #: Why the answer must wait for its turn's append to be stored (see ``Ask.holds``).
+    holds: set[str] = field(default_factory=set)
 
 
 class MemoryRecall:
@@ -61,7 +63,9 @@ class MemoryRecall:
         cfg, recall = self.config, Recall()
         asks = {s: s.ask(self.flow, cfg, question, scope) for s in self.sources}
         asks = {
-            s: None if ask is None else dataclasses.replace(ask, state=state, task_type=task_type)
+            s: None
+            if ask is None
+            else dataclasses.replace(ask, state=state, task_type=task_type, holds=recall.holds)
             for s, ask in asks.items()
         }
         jobs: dict[str, Awaitable[list[Item] | None]] = {}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -30,6 +31,7 @@ from react_mem.agent.config import AGENT_CONFIG_TYPE, AgentMemConfig, agent_valu
 from react_mem.agent.credit import cited_bullets, shown_bullets
 from react_mem.agent.data_tools import TOOL_SERVICE_CONFIG_TYPE
 from react_mem.agent.finish import (
+    BACKGROUND_ATTEMPTS,
     append_turn,
     publish_trajectory,
     short,
@@ -51,7 +53,7 @@ from react_mem.agent.seal import SeenSeals, StateSealer, invocation, load_key, w
 from react_mem.agent.settings import AgentSettings, client_specs
 from react_mem.agent.sources import Sources, recent_state
 from react_mem.agent.tools import TOOL_CONFIG_TYPE, Tool, tools_from_config
-from react_mem.agent.turns import PendingTurns
+from react_mem.agent.turns import Pending, PendingTurns
 from react_mem.agent.working import compact
 from react_mem.bus.transport import Transport
 from react_mem.clients.conversations import CONVERSATION_MEMORY
@@ -322,13 +324,17 @@ class AgentProcessor(Processor):
             outcome: Outcome = "partial" if tool_errors(inv.state.steps) else "success"
             # Learning first: the answer goes out only once its trajectory is on the
             # persistent flow (an answered "remember that ..." is never lost) and its turn
-            # is in conversation memory (a follow-up sees it); the two run side by side,
-            # and beside the thought's send, which ends before anything else is sent (an
-            # error from learning included), so the caller's stream keeps its order.
-            turn = self.start_turn(inv, decision.answer, outcome, notices=True)
+            # is on its way to conversation memory ahead of any follow-up (``turn_wait``:
+            # sent, or stored); the two run side by side, and beside the thought's send,
+            # which ends before anything else is sent (an error from learning included), so
+            # the caller's stream keeps its order.
+            stored = self.settings.turn_wait == "reply" or inv.state.hold_turn
+            turn = self.start_turn(inv, decision.answer, outcome, before_answer=stored)
             thought = asyncio.ensure_future(respond.thought(decision.thought))
             try:
-                note = await self.finish(inv, decision.answer, outcome, None, turn, answered=False)
+                note = await self.finish(
+                    inv, decision.answer, outcome, None, turn, answered=False, stored=stored
+                )
             finally:
                 await thought
             await respond.answer(f"{decision.answer}\n\n({note})" if note else decision.answer)
@@ -362,10 +368,14 @@ class AgentProcessor(Processor):
         if not inv.memory_on or cfg.memory_token_budget == 0:
             return state
         started = time.perf_counter()
-        await self.turns.settled(inv.scope, cfg.memory_timeout)  # a follow-up sees the last turn
+        # A follow-up sees the last turn: its append sent ahead of this recall, or stored.
+        stored = self.settings.turn_wait == "reply"
+        await self.turns.settled(inv.scope, cfg.memory_timeout, stored=stored)
         recall = await MemoryRecall(inv.flow, loaded.embedder, cfg, self.sources).recall(
             request.question, inv.scope, recent_state(request.history), request.task_type
         )
+        if recall.holds:
+            state = state.model_copy(update={"hold_turn": True})
         self.metrics.memory_recall.labels(processor=self.id).observe(time.perf_counter() - started)
         for source in recall.missed:
             self.metrics.memory_missed.labels(processor=self.id, source=source).inc()
@@ -402,42 +412,29 @@ class AgentProcessor(Processor):
 
     # -- invocation end ------------------------------------------------------------
     def start_turn(
-        self, inv: Invocation, answer: str, outcome: Outcome, *, notices: bool = False
-    ) -> asyncio.Task[str | None] | None:
+        self, inv: Invocation, answer: str, outcome: Outcome, *, before_answer: bool = False
+    ) -> Pending | None:
         """Start appending the conversation turn (see :mod:`.turns`); None if there is none.
-        ``notices``: the answer is still to be sent, so the turn takes the quota notices."""
+        ``before_answer``: the answer waits for it stored, so the turn takes the quota
+        notices (the answer tells them) and is tried once; else its attempts go on after
+        the answer, and a turn not stored for good is counted."""
         appended = inv.flow.has_client(CONVERSATION_MEMORY.request)
-        if inv.memory_on and inv.scope.conversation and appended:
-            append = self.append_turn(inv, answer, outcome, notices=notices)
-            return self.turns.start(inv.scope, append)
-        return None
+        if not (inv.memory_on and inv.scope.conversation and appended):
+            return None
 
-    async def finish(
+        def append(sent: asyncio.Event) -> Coroutine[Any, Any, str | None]:
+            return self.append_turn(inv, answer, outcome, sent, before_answer=before_answer)
+
+        return self.turns.start(inv.scope, append)
+
+    async def append_turn(
         self,
         inv: Invocation,
         answer: str,
         outcome: Outcome,
-        error: str | None,
-        turn: asyncio.Task[str | None] | None = None,
+        sent: asyncio.Event,
         *,
-        answered: bool = True,
-    ) -> str | None:
-        """The conversation turn (``turn``, if started; else started here) beside the
-        trajectory. Before an answer (``answered`` false) a trajectory that cannot be
-        published fails the iteration, which is retried and then answered with an error:
-        never an answer whose learning was lost. After an error reply it is only logged.
-        Returns a note for the answer when memory dropped something (a turn past the
-        conversation's cap; counted by conversation-memory)."""
-        if not inv.memory_on:
-            return None
-        turn = turn or self.start_turn(inv, answer, outcome)
-        if inv.flow.has_producer("trajectory"):
-            record = trajectory(inv.request, inv.state, inv.scope, inv.cfg, answer, outcome, error)
-            await publish_trajectory(inv.flow, record, answered=answered)
-        return await turn if turn is not None else None
-
-    async def append_turn(
-        self, inv: Invocation, answer: str, outcome: Outcome, *, notices: bool
+        before_answer: bool,
     ) -> str | None:
         return await append_turn(
             inv.flow,
@@ -447,8 +444,55 @@ class AgentProcessor(Processor):
             answer,
             outcome,
             self.settings.memory_write_timeout,
-            take_notices=notices,
+            take_notices=before_answer,
+            sent=sent,
+            attempts=1 if before_answer else BACKGROUND_ATTEMPTS,
+            lost=None if before_answer else self._turn_lost,
         )
+
+    def _turn_lost(self) -> None:
+        self.metrics.turns_lost.labels(processor=self.id).inc()
+
+    async def finish(
+        self,
+        inv: Invocation,
+        answer: str,
+        outcome: Outcome,
+        error: str | None,
+        turn: Pending | None = None,
+        *,
+        answered: bool = True,
+        stored: bool = True,
+    ) -> str | None:
+        """The conversation turn (``turn``, if started; else started here) beside the
+        trajectory. Before an answer (``answered`` false) a trajectory that cannot be
+        published fails the iteration, which is retried and then answered with an error:
+        never an answer whose learning was lost. After an error reply it is only logged.
+        ``stored``: wait for the turn stored, else only for its request on the bus.
+        Returns a note for the answer when memory dropped something (a turn past the
+        conversation's cap; counted by conversation-memory) or has news for the user (the
+        quota notices the turn took)."""
+        if not inv.memory_on:
+            return None
+        turn = turn or self.start_turn(inv, answer, outcome)
+        if inv.flow.has_producer("trajectory"):
+            record = trajectory(inv.request, inv.state, inv.scope, inv.cfg, answer, outcome, error)
+            await publish_trajectory(inv.flow, record, answered=answered)
+        if turn is None:
+            return None
+        if not stored:
+            await turn.ordered()
+            if not turn.task.done():
+                return None  # on its way: conversation memory stores it before a follow-up
+        return await turn.task
+
+    async def stop(self) -> None:
+        """Give the turns still on their way to conversation memory their time to be
+        stored (``memory_write_timeout``), then stop."""
+        left = await self.turns.drain(self.settings.memory_write_timeout)
+        if left:
+            logger.error("%s: %d conversation turns not stored at stop", self.id, left)
+        await super().stop()
 
 
 def _last_observation(history: list[AgentStep]) -> str:

@@ -4,7 +4,7 @@ TrustGraph's agent-manager clients, then one per memory source it is given."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr
 
@@ -40,6 +40,12 @@ class AgentSettings(ProcessorSettings):
     tokenizer: Path | None = None
     #: Seconds to wait for memory writes after the answer (conversation append).
     memory_write_timeout: float = Field(default=5.0, gt=0)
+    #: What a final answer waits for of its conversation turn's append (``agent/turns.py``):
+    #: ``sent``, its request on the bus (conversation memory serves a conversation's
+    #: operations in their order of arrival, so a follow-up's read comes after it), or
+    #: ``reply``, the turn stored: set it where replicas of conversation-memory share a
+    #: subscription (the chart does when it runs more than one).
+    turn_wait: Literal["sent", "reply"] = "sent"
     #: Seconds one iteration may wait for the LLM, every retry included, before the caller
     #: is answered with an ``llm-error`` (a workspace's ``llm-timeout`` overrides it).
     llm_deadline: float = Field(default=60.0, gt=0, le=3600)

@@ -47,6 +47,10 @@ class Ask:
     state: str = ""
     #: The request's task type (``AgentRequest.task_type``), empty when it names none.
     task_type: str = ""
+    #: Filled by a source whose record says the answer must wait for its turn's append to
+    #: be stored, and why (the conversation has quota notices to tell, or is at its cap:
+    #: what the append's reply says goes into the answer). One set per recall.
+    holds: set[str] = dataclasses.field(default_factory=set, compare=False)
 
     @property
     def owner(self) -> Scope:

@@ -74,11 +74,18 @@ class RequestResponseClient(Generic[Req, Resp]):
             self._route(consumer), name=f"rr:{self._response_queue.id}"
         )
 
-    async def request(self, message: Req, *, timeout: float | None = None) -> Resp:
-        """Send one request and return its (first) response."""
+    async def request(
+        self,
+        message: Req,
+        *,
+        timeout: float | None = None,
+        sent: Callable[[], None] | None = None,
+    ) -> Resp:
+        """Send one request and return its (first) response; ``sent`` is called once the
+        broker has taken the request (before any response)."""
         resend = self._resend
         async for response in self.stream(
-            message, timeout=timeout, last=lambda _: True, resend=resend
+            message, timeout=timeout, last=lambda _: True, resend=resend, sent=sent
         ):
             return response
         raise AssertionError("unreachable")  # pragma: no cover
@@ -90,11 +97,13 @@ class RequestResponseClient(Generic[Req, Resp]):
         last: Callable[[Resp], bool],
         timeout: float | None = None,
         resend: float | None = None,
+        sent: Callable[[], None] | None = None,
     ) -> AsyncIterator[Resp]:
         """Yield every response to ``message`` until ``last(response)`` is true.
 
         ``timeout`` bounds the wait for each response, not the whole stream; ``resend``:
-        see the class (for the first response only).
+        see the class (for the first response only); ``sent``: called once the request is
+        sent (the broker has it, so it reaches a consumer ahead of anything sent later).
         """
         if self._producer is None:
             raise NotStarted("request/response client is not started")
@@ -106,6 +115,8 @@ class RequestResponseClient(Generic[Req, Resp]):
         data, first = message.encode(), True
         try:
             await self._producer.send(data, {"id": request_id})
+            if sent is not None:
+                sent()
             while True:
                 deadline = time.monotonic() + timeout
                 try:

@@ -26,7 +26,15 @@ T = TypeVar("T")
 class Requester(Protocol[Req_contra, Resp_co]):
     """The request/response seam (:class:`react_mem.bus.rpc.RequestResponseClient`)."""
 
-    async def request(self, message: Req_contra, *, timeout: float | None = None) -> Resp_co: ...
+    async def request(
+        self,
+        message: Req_contra,
+        *,
+        timeout: float | None = None,
+        sent: Callable[[], None] | None = None,
+    ) -> Resp_co:
+        """``sent``: called once the bus has taken the request (before its reply)."""
+        ...
 
     def stream(
         self,
@@ -122,10 +130,21 @@ class ServiceClient(Generic[Req, Resp]):
         """Whether ``flow`` runs this (optional) service's client."""
         return flow.has_client(cls.service.request)
 
-    async def call(self, request: Req, *, timeout: float | None = None) -> Resp:
-        """Send ``request``; its reply, or the exception for its error (or for no reply)."""
+    async def call(
+        self,
+        request: Req,
+        *,
+        timeout: float | None = None,
+        sent: Callable[[], None] | None = None,
+    ) -> Resp:
+        """Send ``request``; its reply, or the exception for its error (or for no reply).
+        ``sent``: called once the bus has taken the request."""
         name = self.service.name
+        timeout = timeout or self._timeout
         with boundary(name):
-            response = await self._rpc.request(request, timeout=timeout or self._timeout)
+            if sent is None:  # a requester that never reports its sends need not take it
+                response = await self._rpc.request(request, timeout=timeout)
+            else:
+                response = await self._rpc.request(request, timeout=timeout, sent=sent)
         raise_for(name, getattr(response, "error", None))
         return response

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from react_mem.clients.base import Page, Service, ServiceClient, build, owner
 from react_mem.errors import BadReply
@@ -44,9 +44,12 @@ class ConversationClient(ServiceClient[ConversationRequest, ConversationResponse
         time: float | None = None,
         memory_used: Sequence[MemoryRef] = (),
         take_notices: bool = False,
+        sent: Callable[[], None] | None = None,
     ) -> tuple[ConversationTurn, bool]:
         """The turn as stored and whether it was new (a repeated ``turn_id`` is not).
-        ``take_notices``: the turn takes the conversation's pending quota notices."""
+        ``take_notices``: the turn takes the conversation's pending quota notices.
+        ``sent``: called once the request is on the bus, so that conversation-memory serves
+        it before any request on this conversation sent after (see its ``order``)."""
         response = await self.call(
             build(
                 ConversationRequest,
@@ -61,7 +64,8 @@ class ConversationClient(ServiceClient[ConversationRequest, ConversationResponse
                 memory_used=list(memory_used),
                 take_notices=take_notices,
                 **owner(scope),
-            )
+            ),
+            sent=sent,
         )
         if response.turn is None:
             raise BadReply(f"{_NAME}: append reply without the turn", service=_NAME)

@@ -86,8 +86,14 @@ class FunctionRequester:
         self._complete, self._timeout = complete, timeout
 
     async def request(
-        self, message: TextCompletionRequest, *, timeout: float | None = None
+        self,
+        message: TextCompletionRequest,
+        *,
+        timeout: float | None = None,
+        sent: Callable[[], None] | None = None,
     ) -> TextCompletionResponse:
+        if sent is not None:  # taken at once: no bus between
+            sent()
         return await self._complete(message, self._timeout if timeout is None else timeout)
 
     async def stream(

@@ -352,10 +352,16 @@ class _Waiting:
     ) -> None:
         self._rpc, self._progress = rpc, progress
 
-    async def request(self, message: Any, *, timeout: float | None = None) -> PlaybookResponse:
+    async def request(
+        self,
+        message: Any,
+        *,
+        timeout: float | None = None,
+        sent: Callable[[], None] | None = None,
+    ) -> PlaybookResponse:
         self._progress.start()
         try:
-            return await self._rpc.request(message, timeout=timeout)
+            return await self._rpc.request(message, timeout=timeout, sent=sent)
         finally:
             await self._progress.stop()
 

@@ -75,6 +75,9 @@ class MemoryState(WireModel):
     steps: list[AgentStep] = Field(default_factory=list)
     #: The shown playbook bullets the LLM's replies said they relied on, first cited first.
     cited: list[str] = Field(default_factory=list)
+    #: Whether the answer must wait for its turn to be stored, whatever ``turn_wait`` says:
+    #: recall found quota notices to tell, or the conversation at its cap.
+    hold_turn: bool = False
     #: ``v1:`` and the HMAC-SHA256 of the fields above and the invocation, by the agent.
     seal: str = ""
 

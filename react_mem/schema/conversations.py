@@ -112,6 +112,10 @@ class Conversation(WireModel):
     ended: bool = False
     ended_at: float | None = None
     end_reason: EndReason | None = None
+    #: Quota notices waiting for the conversation's next answer to tell (a count).
+    notices_pending: int = 0
+    #: Turns it may still take before its cap (a ``get`` says; None where not said).
+    turns_left: int | None = None
 
 
 class ConversationRequest(WireModel):
