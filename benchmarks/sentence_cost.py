@@ -8,8 +8,9 @@ in alternating rounds, medians printed with their ratio:
   the turns and their sentences in the same call), milliseconds per turn;
 - ingest: the same turns stored through ``FactMemory.store`` (checks, embedding, near-
   duplicate search, writes) into a fresh store each round, batches of ``--batch``, turns/s;
-- search: hybrid retrievals of the conversation's questions over what was stored, p50 ms;
-- bytes: the payload value per record that has one, and the store's directory after a flush.
+- search: hybrid retrievals of the conversation's questions over what was stored, p50 ms
+  (and over the store with sentence vectors, not ranked by them: what their bytes cost);
+- bytes: a record's payload (as JSON, mean), and the sentence vectors' value where held.
 
 Turns are LoCoMo dialogue turns with speaker and session date, as ``locomo_recall.py``
 stores them, read from ``../shared/eval/locomo-dev.json`` (never copied); without it, this
@@ -39,10 +40,6 @@ from react_mem.schema.facts import FactInput
 SCOPE = Scope("bench", "locomo", "ann")
 
 
-def size_of(root: Path) -> int:
-    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
-
-
 async def embedding(embedder: SentenceTransformerEmbedder, texts: list[str], on: bool) -> float:
     started = time.perf_counter()
     parts = [part for text in texts for part in sentences.split(text)] if on else []
@@ -57,8 +54,9 @@ async def ingest(
     questions: list[str],
     batch: int,
     on: bool,
-) -> tuple[float, float, int, float]:
-    """Turns per second stored, search p50 ms, the store's bytes, mean payload value bytes."""
+) -> tuple[float, float, float, float, float]:
+    """Turns per second stored, search p50 ms (ranked as ``on`` says, and not by sentences),
+    a record's payload bytes (JSON, mean), the mean sentence vectors' value bytes."""
     store = EdgeStore(root, flush_interval=3600)
     await store.open()
     memory = FactMemory(
@@ -72,19 +70,21 @@ async def ingest(
     for first in range(0, len(facts), batch):
         await memory.store(SCOPE, facts[first : first + batch], sequence=True)
     rate = len(facts) / (time.perf_counter() - started)
-    retrieval = Retrieval(sentence_max=on)
-    took = []
-    for question in questions:
-        began = time.perf_counter()
-        await memory.retrieve(SCOPE, query=question, top_k=10, retrieval=retrieval)
-        took.append(time.perf_counter() - began)
-    await store.flush()
+    took: dict[bool, list[float]] = {True: [], False: []}
+    for question in questions:  # ranked by sentences (where stored) and not, alternating
+        for by in (on, False) if on else (False,):
+            began = time.perf_counter()
+            await memory.retrieve(
+                SCOPE, query=question, top_k=10, retrieval=Retrieval(sentence_max=by)
+            )
+            took[by].append(time.perf_counter() - began)
     page, _ = await store.scroll(memory.ctx.collection, scope=SCOPE, limit=10_000)
     values = [len(str(r.payload[sentences.KEY])) for r in page if sentences.KEY in r.payload]
+    held = statistics.fmean(len(json.dumps(r.payload)) for r in page)
     await memory.close()
     await store.close()
-    held = size_of(root)
-    return rate, statistics.median(took) * 1000, held, statistics.fmean(values or [0])
+    unused = statistics.median(took[False]) * 1000
+    return rate, statistics.median(took[on]) * 1000, unused, held, statistics.fmean(values or [0])
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -104,18 +104,21 @@ async def run(args: argparse.Namespace) -> None:
     per_turn: dict[bool, list[float]] = {True: [], False: []}
     rates: dict[bool, list[float]] = {True: [], False: []}
     searches: dict[bool, list[float]] = {True: [], False: []}
-    held: dict[bool, int] = {}
+    held: dict[bool, float] = {}
+    unused: list[float] = []  # search p50 over the store with sentences, not ranked by them
     value = 0.0
     with tempfile.TemporaryDirectory(prefix="sentence-cost-") as tmp:
         for n in range(args.rounds):
             for on in (n % 2 == 0, n % 2 == 1):  # alternate which goes first
                 per_turn[on].append(await embedding(embedder, texts, on))
                 root = Path(tmp) / f"{n}-{on}"
-                rate, search, held[on], mean = await ingest(
+                rate, search, plain, held[on], mean = await ingest(
                     embedder, root, facts, questions, args.batch, on
                 )
                 rates[on].append(rate)
                 searches[on].append(search)
+                if on:
+                    unused.append(plain)
                 value = mean if on else value
     rows = [
         ("embedding, ms per turn", per_turn),
@@ -126,7 +129,11 @@ async def run(args: argparse.Namespace) -> None:
     for name, values in rows:
         off, on = statistics.median(values[False]), statistics.median(values[True])
         print(f"{name:<28} {off:>9.2f} {on:>9.2f} {on / off:>7.2f}")
-    print(f"{'store bytes after a flush':<28} {held[False]:>9} {held[True]:>9}")
+    print(
+        f"{'  same, sentences stored':<28} {statistics.median(unused):>9.2f} "
+        f"{'':>9} (not ranked by them)"
+    )
+    print(f"{'payload bytes per record':<28} {held[False]:>9.0f} {held[True]:>9.0f}")
     print(f"sentence vectors per record that has them: {value:.0f} payload bytes (mean)")
 
 

@@ -116,6 +116,7 @@ def hits(
     candidates are scored by their sentences too: :mod:`.sentences`; equal scores in id
     order: :mod:`.ties`), scored by cosine: the engine's scores where it ranked by the dense
     vector alone, else computed from the vectors the requests brought back."""
+    points: Sequence[sentences.Candidate]
     if kinds == ["dense"]:
         points = ties.settle(lists[0], limit)
         return [Hit(str(p.id), p.score, p.payload or {}) for p in points]

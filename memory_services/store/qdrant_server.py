@@ -385,6 +385,7 @@ def _hits(
     """The best ``limit`` (fused for hybrid, the dense side's candidates scored by their
     sentences too: :mod:`.sentences`; equal scores in id order: :mod:`.ties`), scored by
     cosine (computed from the vectors a lexical or hybrid search brought)."""
+    points: Sequence[sentences.Candidate]
     if kinds == ["dense"]:
         points = ties.settle(lists[0], limit)
         return [Hit(str(p.id), p.score, p.payload or {}) for p in points]

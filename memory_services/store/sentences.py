@@ -26,7 +26,7 @@ import binascii
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -95,26 +95,52 @@ def _rows(raw: bytes, size: int) -> np.ndarray:
     return components * (scales / 127)
 
 
+class Candidate(Protocol):
+    """A point a search's list brought (the engine's, or :class:`Rescored`)."""
+
+    @property
+    def id(self) -> Any: ...
+
+    @property
+    def score(self) -> float: ...
+
+    @property
+    def payload(self) -> Mapping[str, Any] | None: ...
+
+    @property
+    def vector(self) -> Any: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Rescored:
-    """A candidate with its dense score replaced (the engine's point is read-only)."""
+    """A candidate with its dense score replaced. The engine's point is read-only, and its
+    payload and vector are converted anew at every read: they are read through only when
+    fusion needs them."""
 
-    id: object
+    point: Candidate
+    key: str
     score: float
-    payload: Mapping[str, Any] | None
-    vector: Any
 
+    @property
+    def id(self) -> str:
+        return self.key
 
-P = TypeVar("P")
+    @property
+    def payload(self) -> Mapping[str, Any] | None:
+        return self.point.payload
+
+    @property
+    def vector(self) -> Any:
+        return self.point.vector
 
 
 def rescore(
-    lists: Sequence[Sequence[P]],
+    lists: Sequence[Sequence[Candidate]],
     kinds: Sequence[str],
     query: Sequence[float],
     retrieval: Retrieval,
     min_score: float | None = None,
-) -> list[list[Any]]:
+) -> list[list[Candidate]]:
     """``lists`` (one hybrid search's, as :func:`.ties.sides` orders them) with each dense
     list replaced by the candidates it could hold, scored by the best of their own cosine
     and their sentences': every candidate for the lists under the filter, the candidates of
@@ -131,39 +157,42 @@ def rescore(
         return [list(found) for found in lists]
     unit = np.asarray(query, dtype=np.float64)
     unit /= np.linalg.norm(unit)
-    points: dict[str, Any] = {}
+    keyed = [[str(point.id) for point in found] for found in lists]
+    points: dict[str, Candidate] = {}
     cosine: dict[str, float] = {}  # the engine's, where a dense list brought the point
-    for found, kind in zip(lists, kinds, strict=True):
-        for point in found:
-            key = str(point.id)  # type: ignore[attr-defined]
+    for found, keys, kind in zip(lists, keyed, kinds, strict=True):
+        for point, key in zip(found, keys, strict=True):
             points.setdefault(key, point)
             if kind == "dense":
-                cosine[key] = float(point.score)  # type: ignore[attr-defined]
-    by_sentences = _best_sentences(points, unit)
+                cosine[key] = float(point.score)
+    held = {key: (point.payload or {}).get(KEY) for key, point in points.items()}
+    by_sentences = _best_sentences(held, unit)
     best: dict[str, Rescored] = {}
     for key, point in points.items():
-        found = [s for s in (cosine.get(key), by_sentences.get(key)) if s is not None]
-        if found and (min_score is None or max(found) >= min_score):
-            best[key] = Rescored(point.id, max(found), point.payload, point.vector)
-    rescored: list[list[Any]] = []
+        scores = [s for s in (cosine.get(key), by_sentences.get(key)) if s is not None]
+        if scores and (min_score is None or max(scores) >= min_score):
+            best[key] = Rescored(point, key, max(scores))
+    rescored: list[list[Candidate]] = []
     for n, (found, kind) in enumerate(zip(lists, kinds, strict=True)):
         if kind != "dense":
             rescored.append(list(found))
             continue
-        pool = lists if n < 2 else lists[2:]
-        keys = dict.fromkeys(str(p.id) for one in pool for p in one)  # type: ignore[attr-defined]
-        rescored.append([best[key] for key in keys if key in best])
+        pool = dict.fromkeys(key for keys in (keyed if n < 2 else keyed[2:]) for key in keys)
+        rescored.append([best[key] for key in pool if key in best])
     return rescored
 
 
-def _best_sentences(points: Mapping[str, Any], unit: np.ndarray) -> dict[str, float]:
-    """The best cosine to ``unit`` of each point's sentences (points with none left out),
+def _best_sentences(held: Mapping[str, object], unit: np.ndarray) -> dict[str, float]:
+    """The best cosine to ``unit`` of each point's sentences (``held``: their payload
+    values by point; points with none left out),
     all decoded and scored in one product; a row's scale cancels out of its cosine, so the
     int8 components suffice."""
     size, width = len(unit), _SCALE.itemsize + len(unit)
-    keys, raws, owners = [], [], []
-    for key, point in points.items():
-        if (raw := _raw((point.payload or {}).get(KEY), size)) is not None:
+    keys: list[str] = []
+    raws: list[bytes] = []
+    owners: list[int] = []
+    for key, value in held.items():
+        if (raw := _raw(value, size)) is not None:
             owners.extend([len(keys)] * (len(raw) // width))
             keys.append(key)
             raws.append(raw)
