@@ -8,7 +8,11 @@ store request per session, marked ``sequence`` (its turns in order: neighbours).
 question with evidence retrieves the top k over the bus once per ranking (the request's
 ``retrieval`` options), and counts as a hit when every evidence ``dia_id`` is among them. A
 ``+ctx`` column also counts the turns next to each hit (``--window`` each side, same session):
-what a caller that brings a hit's neighbours sees. The data (CC BY-NC 4.0, Maharana et al.,
+what a caller that brings a hit's neighbours sees. ``+sentences`` is the default ranking (the
+dense side's candidates scored by their best sentence, whose vectors the service stores
+beside each turn); the hybrid columns before it are asked without it. ``--also 20`` adds
+recall@20 from a search of its own; ``--baseline`` counts the questions each column wins
+and loses against one. The data (CC BY-NC 4.0, Maharana et al.,
 ACL 2024) is read from ``../shared/eval/locomo-dev.json`` at run time and never copied;
 without it, this exits. Tables are printed for all conversations and for each split:
 ``tune`` (the first two conversations, where rankings are chosen) and ``report`` (the other

@@ -139,10 +139,31 @@ def test_each_sentence_keeps_the_leading_label() -> None:
         "Melanie (8 May, 2023): Our landlord raised the rent again.",
         "Melanie (8 May, 2023): I love playing tennis and swimming on weekends.",
     ]
-    assert sentences.split("No label here. Two sentences!") == ["No label here.", "Two sentences!"]
     assert sentences.split(WEAK) == []  # one sentence: its own vector says it
-    assert sentences.split("Well. Said: this ends it.") == ["Well.", "Said: this ends it."]
-    assert len(sentences.split("A b. " * 40)) == sentences.MOST
+    assert sentences.split("Well. Said: this is it.") == ["Well.", "Said: this is it."]
+    joined = "Wow! So good to hear that. I went swimming with the kids today."
+    assert sentences.split(joined, shortest=6) == [
+        "Wow! So good to hear that.",  # a short sentence joins the next
+        "I went swimming with the kids today.",
+    ]
+    assert sentences.split("Wow, thanks! That is lovely.", shortest=6) == []
+    assert len(sentences.split("A b c d e f. " * 40)) == sentences.MOST
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.text(st.sampled_from("ab .!?\n"), max_size=30), max_size=12),
+    st.sampled_from([1, 4]),
+)
+def test_the_split_keeps_every_word_in_order_and_no_part_short(
+    pieces: list[str], shortest: int
+) -> None:
+    text = " ".join(pieces)  # no ":", so no label
+    parts = sentences.split(text, most=100, shortest=shortest)
+    assert parts == [] or len(parts) >= 2
+    if parts:
+        assert " ".join(parts).split() == text.split()
+        assert all(len(part.split()) >= shortest for part in parts)
 
 
 @settings(max_examples=100, deadline=None)

@@ -154,7 +154,7 @@ class Retrieval:
     neighbour_lift: float = 0.25
     ask_discount: float = 0.3
     length_prior: float = 0.3
-    sentence_max: bool = False
+    sentence_max: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in ("dense", "lexical", "hybrid"):

@@ -37,6 +37,10 @@ KEY = "sentence_vectors"
 #: Sentences embedded per record at most (the first ones): a record of 4,000 characters
 #: could hold forty; each costs an embedding at ingest.
 MOST = 16
+#: Words a sentence needs to be embedded alone (shorter ones join the next): 1, every
+#: sentence. Six would embed 1.6 texts per LoCoMo turn instead of 2.9, but lost a third of
+#: the gain at @10 and multi-hop on both splits (docs/benchmarks.md).
+SHORTEST = 1
 #: A sentence ends at ".", "!" or "?" followed by white space.
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 #: A leading label ("Caroline (1:56 pm on 8 May, 2023): ", "user: "): the text before the
@@ -45,13 +49,22 @@ _LABEL = re.compile(r"^([^\n]{1,100}?):\s+")
 _SCALE = np.dtype("<f4")
 
 
-def split(text: str, most: int = MOST) -> list[str]:
-    """The texts to embed for ``text``'s sentences, each with its leading label (if any);
-    empty when it has fewer than two sentences (its own vector says it)."""
+def split(text: str, most: int = MOST, shortest: int = SHORTEST) -> list[str]:
+    """The texts to embed for ``text``'s sentences, each with its leading label (if any),
+    a sentence of fewer than ``shortest`` words joined to the next (the last to the one
+    before); empty when that leaves fewer than two (its own vector says it)."""
     head, body = "", text.strip()
     if (label := _LABEL.match(body)) and not _SENTENCE.search(label.group(1)):
         head, body = label.group(0), body[label.end() :]
-    parts = [part.strip() for part in _SENTENCE.split(body) if part.strip()]
+    parts: list[str] = []
+    for part in (p.strip() for p in _SENTENCE.split(body)):
+        if parts and len(parts[-1].split()) < shortest:
+            parts[-1] = f"{parts[-1]} {part}".strip()
+        elif part:
+            parts.append(part)
+    if len(parts) > 1 and len(parts[-1].split()) < shortest:
+        last = parts.pop()
+        parts[-1] = f"{parts[-1]} {last}"
     if len(parts) < 2:
         return []
     return [head + part for part in parts[:most]]
