@@ -182,6 +182,7 @@ async def evaluate(
     tmp: Path,
     ks: tuple[int, ...] = (),
     priors: bool = True,
+    by_sentences: bool = True,
 ) -> None:
     bus = PulsarTransport(PulsarOptions(url=url))
     await bus.connect()
@@ -230,8 +231,9 @@ async def evaluate(
                     for name in (category, "all"):
                         questions[split, name] += 1
                     await agent_assembly(
-                        memory, where, qa, sample, ks, (split, category), hits, priors
-                    )
+                        memory, where, qa, sample, ks, (split, category), hits, priors,
+                        by_sentences,
+                    )  # fmt: skip
                     continue
                 first = await memory.retrieve(where, qa["question"], top_k=50)
                 top = first[0].content.split(": ", 1)[-1] if first else ""
@@ -299,9 +301,11 @@ async def agent_assembly(
     key: tuple[str, str],
     hits: dict[tuple[str, str, str], int],
     priors: bool = True,
+    by_sentences: bool = True,
 ) -> None:
     """Count one question's evidence in the agent's rendered memory, per top k and budget
-    (without ``priors``: the ranking before the priors on a fact's text)."""
+    (without ``priors``: the ranking before the priors on a fact's text; without
+    ``by_sentences``: the ranking before facts were ranked by their best sentence too)."""
     split, category = key
     cfg = AGENT_CFG
     evidence = set(qa["evidence"])
@@ -310,6 +314,8 @@ async def agent_assembly(
         options = cfg.retrieval()
         if not priors:
             options = options.model_copy(update={"priors": False})
+        if not by_sentences:
+            options = options.model_copy(update={"sentences": False})
         facts = await memory.retrieve(
             where, qa["question"], top_k=k, min_score=cfg.fact_min_score, retrieval=options
         )
@@ -338,6 +344,11 @@ def main() -> None:
         action="store_true",
         help="with --top-k: rank without the priors on a fact's text (the default before them)",
     )
+    parser.add_argument(
+        "--no-sentences",
+        action="store_true",
+        help="with --top-k: rank without the facts' sentence vectors (the default before them)",
+    )
     args = parser.parse_args()
     ks = tuple(int(k) for k in args.top_k.split(",") if k.strip())
     if not args.data.is_file():
@@ -348,7 +359,9 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="locomo-ctx-") as tmp,
         EmbeddedBroker(Path(tmp) / "broker") as broker,
     ):
-        asyncio.run(evaluate(data, broker.url, Path(tmp), ks, not args.no_priors))
+        asyncio.run(
+            evaluate(data, broker.url, Path(tmp), ks, not args.no_priors, not args.no_sentences)
+        )
     sys.stdout.flush()
 
 

@@ -8,7 +8,11 @@ store request per session, marked ``sequence`` (its turns in order: neighbours).
 question with evidence retrieves the top k over the bus once per ranking (the request's
 ``retrieval`` options), and counts as a hit when every evidence ``dia_id`` is among them. A
 ``+ctx`` column also counts the turns next to each hit (``--window`` each side, same session):
-what a caller that brings a hit's neighbours sees. The data (CC BY-NC 4.0, Maharana et al.,
+what a caller that brings a hit's neighbours sees. ``+sentences`` is the default ranking (the
+dense side's candidates scored by their best sentence, whose vectors the service stores
+beside each turn); the hybrid columns before it are asked without it. ``--also 20`` adds
+recall@20 from a search of its own; ``--baseline`` counts the questions each column wins
+and loses against one. The data (CC BY-NC 4.0, Maharana et al.,
 ACL 2024) is read from ``../shared/eval/locomo-dev.json`` at run time and never copied;
 without it, this exits. Tables are printed for all conversations and for each split:
 ``tune`` (the first two conversations, where rankings are chosen) and ``report`` (the other
@@ -54,16 +58,27 @@ RANKINGS: dict[str, RetrievalOptions] = {
     "lexical": RetrievalOptions(mode="lexical"),
     # lexical with the time boost: both hybrid lists, the dense one weighted 0
     "lexical+time": RetrievalOptions(
-        mode="hybrid", dense_weight=0.0, neighbour_lift=0.0, priors=False
+        mode="hybrid", dense_weight=0.0, neighbour_lift=0.0, priors=False, sentences=False
     ),
-    "hybrid": RetrievalOptions(mode="hybrid", time_boost=False, neighbour_lift=0.0, priors=False),
+    "hybrid": RetrievalOptions(
+        mode="hybrid", time_boost=False, neighbour_lift=0.0, priors=False, sentences=False
+    ),
     "hybrid-dbsf": RetrievalOptions(
-        mode="hybrid", fusion="dbsf", time_boost=False, neighbour_lift=0.0, priors=False
+        mode="hybrid",
+        fusion="dbsf",
+        time_boost=False,
+        neighbour_lift=0.0,
+        priors=False,
+        sentences=False,
     ),
-    "hybrid+time": RetrievalOptions(mode="hybrid", neighbour_lift=0.0, priors=False),
+    "hybrid+time": RetrievalOptions(
+        mode="hybrid", neighbour_lift=0.0, priors=False, sentences=False
+    ),
     # neighbours lifted, without the priors on a fact's text (the default until 2026-11-28)
-    "hybrid+time+nb": RetrievalOptions(mode="hybrid", priors=False),
-    "hybrid+time+nb+priors": RetrievalOptions(mode="hybrid"),  # the default
+    "hybrid+time+nb": RetrievalOptions(mode="hybrid", priors=False, sentences=False),
+    "hybrid+time+nb+priors": RetrievalOptions(mode="hybrid", sentences=False),
+    # the dense side scores a turn by its best sentence too (each stored with its vector)
+    "+sentences": RetrievalOptions(mode="hybrid", sentences=True),
 }
 
 
@@ -125,9 +140,16 @@ class Tally:
         self.questions: dict[str, int] = defaultdict(int)
         self.latencies: dict[str, list[float]] = defaultdict(list)
 
-    def add(self, column: str, category: str, found: list[str], evidence: list[str]) -> None:
+    def add(
+        self,
+        column: str,
+        category: str,
+        found: list[str],
+        evidence: list[str],
+        ks: tuple[int, ...] | None = None,
+    ) -> None:
         for name in (category, "all"):
-            for k in self.ks:
+            for k in self.ks if ks is None else ks:
                 self.hits[column, name, k] += all(e in found[:k] for e in evidence)
 
     def table(self, columns: list[str]) -> str:
@@ -196,11 +218,20 @@ async def evaluate(
     window: int,
     rankings: dict[str, RetrievalOptions],
     ks: tuple[int, ...] = KS,
+    also: tuple[int, ...] = (),
+    baseline: str | None = None,
 ) -> dict[str, list[list[str]]]:
-    """Print the table; return each question's top k per column."""
-    tally = Tally(ks)
-    splits = {"tune": Tally(ks), "report": Tally(ks)}  # the conversations before TUNE, the rest
+    """Print the table; return each question's top k per column. ``also``: recall@k from a
+    search of k of its own, for each (a deeper search's candidates differ); ``baseline``:
+    print how many questions each column wins and loses against that one."""
+    every = (*ks, *also)
+    tally = Tally(every)
+    splits = {"tune": Tally(every), "report": Tally(every)}  # before TUNE, the rest
     ranked: dict[str, list[list[str]]] = defaultdict(list)  # what --dump writes
+    searches = [(max(ks), ks), *((k, (k,)) for k in also)]
+    #: Per question: its split and category, and per (column, k) whether it was a hit.
+    asked: list[tuple[str, str]] = []
+    outcome: dict[tuple[str, int], list[bool]] = defaultdict(list)
     async with fact_memory(url, tmp, backend) as memory:
         for number, sample in enumerate(data):
             collection, facts = f"locomo-{sample['sample_id']}", turns(sample)
@@ -215,19 +246,25 @@ async def evaluate(
                 if not qa.get("evidence") or "answer" not in qa:
                     continue
                 category = CATEGORIES.get(qa["category"], str(qa["category"]))
+                asked.append(("tune" if number < TUNE else "report", category))
                 for one in tallies:
                     one.questions[category] += 1
                     one.questions["all"] += 1
                 for column, options in rankings.items():
-                    started = time.perf_counter()
-                    hits = await memory.retrieve(
-                        where, qa["question"], top_k=max(ks), retrieval=options
-                    )
-                    tally.latencies[column].append(time.perf_counter() - started)
-                    found = [f.metadata.get("dia_id", "") for f in hits]
-                    ranked[column].append(found)
-                    for one in tallies:
-                        one.add(column, category, found, qa["evidence"])
+                    for size, group in searches:
+                        started = time.perf_counter()
+                        hits = await memory.retrieve(
+                            where, qa["question"], top_k=size, retrieval=options
+                        )
+                        found = [f.metadata.get("dia_id", "") for f in hits]
+                        for k in group:
+                            outcome[column, k].append(all(e in found[:k] for e in qa["evidence"]))
+                        for one in tallies:
+                            one.add(column, category, found, qa["evidence"], group)
+                        if size != max(ks):
+                            continue
+                        tally.latencies[column].append(time.perf_counter() - started)
+                        ranked[column].append(found)
                     if column == "hybrid" and window:
                         for k in ks:  # the k hits and their neighbours
                             near = neighbours(found[:k], window)
@@ -247,6 +284,11 @@ async def evaluate(
             print(one.table(columns))
     if window:
         print(f"(hybrid+ctx: the k hits and {window} turn(s) either side of each)")
+    if baseline in rankings:
+        print(f"\nquestions won / lost against {baseline}:")
+        for column in rankings:
+            if column != baseline:
+                print(f"  {column}: " + won_lost(asked, outcome, column, baseline, every))
     print("\nretrieval latency through the bus (ms):")
     for column, values in tally.latencies.items():
         values.sort()
@@ -255,6 +297,36 @@ async def evaluate(
     if importlib.util.find_spec("mem0") is None:
         print("mem0: side by side in benchmarks/vs_mem0.py (its own virtual environment)")
     return ranked
+
+
+def won_lost(
+    asked: list[tuple[str, str]],
+    outcome: dict[tuple[str, int], list[bool]],
+    column: str,
+    baseline: str,
+    ks: tuple[int, ...],
+) -> str:
+    """Per split and k, the questions ``column`` finds and ``baseline`` misses (+) and the
+    other way round (-); at the middle k, per category too."""
+    parts = []
+    for split in ("tune", "report"):
+        cells = []
+        for k in ks:
+            pairs = zip(outcome[column, k], outcome[baseline, k], asked, strict=True)
+            mine = [(c, b) for c, b, (s, _) in pairs if s == split]
+            won, lost = sum(c and not b for c, b in mine), sum(b and not c for c, b in mine)
+            cells.append(f"@{k} +{won}/-{lost}")
+        k = ks[len(ks) // 2]
+        by: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        for c, b, (s, category) in zip(
+            outcome[column, k], outcome[baseline, k], asked, strict=True
+        ):
+            if s == split:
+                by[category][0] += c and not b
+                by[category][1] += b and not c
+        each = ", ".join(f"{name} +{w}/-{lo}" for name, (w, lo) in sorted(by.items()))
+        parts.append(f"{split} {' '.join(cells)} (@{k}: {each})")
+    return "; ".join(parts)
 
 
 def main() -> None:
@@ -278,6 +350,14 @@ def main() -> None:
         default=",".join(map(str, KS)),
         help="recall@k for these k (one retrieval of the largest: a hybrid search's candidates "
         "grow with it, so its first 10 may differ from a top-10 search's)",
+    )
+    parser.add_argument(
+        "--also",
+        default="",
+        help="recall@k for these k too, each from a search of k of its own (e.g. 20)",
+    )
+    parser.add_argument(
+        "--baseline", help="print questions won and lost by each column against this one"
     )
     parser.add_argument(
         "--dump", type=Path, help="write each question's top k per column here (JSON)"
@@ -304,6 +384,8 @@ def main() -> None:
                 args.window,
                 rankings,
                 tuple(int(k) for k in args.ks.split(",")),
+                tuple(int(k) for k in args.also.split(",") if k),
+                args.baseline,
             )
         )
     if args.dump:

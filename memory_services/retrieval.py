@@ -34,6 +34,7 @@ def resolve(options: RetrievalOptions | None, default: Retrieval = DEFAULT_RETRI
             ),
             ask_discount=default.ask_discount if options.priors in (None, True) else 0.0,
             length_prior=default.length_prior if options.priors in (None, True) else 0.0,
+            sentence_max=(default.sentence_max if options.sentences is None else options.sentences),
         )
     except ValueError as exc:
         raise BadRequest(f"retrieval: {exc}") from None

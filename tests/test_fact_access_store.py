@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from memory_services.facts import records as rec
 from memory_services.facts.fact_memory import FactMemory
 from memory_services.facts.service import ACCESS_FILE
+from memory_services.store import sentences
 from memory_services.store.base import Scope
 from memory_services.store.edge import EdgeStore
 from react_mem.schema.facts import FactInput
@@ -24,6 +25,7 @@ from tests.test_fuzz_queues import drawn_from
 from tests.test_isolation import WORKSPACES, collections, users
 
 CAROL = "Carol has a pet tortoise named Sheldon."
+TWO_SENTENCES = "Carol has a pet tortoise named Sheldon. He is forty years old."
 
 
 @dataclass
@@ -77,6 +79,11 @@ async def fact_memory(root: Path, **policy: object) -> AsyncIterator[Memory]:
     finally:
         await memory.close()
         await store.close()
+
+
+def holding(root: Path, needle: bytes) -> list[Path]:
+    """The files under ``root`` whose bytes hold ``needle``."""
+    return [p for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
 
 
 owners = st.lists(
@@ -169,12 +176,19 @@ async def test_forgetting_a_user_leaves_no_byte_of_them_in_the_side_table(
         for scope in (alice, bob):
             await m.add(scope, CAROL)
             await m.retrieve(scope, CAROL, times=2)
+        # A fact of two sentences: its sentences' vectors are stored in its record.
+        told = await m.add(alice, TWO_SENTENCES)
+        [record] = await m.store.get(m.memory.ctx.collection, [told], scope=alice)
+        vectors = str(record.payload[sentences.KEY]).encode()
+        await m.store.flush()
+        assert holding(tmp_path, vectors)
         await m.memory.flush_access()
         await m.memory.access.table.checkpoint()
         table = [tmp_path / f"{ACCESS_FILE}{end}" for end in ("", "-wal", "-shm")]
         assert any(b"quokkaalice" in p.read_bytes() for p in table if p.exists())
         forgotten = await m.memory.forget("ws-a", "", "quokkaalice")
-        assert forgotten.records["facts"] == 1
+        assert forgotten.records["facts"] == 2
         for path in table:
             assert not path.exists() or b"quokkaalice" not in path.read_bytes(), path
+        assert holding(tmp_path, vectors) == []  # nor of their sentences' vectors
         assert await m.rows(bob) != []

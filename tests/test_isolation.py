@@ -45,6 +45,7 @@ from react_mem.schema.playbook import (
     PlaybookRequest,
     PlaybookResponse,
 )
+from react_mem.schema.retrieval import RetrievalOptions
 from react_mem.schema.scope import Scope
 from tests.support.agent_stack import Stack, agent_stack
 from tests.support.memory_services import MovableClock, serving, topics
@@ -92,7 +93,9 @@ class Owner:
 
     @property
     def fact(self) -> str:
-        return f"The secret code word of the vault is {self.token}."
+        """Two sentences: the fact is stored with a vector per sentence too, which the
+        retrievals rank by (``sentences``)."""
+        return f"The secret code word of the vault is {self.token}. Nobody else may use it."
 
     @property
     def goal(self) -> str:
@@ -242,6 +245,7 @@ async def snapshot(svc: Services, owner: Owner, mine: Canaries) -> str:
 
 
 FACT_QUERY = "What is the secret code word of the vault?"
+BY_SENTENCES = RetrievalOptions(mode="hybrid", sentences=True)
 EPISODE_GOAL = "open the vault with a code word"
 
 
@@ -253,6 +257,12 @@ def owner_ops(fields: dict[str, Any]) -> list[tuple[str, WireModel]]:
     return [
         ("fact-memory", FactRequest(operation="retrieve", query=FACT_QUERY, top_k=20, **fields)),
         ("fact-memory", FactRequest(operation="list", limit=1000, **fields)),
+        (
+            "fact-memory",
+            FactRequest(
+                operation="retrieve", query=FACT_QUERY, top_k=20, retrieval=BY_SENTENCES, **fields
+            ),
+        ),
         (
             "fact-memory",
             FactRequest(operation="consolidate", consolidation_id=pass_id, **merge, **fields),
@@ -365,7 +375,8 @@ async def test_no_owner_reads_or_changes_another_owners_memory(
             told[attacker.key] += sum(notice_id(attacker) in r.encode().decode() for r in replies)
             # The queries do find memory: the attacker's own canary, where it has one.
             assert attacker.token in replies[0].encode().decode()  # fact retrieve
-            assert attacker.token in replies[4].encode().decode()  # episode retrieve
+            assert attacker.token in replies[2].encode().decode()  # ... by sentences too
+            assert attacker.token in replies[5].encode().decode()  # episode retrieve
             # Another owner's record looks exactly like one that never existed.
             for victim in victims:
                 theirs, made_up = canaries[victim.key].fact, str(uuid.uuid4())

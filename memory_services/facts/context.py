@@ -10,6 +10,7 @@ from typing import Any
 
 from memory_services.facts.records import FactPolicy
 from memory_services.scope_registry import ScopeRegistry
+from memory_services.store import sentences
 from memory_services.store.base import (
     DEFAULT_RETRIEVAL,
     Condition,
@@ -47,6 +48,20 @@ class FactContext:
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return await self.embedder.embed(texts)
+
+    async def embed_facts(
+        self, texts: Sequence[str]
+    ) -> tuple[list[list[float]], list[dict[str, str]]]:
+        """Each text's vector, and the payload its record keeps of its sentences' vectors
+        (``policy.sentence_vectors``, texts of two sentences or more: see
+        :mod:`memory_services.store.sentences`), embedded in one call."""
+        split = [sentences.split(t) if self.policy.sentence_vectors else [] for t in texts]
+        vectors = await self.embed([*texts, *(part for parts in split for part in parts)])
+        own, at, kept = vectors[: len(texts)], len(texts), []
+        for parts in split:
+            found, at = vectors[at : at + len(parts)], at + len(parts)
+            kept.append({sentences.KEY: sentences.encode(found)} if found else {})
+        return own, kept
 
     async def get(self, ids: Sequence[str], scope: Scope) -> list[Record]:
         return await self.store.get(self.collection, ids, scope=scope)

@@ -79,6 +79,8 @@ class Prepared:
     items: list[_Item]
     #: Each distinct content's vector.
     vectors: dict[str, list[float]]
+    #: What each distinct content's record keeps of its sentences' vectors (if anything).
+    sentences: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def check_sizes(ctx: FactContext, facts: list[FactInput]) -> None:
@@ -103,9 +105,11 @@ async def prepare(ctx: FactContext, scope: Scope, facts: list[FactInput]) -> Pre
     owner = rec.identity(scope)
     items = [_item(ctx, owner, fact, n) for n, fact in enumerate(facts)]
     texts = list(dict.fromkeys(item.content for item in items))
-    vectors = dict(zip(texts, await ctx.embed(texts), strict=True))
+    vectors, parts = await ctx.embed_facts(texts)
     await read_texts(texts)
-    return Prepared(items, vectors)
+    return Prepared(
+        items, dict(zip(texts, vectors, strict=True)), dict(zip(texts, parts, strict=True))
+    )
 
 
 async def read_texts(texts: list[str]) -> None:
@@ -170,6 +174,7 @@ async def store(
             match = _near_duplicate(ctx, batch, item.content, vector, stored[item.content])
             if match is None:
                 payload = _new(ctx, owner, item, now, expires_at, request_id, scope)
+                payload |= prepared.sentences.get(item.content, {})
                 if thread is not None:
                     payload |= {"thread": thread, "seq": item.seq}
                 batch.payloads[item.id] = payload

@@ -67,6 +67,9 @@ class FactPolicy:
     consolidation_max_candidates: int = 10_000
     consolidation_history_ttl: float | None = None
     supersede_by_rule: bool = True
+    #: Embed each sentence of a fact of two or more beside the fact, for ranking
+    #: (:mod:`memory_services.store.sentences`).
+    sentence_vectors: bool = True
 
 
 def normalise(content: str) -> str:

@@ -73,6 +73,10 @@ class FactMemorySettings(ConsolidationSettings):
     #: A stored fact that a new one updates by rule (same subject and attribute, see
     #: :mod:`.slots`) becomes history; off: only ``update`` supersedes.
     supersede_by_rule: bool = True
+    #: A fact of two sentences or more is stored with a vector per sentence too (at most
+    #: 16; in the same embedding call), so a search may rank it by its best sentence
+    #: (``retrieval.sentences``); off: one vector per fact, less embedding work at ingest.
+    sentence_vectors: bool = True
 
     def policy(self) -> FactPolicy:
         return FactPolicy(**{k: getattr(self, k) for k in FactPolicy.__dataclass_fields__})

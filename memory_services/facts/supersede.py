@@ -53,7 +53,7 @@ async def update(
     expires_at = float(p["expires_at"]) if ttl is None else rec.expiry(now, ttl)
     if target is None:
         await check_quota(ctx, owner, 1, now)
-        [vector] = await ctx.embed([content])
+        [vector], [parts] = await ctx.embed_facts([content])
         payload = rec.new_payload(
             owner,
             content=content,
@@ -71,6 +71,7 @@ async def update(
         )
         if (valid_at := p.get("valid_at") if new.valid_at is None else new.valid_at) is not None:
             payload["valid_at"] = valid_at
+        payload |= parts
         await ctx.upsert([Record(new_id, payload, vector)])
         ctx.on_change(1)
         status = "added"

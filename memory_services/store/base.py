@@ -142,7 +142,9 @@ class Retrieval:
     ``ask_discount`` and ``length_prior``: a hybrid candidate's fused score is scaled by what
     its ``content`` looks like: by ``1 - ask_discount`` when it only asks (ends with "?"), by
     ``1 + length_prior * log(words / 24)``, kept within [0.8, 1.2], for its length (0: off;
-    see :mod:`.ties`)."""
+    see :mod:`.ties`). ``sentence_max``: among a hybrid search's candidates, the dense side
+    scores a record that holds sentence vectors by the best of its own cosine and its
+    sentences' (see :mod:`.sentences`)."""
 
     mode: Mode = "hybrid"
     fusion: FusionKind = "rrf"
@@ -152,6 +154,7 @@ class Retrieval:
     neighbour_lift: float = 0.25
     ask_discount: float = 0.3
     length_prior: float = 0.3
+    sentence_max: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in ("dense", "lexical", "hybrid"):

@@ -131,7 +131,7 @@ class EdgePoints:
         results, at = [], 0
         for (batch, kinds), probe in zip(planned, probes, strict=True):
             lists, at = found[at : at + len(batch)], at + len(batch)
-            results.append(edge_query.hits(lists, kinds, probe, limit, retrieval))
+            results.append(edge_query.hits(lists, kinds, probe, limit, retrieval, min_score))
         return results
 
     async def get(self, collection: str, ids: Sequence[str], *, scope: StoreScope) -> list[Record]:

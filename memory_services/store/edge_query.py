@@ -13,7 +13,7 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from memory_services.store import checks, lexical, ties
+from memory_services.store import checks, lexical, sentences, ties
 from memory_services.store.base import Hit, Retrieval
 
 logger = logging.getLogger(__name__)
@@ -110,17 +110,21 @@ def hits(
     vector: list[float],
     limit: int,
     retrieval: Retrieval,
+    min_score: float | None = None,
 ) -> list[Hit]:
-    """The best ``limit`` of one search's lists (fused, for hybrid; equal scores in id
+    """The best ``limit`` of one search's lists (fused, for hybrid, after the dense side's
+    candidates are scored by their sentences too: :mod:`.sentences`; equal scores in id
     order: :mod:`.ties`), scored by cosine: the engine's scores where it ranked by the dense
     vector alone, else computed from the vectors the requests brought back."""
+    points: Sequence[sentences.Candidate]
     if kinds == ["dense"]:
         points = ties.settle(lists[0], limit)
         return [Hit(str(p.id), p.score, p.payload or {}) for p in points]
     if len(kinds) == 1:
         points = ties.settle(lists[0], limit, kinds[0])
     else:
-        points = ties.fuse(lists, kinds, retrieval, limit)
+        found = sentences.rescore(lists, kinds, vector, retrieval, min_score)
+        points = ties.fuse(found, kinds, retrieval, limit)
     scores = checks.cosines(vector, [dense_of(p.vector) for p in points])
     return [Hit(str(p.id), s, p.payload or {}) for p, s in zip(points, scores, strict=True)]
 

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from qdrant_client import AsyncQdrantClient, models
 
-from memory_services.store import checks, lexical, ties
+from memory_services.store import checks, lexical, sentences, ties
 from memory_services.store.base import (
     DEFAULT_RETRIEVAL,
     SCOPE_KEYS,
@@ -211,7 +211,7 @@ class QdrantServerStore:
         results, at = [], 0
         for (batch, kinds), probe in zip(planned, probes, strict=True):
             lists, at = [r.points for r in found[at : at + len(batch)]], at + len(batch)
-            results.append(_hits(lists, kinds, probe, limit, retrieval))
+            results.append(_hits(lists, kinds, probe, limit, retrieval, min_score))
         return results
 
     async def _add_lexical(self, name: str, fields: tuple[str, ...]) -> None:
@@ -380,16 +380,20 @@ def _hits(
     vector: list[float],
     limit: int,
     retrieval: Retrieval,
+    min_score: float | None = None,
 ) -> list[Hit]:
-    """The best ``limit`` (fused for hybrid; equal scores in id order: :mod:`.ties`), scored
-    by cosine (computed from the vectors a lexical or hybrid search brought)."""
+    """The best ``limit`` (fused for hybrid, the dense side's candidates scored by their
+    sentences too: :mod:`.sentences`; equal scores in id order: :mod:`.ties`), scored by
+    cosine (computed from the vectors a lexical or hybrid search brought)."""
+    points: Sequence[sentences.Candidate]
     if kinds == ["dense"]:
         points = ties.settle(lists[0], limit)
         return [Hit(str(p.id), p.score, p.payload or {}) for p in points]
     if len(kinds) == 1:
         points = ties.settle(lists[0], limit, kinds[0])
     else:
-        points = ties.fuse(lists, kinds, retrieval, limit)
+        found = sentences.rescore(lists, kinds, vector, retrieval, min_score)
+        points = ties.fuse(found, kinds, retrieval, limit)
     scores = checks.cosines(vector, [_dense(p.vector) for p in points])
     return [Hit(str(p.id), s, p.payload or {}) for p, s in zip(points, scores, strict=True)]
 

@@ -33,3 +33,7 @@ class RetrievalOptions(WireModel):
     #: hybrid: scale a fact's score by what its text looks like: down when it only asks a
     #: question, up or down (a fifth at most) for its length (default: on).
     priors: bool | None = None
+    #: hybrid: the dense side scores a record that holds a vector per sentence (fact memory
+    #: stores them for a fact of two sentences or more) by its best sentence too, among the
+    #: candidates the search brings (default: on).
+    sentences: bool | None = None

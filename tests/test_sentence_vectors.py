@@ -1,0 +1,247 @@
+"""Sentence vectors: a record of several sentences, one of which answers the query, ranks above
+one whose whole text matches it a little better than the first one's whole text, once the
+dense side scores candidates by their best sentence (``sentence_max``); on both store
+backends (Qdrant Edge, the Qdrant server code path in qdrant-client's in-memory mode), with
+the real all-MiniLM-L6-v2 embedder, and through fact memory, which stores the vectors of a
+fact of two sentences or more. A record without them keeps its own score.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory_services.facts import records as rec
+from memory_services.facts.fact_memory import FactMemory
+from memory_services.retrieval import resolve
+from memory_services.runtime import MemorySettings
+from memory_services.store import (
+    CollectionSpec,
+    EdgeStore,
+    QdrantServerStore,
+    Record,
+    Retrieval,
+    Scope,
+    VectorStore,
+    sentences,
+)
+from react_mem.embedding.base import Embedder
+from react_mem.embedding.shared import shared_embedder
+from react_mem.schema.facts import FactInput
+from react_mem.schema.retrieval import RetrievalOptions
+from tests.support.memory_services import START, MovableClock
+
+SPEC = CollectionSpec("sentences-384", 384, text_fields=("content",))
+ANN, BOB = Scope("ws", "default", "ann"), Scope("ws", "default", "bob")
+#: No word of the query is in either text: the lexical list is empty, dense alone ranks.
+QUERY = "Which sports does she enjoy?"
+#: Its whole text is further from the query than WEAK's; its last sentence is nearer.
+ONE = (
+    "Melanie (8 May, 2023): The weather was grey all week. Our landlord raised the rent "
+    "again. I love playing tennis and swimming on weekends."
+)
+WEAK = "Melanie (9 May, 2023): I like watching a game on television with friends now and then."
+ON, OFF = Retrieval(sentence_max=True), Retrieval(sentence_max=False)
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    """The process-wide real embedder, loaded once (each test has its own loop)."""
+    shared = shared_embedder(MemorySettings.load({"id": "sentence-tests"}))
+    asyncio.run(shared.start())
+    return shared
+
+
+@pytest.fixture(params=["edge", "qdrant"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[VectorStore]:
+    backend: VectorStore = (
+        EdgeStore(tmp_path / "edge") if request.param == "edge" else QdrantServerStore(":memory:")
+    )
+    await backend.open()
+    await backend.ensure(SPEC)
+    yield backend
+    await backend.close()
+
+
+async def record(embedder: Embedder, owner: Scope, content: str, parts: bool = True) -> Record:
+    """``content`` as a record of ``owner``, with its sentences' vectors (``parts``)."""
+    split = sentences.split(content) if parts else []
+    [vector, *each] = await embedder.embed([content, *split])
+    payload = {**owner.payload(), "content": content}
+    if each:
+        payload[sentences.KEY] = sentences.encode(each)
+    return Record(str(uuid.uuid4()), payload, vector)
+
+
+async def ranked(
+    store: VectorStore, embedder: Embedder, retrieval: Retrieval, owner: Scope = ANN
+) -> list[str]:
+    [probe] = await embedder.embed([QUERY])
+    hits = await store.search(
+        SPEC.name, probe, scope=owner, limit=5, text=QUERY, retrieval=retrieval
+    )
+    return [str(h.payload["content"]) for h in hits]
+
+
+async def test_a_record_whose_one_sentence_matches_ranks_above_a_weak_whole_match(
+    store: VectorStore, embedder: Embedder
+) -> None:
+    await store.upsert(
+        SPEC.name, [await record(embedder, ANN, ONE), await record(embedder, ANN, WEAK)]
+    )
+    assert await ranked(store, embedder, OFF) == [WEAK, ONE]
+    assert await ranked(store, embedder, ON) == [ONE, WEAK]
+    # The reported score stays the record's own cosine.
+    [probe] = await embedder.embed([QUERY])
+    hits = await store.search(SPEC.name, probe, scope=ANN, limit=2, text=QUERY, retrieval=ON)
+    [own] = await embedder.embed([ONE])
+    assert hits[0].score == pytest.approx(float(np.dot(probe, own)), abs=1e-4)
+
+
+async def test_a_record_without_sentence_vectors_keeps_its_own_score(
+    store: VectorStore, embedder: Embedder
+) -> None:
+    """Stored before sentence vectors (or by a writer without them): nothing changes."""
+    old = [await record(embedder, ANN, text, parts=False) for text in (ONE, WEAK)]
+    await store.upsert(SPEC.name, old)
+    assert await ranked(store, embedder, ON) == await ranked(store, embedder, OFF) == [WEAK, ONE]
+
+
+async def test_another_owners_sentences_are_never_candidates(
+    store: VectorStore, embedder: Embedder
+) -> None:
+    """The vectors are the record's payload: under its owner's scope, gone when it is."""
+    theirs = await record(embedder, BOB, ONE)
+    await store.upsert(SPEC.name, [theirs, await record(embedder, ANN, WEAK)])
+    assert await ranked(store, embedder, ON) == [WEAK]
+    assert await ranked(store, embedder, ON, BOB) == [ONE]
+    [kept] = await store.get(SPEC.name, [theirs.id], scope=BOB)
+    assert kept.payload[sentences.KEY] == theirs.payload[sentences.KEY]
+    assert await store.get(SPEC.name, [theirs.id], scope=ANN) == []
+    assert await store.delete(SPEC.name, scope=BOB) == 1
+    assert await ranked(store, embedder, ON, BOB) == []
+
+
+# -- the payload value and the split ----------------------------------------------------------
+
+
+def test_each_sentence_keeps_the_leading_label() -> None:
+    assert sentences.split(ONE) == [
+        "Melanie (8 May, 2023): The weather was grey all week.",
+        "Melanie (8 May, 2023): Our landlord raised the rent again.",
+        "Melanie (8 May, 2023): I love playing tennis and swimming on weekends.",
+    ]
+    assert sentences.split(WEAK) == []  # one sentence: its own vector says it
+    assert sentences.split("Well. Said: this is it.") == ["Well.", "Said: this is it."]
+    joined = "Wow! So good to hear that. I went swimming with the kids today."
+    assert sentences.split(joined, shortest=6) == [
+        "Wow! So good to hear that.",  # a short sentence joins the next
+        "I went swimming with the kids today.",
+    ]
+    assert sentences.split("Wow, thanks! That is lovely.", shortest=6) == []
+    assert len(sentences.split("A b c d e f. " * 40)) == sentences.MOST
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.text(st.sampled_from("ab .!?\n"), max_size=30), max_size=12),
+    st.sampled_from([1, 4]),
+)
+def test_the_split_keeps_every_word_in_order_and_no_part_short(
+    pieces: list[str], shortest: int
+) -> None:
+    text = " ".join(pieces)  # no ":", so no label
+    parts = sentences.split(text, most=100, shortest=shortest)
+    assert parts == [] or len(parts) >= 2
+    if parts:
+        assert " ".join(parts).split() == text.split()
+        assert all(len(part.split()) >= shortest for part in parts)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 6), st.integers(0, 2**32 - 1))
+def test_the_vectors_come_back_within_a_cosine_of_1e3(count: int, seed: int) -> None:
+    rows = np.random.default_rng(seed).normal(size=(count, 384))
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    back = sentences.decode(sentences.encode(rows.tolist()), 384)
+    assert back is not None and back.shape == rows.shape
+    cosines = (back * rows).sum(axis=1) / np.linalg.norm(back, axis=1)
+    assert (cosines > 1 - 1e-3).all()
+
+
+def test_a_value_that_is_not_sentence_vectors_reads_as_none() -> None:
+    value = sentences.encode([[0.5] * 384])
+    for bad in (None, "", 3, "not base64!", value, value[:-8]):
+        size = 383 if bad == value else 384
+        assert sentences.decode(bad, size) is None, bad
+
+
+def test_a_request_turns_sentences_on_or_off() -> None:
+    assert resolve(RetrievalOptions(sentences=True)).sentence_max
+    assert not resolve(RetrievalOptions(sentences=False)).sentence_max
+    assert resolve(RetrievalOptions()).sentence_max == resolve(None).sentence_max
+
+
+# -- fact memory stores them ------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def fact_memory(
+    root: Path, embedder: Embedder, **policy: object
+) -> AsyncIterator[FactMemory]:
+    store = EdgeStore(root, flush_interval=0)
+    await store.open()
+    memory = FactMemory(
+        store,
+        embedder,
+        policy=rec.FactPolicy(**policy),
+        clock=MovableClock(START),  # type: ignore[arg-type]
+    )
+    await memory.ensure()
+    try:
+        yield memory
+    finally:
+        await memory.close()
+        await store.close()
+
+
+async def payloads(memory: FactMemory, ids: list[str]) -> list[dict[str, object]]:
+    found = await memory.ctx.store.get(memory.ctx.collection, ids, scope=ANN)
+    return [dict(r.payload) for r in found]
+
+
+async def test_fact_memory_stores_sentence_vectors_and_ranks_by_them(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    async with fact_memory(tmp_path, embedder) as memory:
+        stored, _ = await memory.store(ANN, [FactInput(content=ONE), FactInput(content=WEAK)])
+        one, weak = await payloads(memory, [s.id for s in stored])
+        assert len(sentences.decode(one[sentences.KEY], 384)) == 3  # type: ignore[arg-type]
+        assert sentences.KEY not in weak
+        found = await memory.retrieve(ANN, query=QUERY, top_k=2, retrieval=ON)
+        assert [f.content for f in found] == [ONE, WEAK]
+        found = await memory.retrieve(ANN, query=QUERY, top_k=2, retrieval=OFF)
+        assert [f.content for f in found] == [WEAK, ONE]
+        # An update's new version is stored with its own sentences' vectors.
+        new = ONE.replace("tennis", "squash")
+        updated = await memory.update(ANN, stored[0].id, FactInput(content=new))
+        [after] = await payloads(memory, [updated.id])
+        assert after[sentences.KEY] != one[sentences.KEY]
+
+
+async def test_fact_memory_can_store_one_vector_per_fact(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    async with fact_memory(tmp_path, embedder, sentence_vectors=False) as memory:
+        stored, _ = await memory.store(ANN, [FactInput(content=ONE), FactInput(content=WEAK)])
+        assert all(sentences.KEY not in p for p in await payloads(memory, [s.id for s in stored]))
+        found = await memory.retrieve(ANN, query=QUERY, top_k=2, retrieval=ON)
+        assert [f.content for f in found] == [WEAK, ONE]  # ranked by their own vectors
