@@ -424,7 +424,7 @@ def main() -> None:
         "--retention", type=float, default=4.0, help="steady: minutes data is kept (4)"
     )
     parser.add_argument(
-        "--lifetime", type=float, default=20.0, help="steady: minutes a user lives (20)"
+        "--lifetime", type=float, default=60.0, help="steady: minutes a user lives (60)"
     )
     parser.add_argument(
         "--warmup",

@@ -73,7 +73,11 @@ class Workload:
             return {}
         days, sweep = self.retention / 86400, self.sweep(minute)
         return {
-            "conversation-memory": {"retention_days": days, "sweep_interval": sweep},
+            "conversation-memory": {
+                "retention_days": days,
+                "idle_timeout": self.retention,  # one left open ends as the others do
+                "sweep_interval": sweep,
+            },
             "episode-memory": {"max_age_days": days, "sweep_interval": sweep},
             "fact-memory": {"default_ttl_seconds": self.retention, "sweep_interval": sweep},
         }
