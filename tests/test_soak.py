@@ -20,7 +20,6 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Steady mode (users forgotten, data expiring) with fewer users and shorter lives than the
 #: defaults, so that users are forgotten within the run but the forgets (one per lifetime /
 #: users) do not queue up at this scale; and the growth mode.
-#: forgets (one per lifetime / users) do not queue up at this scale; and the growth mode.
 MODES = {
     "steady": ["--users", "12", "--lifetime", "20", "--warmup", "2"],
     "growth": ["--mode", "growth"],
