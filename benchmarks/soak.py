@@ -307,18 +307,24 @@ class Soak:
         third against the first), by when each operation started."""
         total = self.args.minutes * self.args.minute
         span = 5 * self.args.minute if self.args.minutes >= 10 else total / 3
-        ratios = {}
+        ratios, counts = {}, {}
         for kind in KINDS:
             early = [ms for t, k, ms in self.timeline if k == kind and 0 <= t < span]
             late = [ms for t, k, ms in self.timeline if k == kind and t >= total - span]
             if early and late:
                 ratios[kind] = statistics.median(late) / statistics.median(early)
+                counts[kind] = min(len(early), len(late))
         rss_early = [m for t, m in self.rss_timeline if 0 <= t < span]
         rss_late = [m for t, m in self.rss_timeline if t >= total - span] or rss_early[-1:]
         ratios["RSS"] = statistics.fmean(rss_late) / statistics.fmean(rss_early)
+        # The issue's mix and RSS are judged. A forget is the steady workload's way of
+        # ending a user, one per 75 s: four or so a window, whose median says little.
+        forget = ratios.pop("forget", None)
         flat = all(r <= SLOW_RATIO for k, r in ratios.items() if k != "RSS")
         flat = flat and ratios["RSS"] <= RSS_RATIO
         shown = ", ".join(f"{k} {r:.2f}x" for k, r in ratios.items())
+        if forget is not None:
+            shown += f"; not judged: forget {forget:.2f}x of {counts['forget']}"
         mode = "steady" if self.work.steady else "growth"
         data = ""
         if len(self.grown) > 1:
@@ -340,7 +346,7 @@ class Soak:
                 self.grown[m] for m in (min(self.grown), max(self.grown))
             )
             per = ""
-            if disk1 - disk0 >= 1:  # per MiB stored, where the stores grew
+            if disk1 - disk0 >= max(1.0, disk0 / 4):  # per MiB stored, where the stores grew
                 per = f": {(anon1 - anon0) / (disk1 - disk0):.2f} MiB of heap per MiB stored"
             print(f"heap: anon RSS {anon0:.0f} -> {anon1:.0f} MiB while the stores went "
                   f"{disk0:.1f} -> {disk1:.1f} MiB{per}", flush=True)  # fmt: skip
