@@ -38,6 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent_throughput import Probe, script
 from prometheus_client import CollectorRegistry
+from soak_life import Workload, forget
+from soak_trace import Tracer
 
 from memory_services.playbook.service import PlaybookMemoryProcessor
 from react_mem.bus.embedded import EmbeddedBroker
@@ -50,9 +52,10 @@ from react_mem.schema.facts import FactInput, FactResponse
 from react_mem.schema.scope import Scope
 from tests.support.agent_stack import Stack, agent_stack
 
-#: The mix: operation -> share of the schedule.
+#: The mix: operation -> share of the schedule (``forget``: steady mode's users leaving,
+#: on their own schedule; see soak_life.py).
 MIX = {"ask": 0.5, "store": 0.2, "retrieve": 0.2, "end": 0.1}
-USERS = 12
+KINDS = (*MIX, "forget")
 PLACES = ("Lisbon", "Osaka", "Bergen", "Krakow", "Montreal", "Tbilisi", "Valparaiso")
 PETS = ("tortoise", "parrot", "ferret", "hamster", "rabbit", "kitten", "gecko")
 SLOW_RATIO, RSS_RATIO = 1.2, 1.10
@@ -87,6 +90,8 @@ def dropped(port: int) -> dict[str, float]:
         labels = dict(re.findall(r'(\w+)="([^"]*)"', rest))
         if not labels.get("namespace", "").endswith("/response"):
             continue
+        if labels.get("subscription", "").startswith("react-mem-forget"):
+            continue  # a forget's replies: subscribed afresh for each (see soak_life.py)
         value = float(line.rsplit(" ", 1)[1])
         if name == "pulsar_in_messages_total":
             taken[labels["topic"]] = value
@@ -102,20 +107,28 @@ def free_port() -> int:
         return port
 
 
-def disk_mib(root: Path) -> float:
-    total = 0
-    for path in root.rglob("*"):
-        try:
-            if path.is_file() and "broker" not in path.parts:
-                total += path.stat().st_blocks * 512
-        except OSError:
-            continue  # replaced meanwhile
-    return total / 2**20
+def disk_mib(root: Path) -> dict[str, float]:
+    """MiB on disk per service (its data folder's name less the run's unique suffix)."""
+    total: dict[str, float] = defaultdict(float)
+    for top in root.iterdir():
+        if top.name == "broker" or not top.is_dir():
+            continue
+        name = top.name.rsplit("-", 1)[0].removesuffix("-memory")
+        # os.walk passes over a folder a compaction removes meanwhile (rglob raises).
+        for folder, _, files in os.walk(top):
+            for file in files:
+                try:
+                    total[name] += os.stat(os.path.join(folder, file)).st_blocks * 512 / 2**20
+                except OSError:
+                    continue  # replaced meanwhile
+    return dict(total)
 
 
 class Soak:
-    def __init__(self, stack: Stack, probe: Probe, root: Path, args: argparse.Namespace) -> None:
-        self.stack, self.probe, self.root, self.args = stack, probe, root, args
+    def __init__(
+        self, stack: Stack, probe: Probe, root: Path, args: argparse.Namespace, work: Workload
+    ) -> None:
+        self.stack, self.probe, self.root, self.args, self.work = stack, probe, root, args, work
         #: The broker's metrics port: what it dropped is read from there.
         self.metrics_port = 0
         #: (minute, operation) -> latencies in ms.
@@ -128,19 +141,29 @@ class Soak:
         self.timeline: list[tuple[float, str, float]] = []
         self.rss_timeline: list[tuple[float, float]] = []
         self.failed: list[str] = []
-        self.stored: dict[Scope, set[str]] = defaultdict(set)
+        #: Facts stored, with when (a fact past its TTL is gone by design, not lost).
+        self.stored: dict[Scope, dict[str, float]] = defaultdict(dict)
+        #: Forgets started (steady mode), one at a time.
+        self.forgets = self.forgotten = 0
+        self.forgetting = asyncio.Lock()
         self.asked = 0
         #: Asks answered without an error: only these leave a trajectory to learn.
         self.answered = 0
-        self.began = time.perf_counter()
+        #: The schedule starts a warm-up before the first measured minute.
+        self.scheduled = time.perf_counter()
+        self.began = self.scheduled + work.warmup
+        self.warm = -int(-work.warmup // args.minute)  # warm-up minutes, rounded up
         self.tasks: set[asyncio.Task[None]] = set()
+        self.tracer = (
+            Tracer(args.trace == "heap", lambda: rss_mib("RssAnon")) if args.trace else None
+        )
 
     def minute(self) -> int:
+        """The measured minute now (negative: warming up)."""
         return int((time.perf_counter() - self.began) // self.args.minute)
 
     async def op(self, kind: str, n: int, facts: FactClient, talks: ConversationClient) -> None:
-        user = f"soak-user-{n % USERS}"
-        talk = n // (USERS * 5)  # each user's conversation takes about five asks
+        _, user, talk = self.work.pick(n, kind)
         scope = Scope("default", "default", user)
         place, pet = PLACES[n % len(PLACES)], PETS[(n // 7) % len(PETS)]
         started, minute = time.perf_counter(), self.minute()
@@ -150,7 +173,7 @@ class Soak:
                 got = await self.stack.ask(
                     f"Can you plan a weekend in {place} with my {pet}?",
                     user=user,
-                    conversation_id=f"soak-{talk}",
+                    conversation_id=talk,
                     timeout=self.args.timeout,
                 )
                 if got[-1].error is not None:
@@ -160,25 +183,50 @@ class Soak:
             elif kind == "store":
                 fact = FactInput(content=f"{user} once took a {pet} to {place} (note {n}).")
                 response = await facts.store(scope, [fact])
-                self.stored[scope].update(s.id for s in response.stored)
+                self.stored[scope].update((s.id, time.time()) for s in response.stored)
             elif kind == "retrieve":
                 await facts.retrieve(scope, f"Where did I take my {pet}?", top_k=5)
             else:
-                await talks.end(scope.with_conversation(f"soak-{talk - 1}"))
+                await talks.end(scope.with_conversation(talk))
         except Exception as exc:  # noqa: BLE001 - counted and reported, the soak goes on
             if kind != "end" or "not-found" not in str(exc):  # ending an unknown one: fine
                 self.failed.append(f"{kind}: {exc!r}"[:200])
             return
+        self.timed(kind, minute, started)
+
+    def timed(self, kind: str, minute: int, started: float) -> None:
         took = (time.perf_counter() - started) * 1000
         self.took[(minute, kind)].append(took)
         self.timeline.append((started - self.began, kind, took))
+
+    async def leave(self, slot: int) -> None:
+        """Slot ``slot``'s user leaves: a new user takes the slot at once; the old one is
+        forgotten everywhere a few seconds later (what they had under way lands first)."""
+        user = self.work.user(slot)
+        self.work.generation[slot] += 1
+        await asyncio.sleep(min(5.0, self.args.minute / 12))
+        async with self.forgetting:  # forget's replies come on one shared subscription
+            started, minute = time.perf_counter(), self.minute()
+            try:
+                reports = await forget(self.stack, user, self.args.timeout)
+            except Exception as exc:  # noqa: BLE001 - counted and reported, the soak goes on
+                self.failed.append(f"forget: {exc!r}"[:200])
+                return
+            bad = [r.line() for r in reports if r.status != "forgotten"]
+            if bad:
+                self.failed.append(f"forget: {'; '.join(bad)}"[:200])
+                return
+            self.stored.pop(Scope("default", "default", user), None)
+            self.forgotten += 1
+            self.timed("forget", minute, started)
 
     async def run(self, facts: FactClient, talks: ConversationClient) -> None:
         kinds = [k for k, share in MIX.items() for _ in range(round(share * 10))]
         period, n = 1 / self.args.rate, 0
         ends = self.began + self.args.minutes * self.args.minute
-        next_report = self.began + self.args.minute
-        next_rss = self.began
+        # Reports every minute from the schedule's start (warm-up minutes included).
+        next_report = self.began - (self.warm - 1) * self.args.minute
+        next_rss = self.scheduled
         while (now := time.perf_counter()) < ends:
             if now >= next_rss:
                 self.rss_timeline.append((now - self.began, rss_mib()))
@@ -186,32 +234,44 @@ class Soak:
             if now >= next_report:
                 self.report(self.minute() - 1)
                 next_report += self.args.minute
-            task = asyncio.create_task(self.op(kinds[n % len(kinds)], n, facts, talks))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+            for slot in self.work.leaving(now - self.scheduled, self.forgets):
+                self.forgets += 1
+                self.spawn(self.leave(slot))
+            self.spawn(self.op(kinds[n % len(kinds)], n, facts, talks))
             n += 1
-            await asyncio.sleep(max(0.0, self.began + n * period - time.perf_counter()))
+            await asyncio.sleep(max(0.0, self.scheduled + n * period - time.perf_counter()))
         await asyncio.gather(*self.tasks)
         self.report(self.minute() if self.minute() < self.args.minutes else self.args.minutes - 1)
+
+    def spawn(self, work: Any) -> None:
+        task = asyncio.create_task(work)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
     def report(self, minute: int) -> None:
         # The test double records every prompt (about 0.8 MiB a minute here): not the stack's.
         self.stack.llm.requests.clear()
         self.rss[minute] = rss_mib()
         cells = []
-        for kind in MIX:
+        for kind in KINDS:
             took = self.took.get((minute, kind), [])
             if took:
                 cells.append(f"{kind} {_p(took, 50):.0f}/{_p(took, 99):.0f} ms ({len(took)})")
         lag = self.answered - self.probe.learned()
-        anon, disk = rss_mib("RssAnon"), disk_mib(self.root)
-        self.grown[minute] = (anon, disk)
+        anon, disks = rss_mib("RssAnon"), disk_mib(self.root)
+        disk = sum(disks.values())
+        if minute >= 0:
+            self.grown[minute] = (anon, disk)
+        each = " ".join(f"{k} {v:.1f}" for k, v in sorted(disks.items()) if v >= 0.05)
+        which = f"minute {minute + 1:>3}" if minute >= 0 else f"warm-up {minute + 1 + self.warm:>3}"
         print(
-            f"minute {minute + 1:>3}: " + ", ".join(cells) + f" | learner lag {lag} | "
-            f"RSS {self.rss[minute]:.0f} MiB (anon {anon:.0f}) | disk {disk:.1f} MiB | "
+            f"{which}: " + ", ".join(cells) + f" | learner lag {lag} | "
+            f"RSS {self.rss[minute]:.0f} MiB (anon {anon:.0f}) | disk {disk:.1f} MiB ({each}) | "
             f"broker dropped {sum(self.drops().values()):.0f}",
             flush=True,
         )
+        if self.tracer is not None:
+            self.tracer.minute()
 
     def drops(self) -> dict[str, float]:
         return dropped(self.metrics_port) if self.metrics_port else {}
@@ -223,14 +283,18 @@ class Soak:
         while self.probe.learned() < self.answered and time.perf_counter() - waited < 300:  # noqa: ASYNC110
             await asyncio.sleep(0.2)
         lost = max(0, self.answered - self.probe.learned())
+        # A fact stored less than its TTL ago (less a sweep, for the clock's sake) is there.
+        ttl = self.work.retention
+        since = -1.0 if ttl is None else time.time() - ttl + self.work.sweep(self.args.minute)
         for scope, ids in self.stored.items():
-            wanted = sorted(ids)
+            wanted = sorted(i for i, at in ids.items() if at > since)
             for start in range(0, len(wanted), 500):
                 _, missing = await facts.get(scope, wanted[start : start + 500])
                 lost += len(missing)
         drained = time.perf_counter() - waited
         print(f"drained in {drained:.1f} s; failed operations {len(self.failed)}; "
-              f"lost {lost} (asks not learned, stored facts missing)")  # fmt: skip
+              f"lost {lost} (asks not learned, stored facts missing); "
+              f"users forgotten {self.forgotten}")  # fmt: skip
         for line in self.failed[:5]:
             print(f"  failed: {line}")
         for where, count in sorted(self.drops().items(), key=lambda d: -d[1])[:5]:
@@ -243,31 +307,49 @@ class Soak:
         third against the first), by when each operation started."""
         total = self.args.minutes * self.args.minute
         span = 5 * self.args.minute if self.args.minutes >= 10 else total / 3
-        ratios = {}
-        for kind in MIX:
-            early = [ms for t, k, ms in self.timeline if k == kind and t < span]
+        ratios, counts = {}, {}
+        for kind in KINDS:
+            early = [ms for t, k, ms in self.timeline if k == kind and 0 <= t < span]
             late = [ms for t, k, ms in self.timeline if k == kind and t >= total - span]
             if early and late:
                 ratios[kind] = statistics.median(late) / statistics.median(early)
-        rss_early = [m for t, m in self.rss_timeline if t < span]
+                counts[kind] = min(len(early), len(late))
+        rss_early = [m for t, m in self.rss_timeline if 0 <= t < span]
         rss_late = [m for t, m in self.rss_timeline if t >= total - span] or rss_early[-1:]
         ratios["RSS"] = statistics.fmean(rss_late) / statistics.fmean(rss_early)
+        # The issue's mix and RSS are judged. A forget is the steady workload's way of
+        # ending a user, one per 75 s: four or so a window, whose median says little.
+        forget = ratios.pop("forget", None)
         flat = all(r <= SLOW_RATIO for k, r in ratios.items() if k != "RSS")
         flat = flat and ratios["RSS"] <= RSS_RATIO
         shown = ", ".join(f"{k} {r:.2f}x" for k, r in ratios.items())
+        if forget is not None:
+            shown += f"; not judged: forget {forget:.2f}x of {counts['forget']}"
+        mode = "steady" if self.work.steady else "growth"
+        data = ""
+        if len(self.grown) > 1:
+            first, last = self.grown[min(self.grown)][1], self.grown[max(self.grown)][1]
+            data = f"; stored {first:.1f} -> {last:.1f} MiB, {last / max(first, 0.1):.1f}x"
         print(
-            f"verdict: {'flat' if flat else 'TRENDING UP'} (last {span:.0f} s over first "
-            f"{span:.0f} s: {shown}; limits p50 {SLOW_RATIO}x, RSS {RSS_RATIO}x)",
+            f"verdict ({mode}): {'flat' if flat else 'TRENDING UP'} (last {span:.0f} s over "
+            f"first {span:.0f} s: {shown}; limits p50 {SLOW_RATIO}x, RSS {RSS_RATIO}x{data})",
             flush=True,
         )
+        if not self.work.steady:
+            print(
+                "  (growth mode: every scope grows for the whole run; latency that grows "
+                "with a scope's size is expected here, see docs/performance.md)",
+                flush=True,
+            )
         if len(self.grown) > 1:  # the heap's growth beside the data's (not a limit)
             (anon0, disk0), (anon1, disk1) = (
                 self.grown[m] for m in (min(self.grown), max(self.grown))
             )
-            per = (anon1 - anon0) / (disk1 - disk0) if disk1 > disk0 else float("nan")
-            print(f"heap: anon RSS {anon0:.0f} -> {anon1:.0f} MiB while the stores grew "
-                  f"{disk0:.1f} -> {disk1:.1f} MiB: {per:.2f} MiB of heap per MiB stored",
-                  flush=True)  # fmt: skip
+            per = ""
+            if disk1 - disk0 >= max(1.0, disk0 / 4):  # per MiB stored, where the stores grew
+                per = f": {(anon1 - anon0) / (disk1 - disk0):.2f} MiB of heap per MiB stored"
+            print(f"heap: anon RSS {anon0:.0f} -> {anon1:.0f} MiB while the stores went "
+                  f"{disk0:.1f} -> {disk1:.1f} MiB{per}", flush=True)  # fmt: skip
         return flat
 
 
@@ -277,6 +359,7 @@ def _p(values: list[float], pct: float) -> float:
 
 
 async def soak(url: str, root: Path, args: argparse.Namespace, metrics_port: int) -> int:
+    work = Workload.of(args)
     transport = PulsarTransport(PulsarOptions(url=url))
     await transport.connect()
     registry = CollectorRegistry()
@@ -287,6 +370,8 @@ async def soak(url: str, root: Path, args: argparse.Namespace, metrics_port: int
             uuid.uuid4().hex[:10],
             script=script,
             learner=True,
+            learner_settings=work.learner_settings(),
+            service_settings=work.service_settings(args.minute),
             registry=registry,
             playbook=PlaybookMemoryProcessor,
         ) as stack:
@@ -304,11 +389,17 @@ async def soak(url: str, root: Path, args: argparse.Namespace, metrics_port: int
                 clients.append(rpc)
             facts = FactClient(clients[0], timeout=args.timeout)
             talks = ConversationClient(clients[1], timeout=args.timeout)
-            run = Soak(stack, Probe(stack, registry, learner=True), root, args)
+            run = Soak(stack, Probe(stack, registry, learner=True), root, args, work)
             run.metrics_port = metrics_port
-            print(f"started: {args.rate:g} operations/s for {args.minutes} x "
-                  f"{args.minute:g} s ({', '.join(f'{k} {v:.0%}' for k, v in MIX.items())})",
-                  flush=True)  # fmt: skip
+            life = "nothing deleted"
+            if work.steady:
+                life = (
+                    f"kept {work.retention:g} s, a user forgotten every "
+                    f"{(work.lifetime or 0) / work.users:g} s, warm-up {work.warmup:g} s"
+                )
+            print(f"started ({args.mode}): {args.rate:g} operations/s for {args.minutes} x "
+                  f"{args.minute:g} s ({', '.join(f'{k} {v:.0%}' for k, v in MIX.items())}), "
+                  f"{work.users} users, {life}", flush=True)  # fmt: skip
             await run.run(facts, talks)
             bad = await run.check(facts)
             run.verdict()
@@ -327,6 +418,33 @@ def main() -> None:
         "--minute", type=float, default=60.0, help="seconds in a reported minute (tests: less)"
     )
     parser.add_argument("--timeout", type=float, default=60.0, help="wait per operation, s")
+    parser.add_argument(
+        "--mode",
+        choices=("steady", "growth"),
+        default="steady",
+        help="steady: users come and go, data kept for --retention (default); growth: the "
+        "first soak's 12 users whose scopes grow all run (see soak_life.py)",
+    )
+    parser.add_argument("--users", type=int, default=0, help="users (default 48; growth 12)")
+    parser.add_argument(
+        "--retention", type=float, default=4.0, help="steady: minutes data is kept (4)"
+    )
+    parser.add_argument(
+        "--lifetime", type=float, default=60.0, help="steady: minutes a user lives (60)"
+    )
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=None,
+        help="steady: minutes run before measuring (default: --retention + 1)",
+    )
+    parser.add_argument(
+        "--trace",
+        nargs="?",
+        const="objects",
+        choices=("objects", "heap"),
+        help="print what grows besides the data each minute (soak_trace.py)",
+    )
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
           f"settings: {vars(args)}", flush=True)  # fmt: skip

@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Generic, TypedDict, TypeVar, Unpack
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
+from memory_services import heap
 from memory_services.disk import FRESH_STORE, DiskReserve
 from memory_services.metrics import index_duration, memory_items, partition_passed
 from memory_services.partition import Partition
@@ -251,6 +252,8 @@ class MemoryProcessor(Processor, ABC, Generic[SettingsT, MemoryT]):
                     logger.warning("%s: background sweeps wait: %s", self.id, self.disk.describe())
                 if not low:
                     await self.sweep(memory)
+                # Deletes and index runs free engine memory that the allocator keeps.
+                await heap.release()
             except Exception:
                 # A store outage must not end the task: the next pass tries again.
                 logger.exception("%s: background sweep failed", self.id)

@@ -823,6 +823,29 @@ async def test_two_replicas_on_one_store_see_each_others_writes(
         await store.close()
 
 
+async def test_purged_playbooks_leave_no_lock_behind(tmp_path: Path) -> None:
+    """A process that serves users who come and go (and are forgotten) holds no per-playbook
+    state for them afterwards: the locks lived as long as the process did."""
+    store = EdgeStore(tmp_path / "store")
+    await store.open()
+    try:
+        memory = PlaybookMemory(
+            store,
+            HashingEmbedder(),
+            policy=PlaybookPolicy(),
+            rates=DecayRates(),
+            clock=MovableClock(),
+        )
+        await memory.ensure()
+        for n in range(20):
+            key = ScopeKey("ws", "c", "", owner=f"user-{n}")
+            await memory.apply(key, Delta(delta_id=f"d{n}", operations=[add("Cite sources.")]))
+            assert (await memory.purge(key))["bullets"] == 1
+        assert len(memory._locks) == 0
+    finally:
+        await store.close()
+
+
 async def test_seed_003_delta_json_is_applied_and_a_bad_counter_is_refused(pb: Service) -> None:
     """Seed 003 writes counters under ``metadata`` (numbers, or strings such as "3")."""
     raw = {

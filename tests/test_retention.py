@@ -278,3 +278,23 @@ async def test_the_ledger_prunes_each_workspace_by_its_own_retention(tmp_path: P
     assert await held() == ["default", "forever"]
     now[0] += 6 * DAY  # 8 days: past the default of 7
     assert await held() == ["forever"]
+
+
+async def test_a_ledger_with_a_short_retention_prunes_within_it_not_hourly(
+    tmp_path: Path,
+) -> None:
+    """Pruned 24 times per retention where that is under an hour: a record kept for four
+    minutes is gone soon after them, not an hour later."""
+    from react_mem.learner.ledger import TrajectoryLedger
+
+    now = [START]
+    ledger = TrajectoryLedger(tmp_path / "l.sqlite3", retention=240, clock=lambda: now[0])
+    await ledger.open()
+    try:
+        await ledger.save_plan("default", "old", {})
+        now[0] += 250  # past the retention; the next write prunes
+        await ledger.save_plan("default", "new", {})
+        assert await ledger.get("default", "old") is None
+        assert await ledger.get("default", "new") is not None
+    finally:
+        await ledger.close()

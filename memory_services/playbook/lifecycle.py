@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -70,7 +71,11 @@ class Playbooks:
         self.history = History(store)
         self.scopes = ScopeRegistry(store, "playbook-scopes-1")
         self._cache: OrderedDict[ScopeKey, Playbook] = OrderedDict()
-        self._locks: dict[ScopeKey, asyncio.Lock] = {}
+        #: A playbook's lock lives while a holder or a waiter has it: a dict would keep one
+        #: per playbook ever opened (a purged user's too) for the life of the process.
+        self._locks: weakref.WeakValueDictionary[ScopeKey, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
 
     async def ensure(self) -> None:
         """Create the collections if absent (the store must be open)."""
@@ -238,10 +243,7 @@ class Playbooks:
         self._cache[pb.key] = pb
         self._cache.move_to_end(pb.key)
         while len(self._cache) > self.policy.cache_scopes:
-            evicted, _ = self._cache.popitem(last=False)
-            lock = self._locks.get(evicted)
-            if lock is not None and not lock.locked():
-                del self._locks[evicted]
+            self._cache.popitem(last=False)
 
     def forget(self, key: ScopeKey) -> None:
         self._cache.pop(key, None)

@@ -82,9 +82,15 @@ class Entry:
     outcome: str | None = None
 
 
+#: Seconds between prunes at most.
+PRUNE_EVERY = 3600.0
+
+
 class TrajectoryLedger:
-    """Records older than ``retention`` seconds are pruned at open and then hourly; a
-    workspace in ``overrides()`` keeps its records for its own period (None: forever).
+    """Records older than ``retention`` seconds are pruned at open and then hourly, or 24
+    times per retention where that is shorter (a retention of an hour is not held twice as
+    long); a workspace in ``overrides()`` keeps its records for its own period (None:
+    forever).
 
     With a ``floor``, the ledger does not open below it (:meth:`DiskFloor.check_start`);
     a write SQLite finds no room for raises :class:`DiskFull`, like the floor's own check,
@@ -332,9 +338,13 @@ class TrajectoryLedger:
                 raise NotStarted(f"ledger {self.path} is not open")
             cursor = self._db.execute(sql, args)
             found = (cursor.fetchall() if many else cursor.fetchone()) if fetch else None
-            if self._clock() - self._pruned_at > 3600:
+            if self._clock() - self._pruned_at > self._prune_every():
                 self._prune(self._db)
             return found
+
+    def _prune_every(self) -> float:
+        periods = [self._retention, *(s for s in self._overrides().values() if s is not None)]
+        return min(PRUNE_EVERY, min(periods) / 24)
 
     def _prune(self, db: sqlite3.Connection) -> None:
         self._pruned_at = now = self._clock()
