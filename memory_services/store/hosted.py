@@ -158,9 +158,7 @@ class HostedStore:
             while True:
                 kind, key, value = await host_wire.read(reader)
                 if kind == "indexed":
-                    self.indexed += 1
-                    self.last_index_seconds = value
-                    self.on_indexed(key, value)
+                    self._heard_indexed(key, value)
                     continue
                 future = child.pending.pop(key, None)
                 if future is None or future.done():
@@ -177,6 +175,14 @@ class HostedStore:
                 child.proc.kill()
         finally:
             self._lost(child)
+
+    def _heard_indexed(self, collection: str, seconds: float) -> None:
+        self.indexed += 1
+        self.last_index_seconds = seconds
+        try:
+            self.on_indexed(collection, seconds)
+        except Exception:  # a metric's failure must not end the reader
+            logger.exception("edge store host: on_indexed failed")
 
     def _lost(self, child: _Child) -> None:
         """The child's end closed: fail what was in flight, and start another (a fault)."""
