@@ -241,3 +241,17 @@ async def test_a_fact_service_keeps_serving_across_a_killed_store_host(
         listed = {f.id for f in await facts.listed(user="ann")}
         assert listed == set(before) | set(after)
         assert hosted.pid not in (None, first) and hosted.restarts == 1
+
+
+def test_settings_choose_the_hosted_store(tmp_path: Path) -> None:
+    from memory_services.runtime import MemorySettings, make_store
+
+    settings = MemorySettings.load(
+        {"id": "fact-memory", "state_dir": tmp_path, "edge_hosted": True, "edge_index_after": 7}
+    )
+    store = make_store(settings, on_indexed=print)
+    assert isinstance(store, HostedStore) and store.path == settings.store_dir
+    assert store.index_after == 7 and store.on_indexed is print
+    assert store.settings["resident_mib"] == settings.edge_resident_mib
+    plain = make_store(MemorySettings.load({"id": "f", "state_dir": tmp_path}))
+    assert isinstance(plain, EdgeStore)  # off by default
