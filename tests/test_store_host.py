@@ -18,7 +18,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from memory_services.retry import RetryingStore
-from memory_services.store import CollectionSpec, EdgeStore, Record, Scope
+from memory_services.store import CollectionSpec, EdgeStore, Record, Scope, hosted
 from memory_services.store.host_wire import RemoteTraceback
 from memory_services.store.hosted import HostedStore
 from react_mem.bus.pulsar import PulsarTransport
@@ -141,6 +141,24 @@ async def test_close_flushes_and_ends_the_child(tmp_path: Path) -> None:
     again = EdgeStore(tmp_path / "edge")  # the directory is free, the writes are there
     await again.open()
     await again.ensure(SPEC)
+    try:
+        assert await everything(again, HOME) == ids(written)
+    finally:
+        await again.close()
+
+
+async def test_a_hung_child_is_killed_at_close_and_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hosted, "CLOSE_WAIT", 0.5)
+    store = await opened(tmp_path / "edge")
+    written = notes(HOME, 10)
+    await store.upsert(C, written)
+    assert store.pid is not None
+    os.kill(store.pid, signal.SIGSTOP)  # hangs: the close is never answered
+    with pytest.raises(TransientError, match="did not close"):
+        await store.close()
+    again = await opened(tmp_path / "edge")  # killed: the directory is free
     try:
         assert await everything(again, HOME) == ids(written)
     finally:

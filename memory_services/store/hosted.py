@@ -222,10 +222,14 @@ class HostedStore:
         if child is None:
             return
         try:
-            if not child.gone:
-                await self._send(child, "close", (), {})
+            if not child.gone:  # a child that hangs is killed: its log keeps what it acked
+                await asyncio.wait_for(self._send(child, "close", (), {}), CLOSE_WAIT)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(child.proc.wait(), CLOSE_WAIT)
+        except TimeoutError:
+            raise TransientError(
+                f"the edge store host did not close within {CLOSE_WAIT:.0f} s: killed"
+            ) from None
         finally:
             await self._end(child)
 
