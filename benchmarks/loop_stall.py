@@ -26,7 +26,14 @@ them interleaved, pooled):
   loop stalls for as long as it takes, in a worker thread too), an upsert and a delete in
   one engine call however big (``edge_points.UPSERT_CHUNK`` and ``DELETE_CHUNK``
   unbounded), the swap opening the new shard cold and flushing the old one before closing;
+- ``hosted``: the store as in ``log``, run by a child process
+  (:class:`~memory_services.store.hosted.HostedStore`): every call a round trip over a socket
+  pair, the engine's calls holding the child's GIL, not this process's (the storage work
+  happens in the child, so only the calls' latency and the index runs are timed here);
 - ``none``: no maintenance, deletes or index runs (what the writes alone cost the loop).
+
+Beside the stalls it prints each write call's latency as the writer saw it (p50, p99.9,
+longest): how long a request waited on the store, in whichever process the work ran.
 
     OMP_NUM_THREADS=1 python benchmarks/loop_stall.py --points 100000 --seconds 60
     OMP_NUM_THREADS=1 python benchmarks/loop_stall.py --points 20000 --seconds 30 \
@@ -62,8 +69,9 @@ from memory_services.store import (
     edge_shards,
 )
 from memory_services.store.edge import EdgeStore
+from memory_services.store.hosted import HostedStore
 
-MODES = ["engine", "log", "none"]
+MODES = ["engine", "log", "hosted", "none"]
 #: The kinds of storage work whose stalls are told apart.
 KINDS = [
     "flush",
@@ -74,6 +82,7 @@ KINDS = [
     "swap close",
     "delete",
     "delete step",
+    "index run",
 ]
 SPEC = CollectionSpec("facts-384", 384, text_fields=("content",))
 SCOPE = Scope("ws", "bench", "alice")
@@ -124,6 +133,8 @@ class Found(NamedTuple):
     durations: dict[str, list[float]]
     cpu: dict[str, list[float]]
     index_runs: int
+    #: Each write call's latency (ms), from the writer's side.
+    calls: list[float]
 
 
 class Events:
@@ -241,13 +252,17 @@ def behaviour_before() -> Iterator[None]:
 
 async def run(path: Path, args: argparse.Namespace, mode: str) -> Found:
     interval = 0.0 if mode == "none" else 5.0
-    store = EdgeStore(
-        path,
-        flush_interval=interval,
-        flush_engine=mode == "engine",
-        index_after=args.index_after,
-    )
-    store._flusher.log_segments = args.log_segments
+    store: EdgeStore | HostedStore
+    if mode == "hosted":  # the child's log bound is the default one
+        store = HostedStore(path, flush_interval=interval, index_after=args.index_after)
+    else:
+        store = EdgeStore(
+            path,
+            flush_interval=interval,
+            flush_engine=mode == "engine",
+            index_after=args.index_after,
+        )
+        store._flusher.log_segments = args.log_segments
     events = Events()
     await store.open()
     await store.ensure(SPEC)
@@ -267,6 +282,7 @@ async def run(path: Path, args: argparse.Namespace, mode: str) -> Found:
     rng, period = np.random.default_rng(2), 1 / args.rate
     batches = [records(rng, args.batch) for _ in range(int(args.seconds * args.rate) + 1)]
     written: list[str] = []
+    calls: list[float] = []
     extra = mode != "none"  # deletes and forced index runs
     runs = [asyncio.Event() for _ in (args.index_at if extra else [])]
 
@@ -277,10 +293,14 @@ async def run(path: Path, args: argparse.Namespace, mode: str) -> Found:
             now = time.perf_counter()
             if now >= ends and all(done.is_set() for done in runs):
                 break
+            started = time.perf_counter()
             await store.upsert(SPEC.name, batch)
+            calls.append((time.perf_counter() - started) * 1000)
             ids = [r.id for r in batch]
             written.extend(ids)
+            started = time.perf_counter()
             await store.set_payload(SPEC.name, ids, {"access_count": 1}, scope=SCOPE)
+            calls.append((time.perf_counter() - started) * 1000)
             if extra and args.delete and now - deleted_at >= args.delete_every:
                 doomed, written[: args.delete] = written[: args.delete], []
                 started, deleted_at = time.perf_counter(), now
@@ -290,11 +310,16 @@ async def run(path: Path, args: argparse.Namespace, mode: str) -> Found:
 
     async def index_at(delay: float, done: asyncio.Event) -> None:
         await asyncio.sleep(delay)
+        started = time.perf_counter()
         await store.optimize(SPEC.name)
+        events.add("index run", started)
         done.set()
 
     before = behaviour_before() if mode == "engine" else contextlib.nullcontext()
-    with before, instrumented(store, events):
+    timing = (
+        instrumented(store, events) if isinstance(store, EdgeStore) else contextlib.nullcontext()
+    )
+    with before, timing:
         tick = asyncio.create_task(ticker())
         indexing = [
             asyncio.create_task(index_at(at, done))
@@ -306,7 +331,7 @@ async def run(path: Path, args: argparse.Namespace, mode: str) -> Found:
         await tick
         await store.close()  # after the ticker: the close's flush is not counted
     runs_done = store.indexed + len(runs)
-    return Found(lateness, events.within(ticks), events.durations(), events.cpu, runs_done)
+    return Found(lateness, events.within(ticks), events.durations(), events.cpu, runs_done, calls)
 
 
 def figures(runs: list[Found]) -> tuple[dict[str, float], dict[str, str]]:
@@ -331,6 +356,9 @@ def figures(runs: list[Found]) -> tuple[dict[str, float], dict[str, str]]:
         if cpu:
             kinds[kind] += f" (CPU {statistics.median(cpu):.0f} / {max(cpu):.0f})"
     stalls["index runs"] = sum(found.index_runs for found in runs)
+    calls = [x for found in runs for x in found.calls]
+    q = statistics.quantiles(calls, n=1000, method="inclusive")
+    stalls |= {"call p50": statistics.median(calls), "call p99.9": q[998], "call max": max(calls)}
     return stalls, kinds
 
 

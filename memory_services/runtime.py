@@ -51,6 +51,10 @@ class MemorySettings(ProcessorSettings):
     #: are resident (searches read them from the files again). False: the pages stay until
     #: the kernel runs short, and RSS grows with what the store holds.
     edge_page_out: bool = True
+    #: The edge store runs in a child process of its own (:mod:`memory_services.store.hosted`),
+    #: so that the engine's calls holding the GIL (a flush, an index swap's open and close)
+    #: never stall this process's loop; each call costs a round trip over a socket pair.
+    edge_hosted: bool = False
     edge_resident_mib: float = Field(default=32.0, ge=0)
     #: ``i/n``: this replica serves the owners of partition ``i`` of ``n`` (its own id and
     #: store; see :mod:`memory_services.partition`); empty: every owner.
@@ -105,11 +109,21 @@ def make_store(
         return QdrantServerStore(
             settings.qdrant_url, api_key=key.get_secret_value() if key else None
         )
+    resident = settings.edge_resident_mib if settings.edge_page_out else None
+    if settings.edge_hosted:
+        from memory_services.store.hosted import HostedStore
+
+        return HostedStore(
+            settings.store_dir,
+            index_after=settings.edge_index_after,
+            on_indexed=on_indexed,
+            resident_mib=resident,
+        )
     from memory_services.store.edge import EdgeStore
 
     return EdgeStore(
         settings.store_dir,
         index_after=settings.edge_index_after,
         on_indexed=on_indexed,
-        resident_mib=settings.edge_resident_mib if settings.edge_page_out else None,
+        resident_mib=resident,
     )

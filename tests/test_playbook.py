@@ -22,8 +22,6 @@ from memory_services.playbook.scoring import DecayRates, jaccard, words
 from memory_services.playbook.service import PlaybookMemoryProcessor, PlaybookMemorySettings
 from memory_services.runtime import make_store
 from memory_services.store.base import Record, VectorStore
-from memory_services.store.edge import EdgeStore
-from memory_services.store.qdrant_server import QdrantServerStore
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue
 from react_mem.bus.transport import Transport
@@ -39,6 +37,7 @@ from react_mem.schema.playbook import (
     PlaybookResponse,
     Weights,
 )
+from tests.support.backends import backend_named
 from tests.support.embedder import HashingEmbedder
 from tests.support.memory_services import START, MovableClock, Raw, Running, serving, topics
 from tests.support.recording import eventually
@@ -770,16 +769,14 @@ async def test_bad_input_is_answered_writes_nothing_and_the_consumer_keeps_servi
     assert (await pb.delta(good)).applied is True  # still serving
 
 
-@pytest.mark.parametrize("backend", ["edge", "qdrant-server"])
+@pytest.mark.parametrize("backend", ["edge", "hosted", "qdrant"])
 async def test_two_replicas_on_one_store_see_each_others_writes(
     backend: str, tmp_path: Path
 ) -> None:
     """Two services on one store (a Qdrant server's replicas; ``:memory:`` runs the server
     code path): a cached playbook is reloaded when the scope's state record shows another
     writer's generation; history, snapshots and rollback live in the store too."""
-    store: VectorStore = (
-        EdgeStore(tmp_path / "shared") if backend == "edge" else QdrantServerStore(":memory:")
-    )
+    store = backend_named(backend, tmp_path / "shared")
     await store.open()
     try:
         embedder = HashingEmbedder()

@@ -16,8 +16,10 @@ import uuid
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from memory_services.store import CollectionSpec, EdgeStore, Record, Retrieval, Scope, VectorStore
+from tests.support.backends import backend_named
 
 SPEC = CollectionSpec("notes-8", 8, text_fields=("text",))
 OWNER = Scope("ws", "default", "ann")
@@ -115,8 +117,9 @@ async def test_two_processes_rank_one_store_alike(tmp_path: Path) -> None:
         assert first[name] == second[name], name
 
 
-async def test_equal_fused_scores_come_in_id_order(tmp_path: Path) -> None:
-    store = EdgeStore(tmp_path / "edge")
+@pytest.mark.parametrize("kind", ["edge", "hosted"])
+async def test_equal_fused_scores_come_in_id_order(kind: str, tmp_path: Path) -> None:
+    store = backend_named(kind, tmp_path / "edge")
     await store.open()
     await store.ensure(SPEC)
     # Mirror images: one is first by its vector only, the other by its words only.

@@ -20,8 +20,6 @@ from prometheus_client import CollectorRegistry
 from memory_services.retrieval import resolve
 from memory_services.store import (
     CollectionSpec,
-    EdgeStore,
-    QdrantServerStore,
     Record,
     Retrieval,
     Scope,
@@ -31,6 +29,7 @@ from memory_services.store import (
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.schema.facts import FactInput
 from react_mem.schema.retrieval import RetrievalOptions
+from tests.support.backends import backend_named
 from tests.support.embedder import HashingEmbedder
 from tests.support.fact_memory import FactService
 from tests.support.fact_memory import fact_service as shared_fact_service
@@ -50,11 +49,9 @@ LONG = (
 ON, OFF = Retrieval(), Retrieval(ask_discount=0.0, length_prior=0.0)
 
 
-@pytest.fixture(params=["edge", "qdrant"])
+@pytest.fixture(params=["edge", "hosted", "qdrant"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[VectorStore]:
-    backend: VectorStore = (
-        EdgeStore(tmp_path / "edge") if request.param == "edge" else QdrantServerStore(":memory:")
-    )
+    backend = backend_named(request.param, tmp_path / "edge")
     await backend.open()
     await backend.ensure(SPEC)
     yield backend

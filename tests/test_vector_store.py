@@ -32,6 +32,7 @@ from memory_services.store import (
     edge_build,
 )
 from react_mem.errors import BadRequest, ConfigurationError, TransientError
+from tests.support.backends import backend_named
 from tests.support.recording import eventually
 
 SPEC = CollectionSpec("tests-4", 4, {"kind": FieldType.KEYWORD, "rank": FieldType.INTEGER})
@@ -52,11 +53,9 @@ def unit(vector: Sequence[float]) -> list[float]:
     return [v / norm for v in vector]
 
 
-@pytest.fixture(params=["edge", "qdrant"])
+@pytest.fixture(params=["edge", "hosted", "qdrant"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[VectorStore]:
-    backend: VectorStore = (
-        EdgeStore(tmp_path / "edge") if request.param == "edge" else QdrantServerStore(":memory:")
-    )
+    backend = backend_named(request.param, tmp_path / "edge")
     await backend.open()
     await backend.ensure(SPEC)
     yield backend
@@ -334,8 +333,9 @@ async def test_ensure_is_idempotent_and_refuses_another_vector_size(store: Vecto
         await store.ensure(CollectionSpec("../escape", 4))
 
 
-async def test_edge_data_survives_close_and_reopen(tmp_path: Path) -> None:
-    first = EdgeStore(tmp_path / "edge")
+@pytest.mark.parametrize("kind", ["edge", "hosted"])
+async def test_edge_data_survives_close_and_reopen(kind: str, tmp_path: Path) -> None:
+    first = backend_named(kind, tmp_path / "edge")
     await first.open()
     await first.ensure(SPEC)
     a = record(HOME, [1, 2, 3, 4], kind="kept")
@@ -345,7 +345,7 @@ async def test_edge_data_survives_close_and_reopen(tmp_path: Path) -> None:
     with pytest.raises(TransientError, match="closed"):
         await first.count(C, scope=HOME)
 
-    again = EdgeStore(tmp_path / "edge")
+    again = backend_named(kind, tmp_path / "edge")
     await again.open()
     await again.ensure(SPEC)
     try:
@@ -356,7 +356,7 @@ async def test_edge_data_survives_close_and_reopen(tmp_path: Path) -> None:
         assert [h.id for h in hits] == [a.id]
     finally:
         await again.close()
-    resized = EdgeStore(tmp_path / "edge")  # the shard on disk is 4-d
+    resized = backend_named(kind, tmp_path / "edge")  # the shard on disk is 4-d
     await resized.open()
     try:
         with pytest.raises(ConfigurationError, match="vector size 8"):

@@ -24,6 +24,7 @@ from memory_services.store import (
     edge_build,
     lexical,
 )
+from tests.support.backends import backend_named
 
 SPEC = CollectionSpec("notes-4", 4, text_fields=("text",))
 C = SPEC.name
@@ -44,12 +45,12 @@ def note(scope: Scope, text: str, vector: list[float], **payload: Any) -> Record
 
 
 async def open_store(kind: str, path: Path) -> VectorStore:
-    store: VectorStore = EdgeStore(path) if kind == "edge" else QdrantServerStore(":memory:")
+    store = backend_named(kind, path)
     await store.open()
     return store
 
 
-@pytest.fixture(params=["edge", "qdrant"])
+@pytest.fixture(params=["edge", "hosted", "qdrant"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[VectorStore]:
     backend = await open_store(request.param, tmp_path / "edge")
     await backend.ensure(SPEC)
