@@ -22,6 +22,7 @@ from memory_services.playbook.scoring import DecayRates, jaccard, words
 from memory_services.playbook.service import PlaybookMemoryProcessor, PlaybookMemorySettings
 from memory_services.runtime import make_store
 from memory_services.store.base import Record, VectorStore
+from memory_services.store.edge import EdgeStore
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.bus.queues import Queue
 from react_mem.bus.transport import Transport
