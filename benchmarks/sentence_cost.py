@@ -1,8 +1,10 @@
 """What sentence vectors cost: embedding per turn, ingest rate, search latency, bytes stored.
 
 Fact memory in process on the edge store with the real embedder, side by side with the
-sentence vectors on and off (``FactPolicy.sentence_vectors``; the search's ``sentence_max``),
-in alternating rounds, medians printed with their ratio:
+sentence vectors off and made each way ``--modes`` names (``FactPolicy.sentence_vectors``
+and ``sentence_pooling``: "separate", each sentence embedded alone; "late"/"late-label",
+pooled from the fact's own model run; the search's ``sentence_max``), in rotating rounds,
+medians printed with their ratio to off:
 
 - embedding: one conversation's turns embedded as ingest embeds them (the turns alone, or
   the turns and their sentences in the same call), milliseconds per turn;

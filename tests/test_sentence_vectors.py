@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from memory_services.facts import records as rec
 from memory_services.facts.fact_memory import FactMemory
 from memory_services.retrieval import resolve
+from memory_services.retry import retrying_embedder
 from memory_services.runtime import MemorySettings
 from memory_services.store import (
     CollectionSpec,
@@ -36,7 +37,7 @@ from memory_services.store import (
 from react_mem.embedding.base import Embedder, SpanEmbedder
 from react_mem.embedding.sentence import SentenceTransformerEmbedder
 from react_mem.embedding.shared import shared_embedder
-from react_mem.errors import BadRequest
+from react_mem.errors import BadRequest, ConfigurationError
 from react_mem.schema.facts import FactInput
 from react_mem.schema.retrieval import RetrievalOptions
 from tests.support.memory_services import START, MovableClock
@@ -329,3 +330,28 @@ async def test_every_backend_pools_the_same_late_vectors() -> None:
     cosines = {b: (v * found["torch"]).sum(axis=1) for b, v in found.items()}
     assert len(found["torch"]) == 4 and (cosines["onnx"] > 0.99999).all()
     assert (cosines["onnx-int8"] > 0.98).all() and (cosines["onnx-int8"] < 0.99999).all()
+
+
+class _OneVector:
+    """An embedder that cannot pool spans (only ``embed``)."""
+
+    dimension, model_name = 384, "one-vector"
+
+    async def start(self) -> None:
+        return None
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[1.0] + [0.0] * 383 for _ in texts]
+
+
+async def test_the_services_retrying_embedder_passes_late_chunking_through(
+    embedder: Embedder,
+) -> None:
+    wrapped = retrying_embedder(embedder)
+    assert isinstance(wrapped, SpanEmbedder) and isinstance(embedder, SpanEmbedder)
+    spans = [sentences.spans(ONE)]
+    assert await wrapped.embed_spans([ONE], spans) == await embedder.embed_spans([ONE], spans)
+    plain = retrying_embedder(_OneVector())
+    assert isinstance(plain, SpanEmbedder)
+    with pytest.raises(ConfigurationError, match="cannot pool spans"):
+        await plain.embed_spans([ONE], spans)
