@@ -7,6 +7,8 @@ by the model's own fast tokenizer (its ``tokenizer.json``) with its own length l
 torch is never loaded outside the exporting child; the fp32 graph gives the vectors
 ``SentenceTransformer.encode`` gives (cosine 1 - 1e-6); the int8 graph's are within cosine
 ≈0.99 of them (``tests/test_embedding.py`` checks both). Figures: ``benchmarks/embedding.py``.
+The graph also returns the transformer's token embeddings, for pooling spans of a text from
+its one run (:meth:`OnnxEncoder.encode_spans`, late chunking).
 
 Nothing is downloaded: the export is a local conversion of the local model. The cache key
 covers the model's files, the exporter settings and the torch and onnxruntime versions, and
