@@ -36,6 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, get_args
 
+from memory_services.facts.records import SentencePooling
 from memory_services.facts.service import FactMemoryProcessor
 from react_mem.bus.embedded import EmbeddedBroker
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
@@ -220,6 +221,7 @@ async def evaluate(
     ks: tuple[int, ...] = KS,
     also: tuple[int, ...] = (),
     baseline: str | None = None,
+    pooling: str = "separate",
 ) -> dict[str, list[list[str]]]:
     """Print the table; return each question's top k per column. ``also``: recall@k from a
     search of k of its own, for each (a deeper search's candidates differ); ``baseline``:
@@ -232,7 +234,7 @@ async def evaluate(
     #: Per question: its split and category, and per (column, k) whether it was a hit.
     asked: list[tuple[str, str]] = []
     outcome: dict[tuple[str, int], list[bool]] = defaultdict(list)
-    async with fact_memory(url, tmp, backend) as memory:
+    async with fact_memory(url, tmp, backend, sentence_pooling=pooling) as memory:
         for number, sample in enumerate(data):
             collection, facts = f"locomo-{sample['sample_id']}", turns(sample)
             where = Scope("eval", collection)
@@ -360,6 +362,12 @@ def main() -> None:
         "--baseline", help="print questions won and lost by each column against this one"
     )
     parser.add_argument(
+        "--sentence-pooling",
+        choices=get_args(SentencePooling),
+        default="separate",
+        help="how the service makes sentence vectors (late: from the fact's own model run)",
+    )
+    parser.add_argument(
         "--dump", type=Path, help="write each question's top k per column here (JSON)"
     )
     args = parser.parse_args()
@@ -373,7 +381,7 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="locomo-") as tmp,
         EmbeddedBroker(Path(tmp) / "broker") as broker,
     ):
-        print(f"embedding backend: {args.backend}")
+        print(f"embedding backend: {args.backend}, sentence pooling: {args.sentence_pooling}")
         rankings = {name: RANKINGS[name] for name in args.rankings.split(",")}
         ranked = asyncio.run(
             evaluate(
@@ -386,6 +394,7 @@ def main() -> None:
                 tuple(int(k) for k in args.ks.split(",")),
                 tuple(int(k) for k in args.also.split(",") if k),
                 args.baseline,
+                args.sentence_pooling,
             )
         )
     if args.dump:

@@ -1,8 +1,10 @@
 """What sentence vectors cost: embedding per turn, ingest rate, search latency, bytes stored.
 
 Fact memory in process on the edge store with the real embedder, side by side with the
-sentence vectors on and off (``FactPolicy.sentence_vectors``; the search's ``sentence_max``),
-in alternating rounds, medians printed with their ratio:
+sentence vectors off and made each way ``--modes`` names (``FactPolicy.sentence_vectors``
+and ``sentence_pooling``: "separate", each sentence embedded alone; "late"/"late-label",
+pooled from the fact's own model run; the search's ``sentence_max``), in rotating rounds,
+medians printed with their ratio to off:
 
 - embedding: one conversation's turns embedded as ingest embeds them (the turns alone, or
   the turns and their sentences in the same call), milliseconds per turn;
@@ -40,10 +42,18 @@ from react_mem.schema.facts import FactInput
 SCOPE = Scope("bench", "locomo", "ann")
 
 
-async def embedding(embedder: SentenceTransformerEmbedder, texts: list[str], on: bool) -> float:
+#: The columns: one vector per fact, then the ways of making sentence vectors.
+OFF = "off"
+
+
+async def embedding(embedder: SentenceTransformerEmbedder, texts: list[str], mode: str) -> float:
     started = time.perf_counter()
-    parts = [part for text in texts for part in sentences.split(text)] if on else []
-    await embedder.embed([*texts, *parts])
+    if mode in (OFF, "separate"):
+        parts = [p for text in texts for p in sentences.split(text)] if mode != OFF else []
+        await embedder.embed([*texts, *parts])
+    else:  # late chunking: one model run per text
+        label = mode == "late-label"
+        await embedder.embed_spans(texts, [sentences.spans(t, label=label) for t in texts])
     return (time.perf_counter() - started) / len(texts) * 1000
 
 
@@ -53,16 +63,21 @@ async def ingest(
     facts: list[FactInput],
     questions: list[str],
     batch: int,
-    on: bool,
+    mode: str,
 ) -> tuple[float, float, float, float, float]:
     """Turns per second stored, search p50 ms (ranked as ``on`` says, and not by sentences),
     a record's payload bytes (JSON, mean), the mean sentence vectors' value bytes."""
+    on = mode != OFF
     store = EdgeStore(root, flush_interval=3600)
     await store.open()
     memory = FactMemory(
         store,
         embedder,
-        policy=rec.FactPolicy(near_duplicate_threshold=1.0, sentence_vectors=on),
+        policy=rec.FactPolicy(
+            near_duplicate_threshold=1.0,
+            sentence_vectors=mode != OFF,
+            sentence_pooling="separate" if mode == OFF else mode,  # type: ignore[arg-type]
+        ),
         clock=time.time,
     )
     await memory.ensure()
@@ -98,43 +113,46 @@ async def run(args: argparse.Namespace) -> None:
         f"{len(texts)} turns, {sum(map(len, split))} sentence texts "
         f"({sum(bool(s) for s in split)} turns of two sentences or more)"
     )
+    modes = [OFF, *args.modes.split(",")]
     embedder = SentenceTransformerEmbedder()
     await embedder.start()
-    await embedding(embedder, texts[:64], True)  # warm up
-    per_turn: dict[bool, list[float]] = {True: [], False: []}
-    rates: dict[bool, list[float]] = {True: [], False: []}
-    searches: dict[bool, list[float]] = {True: [], False: []}
-    held: dict[bool, float] = {}
-    unused: list[float] = []  # search p50 over the store with sentences, not ranked by them
-    value = 0.0
+    for mode in modes:
+        await embedding(embedder, texts[:64], mode)  # warm up
+    per_turn: dict[str, list[float]] = {m: [] for m in modes}
+    rates: dict[str, list[float]] = {m: [] for m in modes}
+    searches: dict[str, list[float]] = {m: [] for m in modes}
+    held: dict[str, float] = {}
+    unused: dict[str, list[float]] = {m: [] for m in modes}  # stored, not ranked by them
+    value: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="sentence-cost-") as tmp:
         for n in range(args.rounds):
-            for on in (n % 2 == 0, n % 2 == 1):  # alternate which goes first
-                per_turn[on].append(await embedding(embedder, texts, on))
-                root = Path(tmp) / f"{n}-{on}"
-                rate, search, plain, held[on], mean = await ingest(
-                    embedder, root, facts, questions, args.batch, on
+            shift = n % len(modes)  # rotate which goes first
+            for mode in modes[shift:] + modes[:shift]:
+                per_turn[mode].append(await embedding(embedder, texts, mode))
+                root = Path(tmp) / f"{n}-{mode}"
+                rate, search, plain, held[mode], value[mode] = await ingest(
+                    embedder, root, facts, questions, args.batch, mode
                 )
-                rates[on].append(rate)
-                searches[on].append(search)
-                if on:
-                    unused.append(plain)
-                value = mean if on else value
+                rates[mode].append(rate)
+                searches[mode].append(search)
+                unused[mode].append(plain)
     rows = [
         ("embedding, ms per turn", per_turn),
         ("ingest, turns/s", rates),
         ("search p50, ms", searches),
+        ("  same, not ranked by them", unused),
     ]
-    print(f"\n{'median of ' + str(args.rounds) + ' rounds':<28} {'off':>9} {'on':>9} {'on/off':>7}")
+    head = "".join(f"{m:>11}" for m in modes) + "".join(f"{m + '/off':>15}" for m in modes[1:])
+    print(f"\n{'median of ' + str(args.rounds) + ' rounds':<28}{head}")
     for name, values in rows:
-        off, on = statistics.median(values[False]), statistics.median(values[True])
-        print(f"{name:<28} {off:>9.2f} {on:>9.2f} {on / off:>7.2f}")
+        middle = [statistics.median(values[m]) for m in modes]
+        ratios = "".join(f"{m / middle[0]:>15.2f}" for m in middle[1:])
+        print(f"{name:<28}" + "".join(f"{m:>11.2f}" for m in middle) + ratios)
+    print(f"{'payload bytes per record':<28}" + "".join(f"{held[m]:>11.0f}" for m in modes))
     print(
-        f"{'  same, sentences stored':<28} {statistics.median(unused):>9.2f} "
-        f"{'':>9} (not ranked by them)"
+        "sentence vectors per record that has them, payload bytes (mean): "
+        + ", ".join(f"{m} {value[m]:.0f}" for m in modes[1:])
     )
-    print(f"{'payload bytes per record':<28} {held[False]:>9.0f} {held[True]:>9.0f}")
-    print(f"sentence vectors per record that has them: {value:.0f} payload bytes (mean)")
 
 
 def main() -> None:
@@ -145,6 +163,12 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=100)
     parser.add_argument("--batch", type=int, default=64, help="turns per store request")
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument(
+        "--modes",
+        default="separate",
+        help="sentence vectors made these ways beside one vector per fact, comma-separated "
+        "(separate, late, late-label; late: pooled from the fact's own model run)",
+    )
     args = parser.parse_args()
     if not args.data.is_file():
         print(f"no LoCoMo data at {args.data}; nothing to measure")

@@ -42,8 +42,8 @@ from memory_services.store.base import (
     StoreScope,
     VectorStore,
 )
-from react_mem.embedding.base import Embedder
-from react_mem.errors import BadRequest, TransientError
+from react_mem.embedding.base import Embedder, SpanEmbedder, Spans
+from react_mem.errors import BadRequest, ConfigurationError, TransientError
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -222,6 +222,14 @@ class RetryingEmbedder:
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return await _retried(EMBEDDER, self.inner.embed, texts)
+
+    async def embed_spans(
+        self, texts: Sequence[str], spans: Sequence[Spans]
+    ) -> tuple[list[list[float]], list[list[list[float]]]]:
+        """The inner embedder's late chunking (:class:`SpanEmbedder`), retried."""
+        if not isinstance(self.inner, SpanEmbedder):
+            raise ConfigurationError(f"embedder {self.model_name} cannot pool spans of a text")
+        return await _retried(EMBEDDER, self.inner.embed_spans, texts, spans)
 
 
 def retrying_store(store: VectorStore) -> VectorStore:

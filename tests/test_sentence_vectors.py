@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from memory_services.facts import records as rec
 from memory_services.facts.fact_memory import FactMemory
 from memory_services.retrieval import resolve
+from memory_services.retry import retrying_embedder
 from memory_services.runtime import MemorySettings
 from memory_services.store import (
     CollectionSpec,
@@ -33,8 +34,10 @@ from memory_services.store import (
     VectorStore,
     sentences,
 )
-from react_mem.embedding.base import Embedder
+from react_mem.embedding.base import Embedder, SpanEmbedder
+from react_mem.embedding.sentence import SentenceTransformerEmbedder
 from react_mem.embedding.shared import shared_embedder
+from react_mem.errors import BadRequest, ConfigurationError
 from react_mem.schema.facts import FactInput
 from react_mem.schema.retrieval import RetrievalOptions
 from tests.support.memory_services import START, MovableClock
@@ -245,3 +248,110 @@ async def test_fact_memory_can_store_one_vector_per_fact(
         assert all(sentences.KEY not in p for p in await payloads(memory, [s.id for s in stored]))
         found = await memory.retrieve(ANN, query=QUERY, top_k=2, retrieval=ON)
         assert [f.content for f in found] == [WEAK, ONE]  # ranked by their own vectors
+
+
+# -- late chunking: sentence vectors pooled from the fact's own model run ----------------------
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.text(alphabet="ab .!?\n", min_size=1, max_size=12).filter(str.strip),
+        min_size=1,
+        max_size=6,
+    ),
+    st.sampled_from(["", "Ann (8 May): ", "user: "]),
+    st.booleans(),
+)
+def test_spans_mark_where_the_split_sentences_lie(
+    pieces: list[str], head: str, label: bool
+) -> None:
+    text = "  " + head + " ".join(pieces) + " "
+    parts, found = sentences.split(text), sentences.spans(text, label=label)
+    assert len(found) == len(parts)
+    for part, ranges in zip(parts, found, strict=True):
+        [*named, (start, end)] = ranges
+        assert part.endswith(text[start:end]) and text[start:end].strip() == text[start:end]
+        prefix = part[: len(part) - (end - start)]  # split()'s label, if any
+        if label and prefix:
+            [(first, last)] = named
+            assert prefix.rstrip() == text[first:last] + ":"
+        else:
+            assert named == [] and (label or not prefix or head)
+
+
+async def test_late_vectors_come_from_the_texts_own_run(embedder: Embedder) -> None:
+    assert isinstance(embedder, SpanEmbedder)
+    late = embedder.embed_spans
+    texts = [ONE, WEAK]
+    own, pooled = await late(texts, [sentences.spans(t) for t in texts])
+    # The same run gives the text's vector.
+    assert np.allclose(own, await embedder.embed(texts), atol=1e-6)
+    assert pooled[1] == [] and len(pooled[0]) == 3
+    separate = np.asarray(await embedder.embed(sentences.split(ONE)))
+    cosines = np.asarray(pooled[0]) @ separate.T
+    assert np.allclose(np.linalg.norm(pooled[0], axis=1), 1.0, atol=1e-5)
+    # Each pooled sentence is nearer its own sentence embedded alone than the others are.
+    assert (cosines.argmax(axis=1) == np.arange(3)).all()
+    assert (np.diag(cosines) > 0.6).all() and (np.diag(cosines) < 0.99).all()
+    # A span of every word pools what the model's own mean pooling gives, bar [CLS]/[SEP].
+    [_], [[whole]] = await late([ONE], [[[(0, len(ONE))]]])
+    assert 0.95 < float(np.dot(whole, own[0])) < 0.9999
+    with pytest.raises(BadRequest):
+        await late([ONE], [])
+
+
+async def test_fact_memory_pools_late_sentence_vectors(tmp_path: Path, embedder: Embedder) -> None:
+    stored_by: dict[str, object] = {}
+    for pooling in ("separate", "late", "late-label"):
+        async with fact_memory(tmp_path / pooling, embedder, sentence_pooling=pooling) as memory:
+            stored, _ = await memory.store(ANN, [FactInput(content=ONE), FactInput(content=WEAK)])
+            one, weak = await payloads(memory, [s.id for s in stored])
+            assert sentences.KEY not in weak
+            stored_by[pooling] = one[sentences.KEY]
+            assert len(sentences.decode(one[sentences.KEY], 384)) == 3  # type: ignore[arg-type]
+            found = await memory.retrieve(ANN, query=QUERY, top_k=2, retrieval=ON)
+            # The label's tokens pooled into each sentence pull it back toward the whole
+            # (its tennis sentence: cosine .40, against .50 without them, .52 alone).
+            expected = [WEAK, ONE] if pooling == "late-label" else [ONE, WEAK]
+            assert [f.content for f in found] == expected
+    assert len(set(stored_by.values())) == 3  # three ways, three sets of vectors
+
+
+async def test_every_backend_pools_the_same_late_vectors() -> None:
+    """torch (sentence-transformers' own token embeddings and offsets) and the ONNX graphs'
+    second output pool the same sentence vectors; int8 weights stay close."""
+    found = {}
+    for backend in ("torch", "onnx", "onnx-int8"):
+        embedder = SentenceTransformerEmbedder(backend=backend)  # type: ignore[arg-type]
+        await embedder.start()
+        [own], [pooled] = await embedder.embed_spans([ONE], [sentences.spans(ONE, label=True)])
+        found[backend] = np.asarray([own, *pooled])
+    cosines = {b: (v * found["torch"]).sum(axis=1) for b, v in found.items()}
+    assert len(found["torch"]) == 4 and (cosines["onnx"] > 0.99999).all()
+    assert (cosines["onnx-int8"] > 0.98).all() and (cosines["onnx-int8"] < 0.99999).all()
+
+
+class _OneVector:
+    """An embedder that cannot pool spans (only ``embed``)."""
+
+    dimension, model_name = 384, "one-vector"
+
+    async def start(self) -> None:
+        return None
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[1.0] + [0.0] * 383 for _ in texts]
+
+
+async def test_the_services_retrying_embedder_passes_late_chunking_through(
+    embedder: Embedder,
+) -> None:
+    wrapped = retrying_embedder(embedder)
+    assert isinstance(wrapped, SpanEmbedder) and isinstance(embedder, SpanEmbedder)
+    spans = [sentences.spans(ONE)]
+    assert await wrapped.embed_spans([ONE], spans) == await embedder.embed_spans([ONE], spans)
+    plain = retrying_embedder(_OneVector())
+    assert isinstance(plain, SpanEmbedder)
+    with pytest.raises(ConfigurationError, match="cannot pool spans"):
+        await plain.embed_spans([ONE], spans)

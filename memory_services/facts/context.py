@@ -21,7 +21,7 @@ from memory_services.store.base import (
     StoreScope,
     VectorStore,
 )
-from react_mem.embedding.base import Embedder
+from react_mem.embedding.base import Embedder, SpanEmbedder
 from react_mem.errors import BadRequest
 
 Clock = Callable[[], float]
@@ -55,6 +55,13 @@ class FactContext:
         """Each text's vector, and the payload its record keeps of its sentences' vectors
         (``policy.sentence_vectors``, texts of two sentences or more: see
         :mod:`memory_services.store.sentences`), embedded in one call."""
+        pooling = self.policy.sentence_pooling
+        late = self.policy.sentence_vectors and pooling != "separate"
+        if late and isinstance(self.embedder, SpanEmbedder):  # one model run a text
+            label = pooling == "late-label"
+            ranges = [sentences.spans(t, label=label) for t in texts]
+            own, pooled = await self.embedder.embed_spans(texts, ranges)
+            return own, [{sentences.KEY: sentences.encode(p)} if p else {} for p in pooled]
         split = [sentences.split(t) if self.policy.sentence_vectors else [] for t in texts]
         vectors = await self.embed([*texts, *(part for parts in split for part in parts)])
         own, at, kept = vectors[: len(texts)], len(texts), []

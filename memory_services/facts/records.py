@@ -14,12 +14,15 @@ import unicodedata
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from memory_services import when
 from memory_services.consolidation.engine import IMPORTANCE_THRESHOLD
 from memory_services.store.base import Condition, FieldType, Scope
 from react_mem.schema.facts import Fact
+
+#: How a fact's sentence vectors are made (:attr:`FactPolicy.sentence_pooling`).
+SentencePooling = Literal["separate", "late", "late-label"]
 
 #: uuid5 namespace of fact ids (fixed: changing it would orphan every stored fact).
 FACT_NAMESPACE = uuid.UUID("6f1c1f0e-5b7a-4d0e-9a43-3f7f1e2a9c10")
@@ -70,6 +73,9 @@ class FactPolicy:
     #: Embed each sentence of a fact of two or more beside the fact, for ranking
     #: (:mod:`memory_services.store.sentences`).
     sentence_vectors: bool = True
+    #: How: "separate", each sentence embedded alone with the label; "late", pooled from
+    #: the fact's own model run (late chunking), "late-label" with the label's tokens too.
+    sentence_pooling: SentencePooling = "separate"
 
 
 def normalise(content: str) -> str:

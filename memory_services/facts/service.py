@@ -13,7 +13,7 @@ from memory_services.consolidation.settings import ConsolidationSettings
 from memory_services.facts import ranked
 from memory_services.facts.fact_memory import FactMemory
 from memory_services.facts.quota import FactQuotaExceeded
-from memory_services.facts.records import FactPolicy
+from memory_services.facts.records import FactPolicy, SentencePooling
 from memory_services.metrics import quota_evictions, quota_refusals
 from memory_services.processor import MemoryOptions, MemoryProcessor, page_offset
 from memory_services.retrieval import resolve, time_boost
@@ -77,6 +77,10 @@ class FactMemorySettings(ConsolidationSettings):
     #: 16; in the same embedding call), so a search may rank it by its best sentence
     #: (``retrieval.sentences``); off: one vector per fact, less embedding work at ingest.
     sentence_vectors: bool = True
+    #: How they are made: "separate" (each sentence embedded alone, with the fact's
+    #: label), "late" (pooled from the fact's own model run), "late-label" (its label's
+    #: tokens pooled into each too); see docs/benchmarks.md.
+    sentence_pooling: SentencePooling = "separate"
 
     def policy(self) -> FactPolicy:
         return FactPolicy(**{k: getattr(self, k) for k in FactPolicy.__dataclass_fields__})

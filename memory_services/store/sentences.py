@@ -70,6 +70,37 @@ def split(text: str, most: int = MOST, shortest: int = SHORTEST) -> list[str]:
     return [head + part for part in parts[:most]]
 
 
+def spans(
+    text: str, most: int = MOST, shortest: int = SHORTEST, *, label: bool = False
+) -> list[list[tuple[int, int]]]:
+    """Where :func:`split`'s sentences lie in ``text``: per sentence its character range
+    (and first the leading label's, with ``label``), for pooling the token embeddings of
+    one run of the model over ``text`` (late chunking); empty where :func:`split` is."""
+    start = len(text) - len(text.lstrip())
+    body = text.strip()
+    head: list[tuple[int, int]] = []
+    if (found := _LABEL.match(body)) and not _SENTENCE.search(found.group(1)):
+        head = [(start, start + found.end(1))]
+        start, body = start + found.end(), body[found.end() :]
+    ranges: list[tuple[int, int]] = []
+    at = 0
+    for gap in [*_SENTENCE.finditer(body), None]:
+        end = len(body) if gap is None else gap.start()
+        piece = body[at:end]
+        first = at + len(piece) - len(piece.lstrip())
+        last = at + len(piece.rstrip())
+        at = end if gap is None else gap.end()
+        if ranges and len(body[ranges[-1][0] : ranges[-1][1]].split()) < shortest:
+            ranges[-1] = (ranges[-1][0], max(last, ranges[-1][1]))
+        elif last > first:
+            ranges.append((first, last))
+    if len(ranges) > 1 and len(body[ranges[-1][0] : ranges[-1][1]].split()) < shortest:
+        ranges[-2] = (ranges[-2][0], ranges.pop()[1])
+    if len(ranges) < 2:
+        return []
+    return [[*(head if label else []), (start + a, start + b)] for a, b in ranges[:most]]
+
+
 def encode(vectors: Sequence[Sequence[float]]) -> str:
     """Vectors as the payload value: per vector its largest magnitude (float32) and its
     components scaled to int8, base64 (cosines change by about 1e-3)."""

