@@ -52,6 +52,7 @@ MEMORY_PLUMBING = {
     "memory_services.partition",  # which owners a partitioned replica serves
     "memory_services.backfill",  # a field older records lack, filled by a maintenance pass
     "memory_services.disk",  # writes refused while the store's disk is nearly full
+    "memory_services.heap",  # free heap given back to the system after a sweep or a forget
 }
 #: The command line and the wiring that starts processors: may use any service of react_mem.
 TOP = {
