@@ -566,7 +566,7 @@ async def append(s: Stack, conversation: str, turn: Turn) -> None:
     )
     inv = Invocation.of(request, s.flow, s.config)
     inv.state = MemoryState(started_at=time.time())
-    await s.agent.append_turn(inv, turn.answer, "success")
+    await s.agent.append_turn(inv, turn.answer, "success", asyncio.Event(), before_answer=True)
 
 
 # -- part 1: assembly latency ------------------------------------------------------------
