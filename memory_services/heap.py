@@ -4,8 +4,9 @@ Rebuilding a shard (forget's compaction, an index run, a sweep's deletes) alloca
 shard's structures in the engine and frees the old one's. glibc's allocator keeps what is
 freed inside its arenas (one per thread that allocated: the engine's and ``to_thread``'s
 workers), so the process's resident heap only ever rises to its highest point. In the
-soak's steady mode, with a user forgotten every 12.5 s, ``malloc_trim(0)`` gave back 40-60
-MiB of a 260 MiB heap each minute in 0.5-0.7 ms (without forgets, 2-6 MiB).
+soak's steady mode, with users forgotten as the run goes (one every 12.5 s in an early
+version of it), ``malloc_trim(0)`` gave back 40-60 MiB of a 260 MiB heap each minute in
+0.5-0.7 ms (without forgets, 2-6 MiB).
 
 Elsewhere than glibc (musl, macOS) there is no ``malloc_trim`` and this does nothing.
 """
