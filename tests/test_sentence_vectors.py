@@ -27,7 +27,6 @@ from memory_services.runtime import MemorySettings
 from memory_services.store import (
     CollectionSpec,
     EdgeStore,
-    QdrantServerStore,
     Record,
     Retrieval,
     Scope,
@@ -40,6 +39,7 @@ from react_mem.embedding.shared import shared_embedder
 from react_mem.errors import BadRequest, ConfigurationError
 from react_mem.schema.facts import FactInput
 from react_mem.schema.retrieval import RetrievalOptions
+from tests.support.backends import backend_named
 from tests.support.memory_services import START, MovableClock
 
 SPEC = CollectionSpec("sentences-384", 384, text_fields=("content",))
@@ -65,9 +65,7 @@ def embedder() -> Embedder:
 
 @pytest.fixture(params=["edge", "qdrant"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[VectorStore]:
-    backend: VectorStore = (
-        EdgeStore(tmp_path / "edge") if request.param == "edge" else QdrantServerStore(":memory:")
-    )
+    backend = backend_named(request.param, tmp_path / "edge")
     await backend.open()
     await backend.ensure(SPEC)
     yield backend
