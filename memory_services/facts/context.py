@@ -177,6 +177,6 @@ def _is_uuid(value: str) -> bool:
 def query_vector(vector: Sequence[float], dimension: int) -> list[float]:
     if len(vector) != dimension:
         raise BadRequest(f"vector has {len(vector)} dimensions; this store holds {dimension}")
-    if not all(math.isfinite(v) for v in vector) or not any(vector):
+    if not all(map(math.isfinite, vector)) or not any(vector):  # map: no frame per value
         raise BadRequest("vector must be finite and non-zero")
     return list(vector)

@@ -360,11 +360,13 @@ class FactMemory:
         if key is not None:  # the facts filling the asked slot are its answer: first; about
             # the present, the latest first (two pets are both current: "now" is the newer)
             hits = sorted(hits, key=lambda hit: _slot_order(hit.payload, key, past is None))
-        facts = []
+        facts, owners = [], set()
         for hit in hits:
-            seen = self._access.seen(owner_of(hit.payload), hit.id, hit.payload, now)
+            owner = owner_of(hit.payload)
+            owners.add(owner)
+            seen = self._access.seen(owner, hit.id, hit.payload, now)
             facts.append(rec.to_fact(hit.id, {**hit.payload, **seen}, hit.score))
-        for owner in {owner_of(hit.payload) for hit in hits}:  # their access counts moved
+        for owner in owners:  # their access counts moved
             self.sort_keys.changed(owner)
         if query is not None and past:
             earlier = await ctx.search(

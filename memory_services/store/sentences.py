@@ -25,7 +25,6 @@ import base64
 import binascii
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -125,8 +124,8 @@ def decode(value: object, size: int) -> np.ndarray | None:
 def _raw(value: object, size: int) -> bytes | None:
     if not isinstance(value, str) or not value:
         return None
-    try:
-        raw = base64.b64decode(value, validate=True)
+    try:  # strict: what base64.b64decode(validate=True) checks, without its regex pass
+        raw = binascii.a2b_base64(value, strict_mode=True)
     except (binascii.Error, ValueError):
         return None
     return raw if raw and not len(raw) % (_SCALE.itemsize + size) else None
@@ -155,27 +154,41 @@ class Candidate(Protocol):
     def vector(self) -> Any: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Rescored:
-    """A candidate with its dense score replaced. The engine's point is read-only, and its
-    payload and vector are converted anew at every read: they are read through only when
-    fusion needs them."""
+class Point:
+    """A candidate as read once from the engine's point, whose id and payload are made anew
+    at every read (a Qdrant Edge point's id is a new ``UUID``, its payload a new dict) while
+    fusion reads each several times. Its vector is read through only when asked (for the
+    few that fusion keeps). A plain class: made for every candidate of every search."""
 
-    point: Candidate
-    key: str
-    score: float
+    __slots__ = ("id", "payload", "point", "score")
 
-    @property
-    def id(self) -> str:
-        return self.key
-
-    @property
-    def payload(self) -> Mapping[str, Any] | None:
-        return self.point.payload
+    def __init__(
+        self, id: str, score: float, payload: Mapping[str, Any] | None, point: Candidate
+    ) -> None:
+        self.id, self.score, self.payload, self.point = id, score, payload, point
 
     @property
     def vector(self) -> Any:
         return self.point.vector
+
+
+def read(lists: Sequence[Sequence[Candidate]]) -> tuple[list[list[Point]], dict[str, Point]]:
+    """``lists`` with each point read once (its payload once per record, however many lists
+    brought it), and each record's first point by id."""
+    first: dict[str, Point] = {}
+    read: list[list[Point]] = []
+    for found in lists:
+        points = []
+        for point in found:
+            key = str(point.id)
+            known = first.get(key)
+            if known is None:
+                known = first[key] = Point(key, point.score, point.payload, point)
+                points.append(known)
+            else:
+                points.append(Point(key, point.score, known.payload, point))
+        read.append(points)
+    return read, first
 
 
 def rescore(
@@ -184,44 +197,44 @@ def rescore(
     query: Sequence[float],
     retrieval: Retrieval,
     min_score: float | None = None,
-) -> list[list[Candidate]]:
-    """``lists`` (one hybrid search's, as :func:`.ties.sides` orders them) with each dense
-    list replaced by the candidates it could hold, scored by the best of their own cosine
-    and their sentences': every candidate for the lists under the filter, the candidates of
-    the boosted lists (which meet the boost) for those under the boost. Lexical lists stay
-    as they are; so does everything when ``retrieval.sentence_max`` is off. A candidate
-    scored below ``min_score`` (the dense side's bound) is left out of the dense lists.
+) -> list[list[Point]]:
+    """``lists`` (one hybrid search's, as :func:`.ties.sides` orders them, each point read
+    once: :func:`read`) with each dense list replaced by the candidates it could hold,
+    scored by the best of their own cosine and their sentences': every candidate for the
+    lists under the filter, the candidates of the boosted lists (which meet the boost) for
+    those under the boost. Lexical lists stay as they are; so does everything when
+    ``retrieval.sentence_max`` is off. A candidate scored below ``min_score`` (the dense
+    side's bound) is left out of the dense lists.
 
     A candidate only a lexical list brought has its own cosine at or below the last one of
     the dense list (which holds the nearest records, a margin beyond what fusion reads),
     which every record of that list keeps or betters: it can enter the part fusion reads
     only by its sentences, so it is scored by them alone, and left out without them (no
     vector of it is read)."""
+    found, points = read(lists)
     if not retrieval.sentence_max or "dense" not in kinds or "lexical" not in kinds:
-        return [list(found) for found in lists]
+        return found
     unit = np.asarray(query, dtype=np.float64)
     unit /= np.linalg.norm(unit)
-    keyed = [[str(point.id) for point in found] for found in lists]
-    points: dict[str, Candidate] = {}
     cosine: dict[str, float] = {}  # the engine's, where a dense list brought the point
-    for found, keys, kind in zip(lists, keyed, kinds, strict=True):
-        for point, key in zip(found, keys, strict=True):
-            points.setdefault(key, point)
-            if kind == "dense":
-                cosine[key] = float(point.score)
+    for part, kind in zip(found, kinds, strict=True):
+        if kind == "dense":
+            for point in part:
+                cosine[point.id] = float(point.score)
     held = {key: (point.payload or {}).get(KEY) for key, point in points.items()}
     by_sentences = _best_sentences(held, unit)
-    best: dict[str, Rescored] = {}
+    best: dict[str, Point] = {}
     for key, point in points.items():
-        scores = [s for s in (cosine.get(key), by_sentences.get(key)) if s is not None]
-        if scores and (min_score is None or max(scores) >= min_score):
-            best[key] = Rescored(point, key, max(scores))
-    rescored: list[list[Candidate]] = []
-    for n, (found, kind) in enumerate(zip(lists, kinds, strict=True)):
+        own, sentence = cosine.get(key), by_sentences.get(key)
+        score = own if sentence is None else sentence if own is None else max(own, sentence)
+        if score is not None and (min_score is None or score >= min_score):
+            best[key] = Point(key, score, point.payload, point.point)
+    rescored: list[list[Point]] = []
+    for n, (part, kind) in enumerate(zip(found, kinds, strict=True)):
         if kind != "dense":
-            rescored.append(list(found))
+            rescored.append(part)
             continue
-        pool = dict.fromkeys(key for keys in (keyed if n < 2 else keyed[2:]) for key in keys)
+        pool = dict.fromkeys(p.id for each in (found if n < 2 else found[2:]) for p in each)
         rescored.append([best[key] for key in pool if key in best])
     return rescored
 
