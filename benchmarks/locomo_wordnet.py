@@ -162,7 +162,7 @@ VARIANTS: dict[str, Variant] = {
 }
 #: Around the query side's best: senses, the cap on a sense's kinds, the weight.
 GRID: dict[str, Variant] = {
-    f"Q {which} s{senses} cap{cap} w{weight:g}": variant(
+    f"Q {which} s{senses} cap{cap} w{weight:g}".replace("w0.", "w."): variant(
         q(weight, senses=senses, most=cap, plural_only=which == "plural")
     )
     for which in ("plural", "nouns")
