@@ -91,13 +91,21 @@ def session_time(text: str) -> float | None:
         return None
 
 
-def turns(sample: dict[str, Any]) -> list[FactInput]:
+def said(turn: dict[str, Any], captions: bool) -> str:
+    """A turn's words; with ``captions``, as LoCoMo's own retrieval code indexes a turn that
+    shares a photo: its text, then `` and shared `` and the photo's caption."""
+    caption = turn.get("blip_caption") if captions else None
+    return f"{turn['text']} and shared {caption}" if caption else str(turn["text"])
+
+
+def turns(sample: dict[str, Any], captions: bool = False) -> list[FactInput]:
     conversation, facts = sample["conversation"], []
     for key, session in conversation.items():
         if key.startswith("session_") and isinstance(session, list):
             date, before = conversation.get(f"{key}_date_time", ""), ""
             for turn in session:
-                text = f"{turn['speaker']} ({date}): {turn['text']}"
+                words = said(turn, captions)
+                text = f"{turn['speaker']} ({date}): {words}"
                 facts.append(
                     FactInput(
                         content=text,
@@ -106,7 +114,7 @@ def turns(sample: dict[str, Any]) -> list[FactInput]:
                         context=before,  # the turn it answers: its words find this one too
                     )
                 )
-                before = turn["text"]
+                before = words
     return facts
 
 
@@ -222,10 +230,12 @@ async def evaluate(
     also: tuple[int, ...] = (),
     baseline: str | None = None,
     pooling: str = "separate",
+    captions: bool = False,
 ) -> dict[str, list[list[str]]]:
     """Print the table; return each question's top k per column. ``also``: recall@k from a
     search of k of its own, for each (a deeper search's candidates differ); ``baseline``:
-    print how many questions each column wins and loses against that one."""
+    print how many questions each column wins and loses against that one; ``captions``:
+    turns that share a photo are stored with its caption (:func:`said`)."""
     every = (*ks, *also)
     tally = Tally(every)
     splits = {"tune": Tally(every), "report": Tally(every)}  # before TUNE, the rest
@@ -236,7 +246,7 @@ async def evaluate(
     outcome: dict[tuple[str, int], list[bool]] = defaultdict(list)
     async with fact_memory(url, tmp, backend, sentence_pooling=pooling) as memory:
         for number, sample in enumerate(data):
-            collection, facts = f"locomo-{sample['sample_id']}", turns(sample)
+            collection, facts = f"locomo-{sample['sample_id']}", turns(sample, captions)
             where = Scope("eval", collection)
             for request in sessions(facts):
                 try:
@@ -368,6 +378,12 @@ def main() -> None:
         help="how the service makes sentence vectors (late: from the fact's own model run)",
     )
     parser.add_argument(
+        "--captions",
+        action="store_true",
+        help="store a turn that shares a photo with the photo's caption, as LoCoMo's own "
+        "retrieval evaluation does (default: the turn's text alone)",
+    )
+    parser.add_argument(
         "--dump", type=Path, help="write each question's top k per column here (JSON)"
     )
     args = parser.parse_args()
@@ -381,7 +397,10 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="locomo-") as tmp,
         EmbeddedBroker(Path(tmp) / "broker") as broker,
     ):
-        print(f"embedding backend: {args.backend}, sentence pooling: {args.sentence_pooling}")
+        print(
+            f"embedding backend: {args.backend}, sentence pooling: {args.sentence_pooling}, "
+            f"photo captions: {'stored' if args.captions else 'left out'}"
+        )
         rankings = {name: RANKINGS[name] for name in args.rankings.split(",")}
         ranked = asyncio.run(
             evaluate(
@@ -395,6 +414,7 @@ def main() -> None:
                 tuple(int(k) for k in args.also.split(",") if k),
                 args.baseline,
                 args.sentence_pooling,
+                args.captions,
             )
         )
     if args.dump:
