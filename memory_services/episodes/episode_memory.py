@@ -150,9 +150,17 @@ class EpisodeMemory:
         return record_id, not found, await self._enforce_count(scope)
 
     async def retrieve(self, scope: Scope, request: EpisodeRequest) -> list[Episode]:
-        top_k = request.top_k or self._default_top_k
-        if top_k > self._limits.max_top_k:
-            raise BadRequest(f"retrieve: top_k {top_k} exceeds {self._limits.max_top_k}")
+        return (await self.retrieve_all(scope, request))[0]
+
+    async def retrieve_all(
+        self, scope: Scope, request: EpisodeRequest
+    ) -> tuple[list[Episode], list[list[Episode]]]:
+        """The request's episodes, and those of each of its ``also`` searches: one query
+        (its vector checked, or its words embedded, once), searched with each's filters."""
+        searches = [request, *(request.model_copy(update=a.model_dump()) for a in request.also)]
+        top_ks = [r.top_k or self._default_top_k for r in searches]
+        if max(top_ks) > self._limits.max_top_k:
+            raise BadRequest(f"retrieve: top_k {max(top_ks)} exceeds {self._limits.max_top_k}")
         if request.vector is not None:
             vector = self._checked_vector(request.vector)
             # Beside a vector, the words hybrid ranking reads (the goal's start, if long).
@@ -161,17 +169,20 @@ class EpisodeMemory:
         else:
             text = query_text(request, self._limits)
             [vector] = await self._embedder.embed([text])
-        hits = await self._store.search(
-            self.collection,
-            vector,
-            scope=scope,
-            limit=top_k,
-            min_score=request.min_score,
-            where=[*self._fresh(scope.workspace), *_narrowed(request), _UNMERGED],
-            text=text,
-            retrieval=resolve(request.retrieval),
-        )
-        return [to_episode(hit.id, hit.payload, hit.score) for hit in hits]
+        found = []
+        for search, top_k in zip(searches, top_ks, strict=True):
+            hits = await self._store.search(
+                self.collection,
+                vector,
+                scope=scope,
+                limit=top_k,
+                min_score=request.min_score,
+                where=[*self._fresh(scope.workspace), *_narrowed(search), _UNMERGED],
+                text=text,
+                retrieval=resolve(request.retrieval),
+            )
+            found.append([to_episode(hit.id, hit.payload, hit.score) for hit in hits])
+        return found[0], found[1:]
 
     async def get(self, scope: Scope, ids: Sequence[str]) -> list[Episode]:
         ids = self._checked_ids(ids)

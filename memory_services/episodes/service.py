@@ -23,6 +23,7 @@ from react_mem.processor.settings import ProcessorSettings
 from react_mem.schema.consolidation import ConsolidationReport
 from react_mem.schema.episodes import (
     MAX_EPISODE_STEPS,
+    EpisodeHits,
     EpisodeRequest,
     EpisodeResponse,
     ScopedEpisodeOperation,
@@ -134,7 +135,9 @@ class EpisodeMemoryProcessor(MemoryProcessor[EpisodeMemorySettings, EpisodeMemor
                     self._evictions.inc(evicted)
                 return EpisodeResponse(id=episode_id, created=created, evicted=evicted)
             case "retrieve":
-                return EpisodeResponse(episodes=await memory.retrieve(scope, r))
+                episodes, also = await memory.retrieve_all(scope, r)
+                hits = [EpisodeHits(episodes=found) for found in also]
+                return EpisodeResponse(episodes=episodes, also=hits)
             case "get":
                 return EpisodeResponse(episodes=await memory.get(scope, r.ids))
             case "list":

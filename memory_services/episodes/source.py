@@ -12,8 +12,9 @@ from pydantic import Field
 from react_mem.agent.config import Key
 from react_mem.agent.items import Item, episode_items, reflection_items
 from react_mem.agent.sources import Ask, MemorySource, setting
+from react_mem.clients.base import build
 from react_mem.clients.episodes import EPISODE_MEMORY, EpisodeClient
-from react_mem.schema.episodes import Episode
+from react_mem.schema.episodes import Episode, EpisodeSearch
 
 SECONDS_PER_DAY = 86400.0
 #: Episode-memory's default goal limit: a question recalled by with a state is cut to it.
@@ -21,41 +22,74 @@ STATE_GOAL_CHARS = 4000
 
 
 async def _episodes(ask: Ask) -> list[Item]:
-    """The episodes recalled and the recent lessons, asked side by side (the lessons were
-    asked after the episodes came back: a second round trip on every ask's recall)."""
-    relevant = EpisodeClient.of(ask.flow).retrieve(
-        ask.owner,
-        # Also beside the vector: hybrid ranking reads its words (the service's goal limit).
-        goal=ask.question[:STATE_GOAL_CHARS] if ask.state else ask.question,
-        context=ask.state,
-        vector=None if ask.state else ask.vector,  # with a state, the service embeds both
-        top_k=ask.top_k,
-        min_score=ask.min_score,
-        retrieval=ask.cfg.retrieval(),
-    )
-    episodes, recent = await asyncio.gather(relevant, _recent_episodes(ask))
+    """The episodes recalled and the recent lessons. Asked by the same query (no state),
+    both go in one request (two searches in the service, one round trip: as two requests
+    the service answered them one after the other, and the recall waited for the second);
+    with a state the episodes are asked by question and state, the lessons by the question,
+    side by side."""
+    client = EpisodeClient.of(ask.flow)
+    recent = _recent_search(ask)
+    relevant = build(EpisodeSearch, top_k=ask.top_k)
+    if ask.state:
+        episodes, recent_found = await asyncio.gather(
+            client.retrieve(
+                ask.owner,
+                # Also beside the vector: hybrid ranking reads its words (the goal limit).
+                goal=ask.question[:STATE_GOAL_CHARS],
+                context=ask.state,
+                vector=None,  # with a state, the service embeds both
+                top_k=ask.top_k,
+                min_score=ask.min_score,
+                retrieval=ask.cfg.retrieval(),
+            ),
+            _recent_alone(client, ask, recent),
+        )
+    else:
+        searches = [relevant] if recent is None else [relevant, recent]
+        episodes, *rest = await client.retrieve_each(
+            ask.owner,
+            searches,
+            goal=ask.question,
+            vector=ask.vector,
+            min_score=ask.min_score,
+            retrieval=ask.cfg.retrieval(),
+        )
+        recent_found = rest[0] if rest else []
     shown = {e.id for e in episodes}
-    lessons = reflection_items([e for e in recent if e.id not in shown and e.lessons])
+    lessons = reflection_items([e for e in recent_found if e.id not in shown and e.lessons])
     return episode_items(episodes) + lessons
 
 
-async def _recent_episodes(ask: Ask) -> list[Episode]:
+def _recent_search(ask: Ask) -> EpisodeSearch | None:
     """For seed 003's recent reflections: the owner's latest relevant episodes (of the
-    request's task type, if it names one); those the recall shows are left out after."""
+    request's task type, if it names one); those the recall shows are left out after.
+    None: the prompt shows no recent lessons."""
     top_k = int(setting(ask.cfg, "reflection-top-k"))
     if top_k <= 0:
-        return []
+        return None
     days = float(setting(ask.cfg, "reflection-window-days"))
-    return await EpisodeClient.of(ask.flow).retrieve(
-        ask.owner,
-        goal=ask.question,
-        vector=ask.vector,
+    return build(
+        EpisodeSearch,
         top_k=top_k,
-        min_score=ask.min_score,
-        retrieval=ask.cfg.retrieval(),
         task_type=ask.task_type or None,
         since=time.time() - days * SECONDS_PER_DAY,
     )
+
+
+async def _recent_alone(
+    client: EpisodeClient, ask: Ask, search: EpisodeSearch | None
+) -> list[Episode]:
+    if search is None:
+        return []
+    [found] = await client.retrieve_each(
+        ask.owner,
+        [search],
+        goal=ask.question,
+        vector=ask.vector,
+        min_score=ask.min_score,
+        retrieval=ask.cfg.retrieval(),
+    )
+    return found
 
 
 EPISODES = MemorySource(

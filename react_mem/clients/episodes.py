@@ -9,7 +9,13 @@ from react_mem.clients.base import Page, Service, build, owner
 from react_mem.clients.consolidating import ConsolidatingClient
 from react_mem.errors import BadReply
 from react_mem.schema.agent import AgentStep
-from react_mem.schema.episodes import Episode, EpisodeRequest, EpisodeResponse, Outcome
+from react_mem.schema.episodes import (
+    Episode,
+    EpisodeRequest,
+    EpisodeResponse,
+    EpisodeSearch,
+    Outcome,
+)
 from react_mem.schema.forget import Forgotten
 from react_mem.schema.retrieval import RetrievalOptions
 from react_mem.schema.scope import Scope
@@ -82,6 +88,40 @@ class EpisodeClient(ConsolidatingClient[EpisodeRequest, EpisodeResponse]):
         until: float | None = None,
     ) -> list[Episode]:
         """The episodes most similar to ``goal``/``context`` (or ``vector``), best first."""
+        search = build(
+            EpisodeSearch,
+            top_k=top_k,
+            outcome=outcome,
+            task_type=task_type,
+            since=since,
+            until=until,
+        )
+        [found] = await self.retrieve_each(
+            scope,
+            [search],
+            goal=goal,
+            context=context,
+            vector=vector,
+            min_score=min_score,
+            retrieval=retrieval,
+        )
+        return found
+
+    async def retrieve_each(
+        self,
+        scope: Scope,
+        searches: Sequence[EpisodeSearch],
+        *,
+        goal: str = "",
+        context: str = "",
+        vector: Sequence[float] | None = None,
+        min_score: float | None = None,
+        retrieval: RetrievalOptions | None = None,
+    ) -> list[list[Episode]]:
+        """Each search's episodes (its size and filters, by one query), best first, in one
+        request (the request's ``also``). A service that predates ``also`` answers the
+        first alone: the others are then asked one by one."""
+        first, *others = searches
         response = await self.call(
             build(
                 EpisodeRequest,
@@ -89,17 +129,27 @@ class EpisodeClient(ConsolidatingClient[EpisodeRequest, EpisodeResponse]):
                 goal=goal,
                 context=context,
                 vector=None if vector is None else list(vector),
-                top_k=top_k,
-                outcome=outcome,
                 min_score=min_score,
                 retrieval=retrieval,
-                task_type=task_type,
-                since=since,
-                until=until,
+                also=list(others),
+                **first.model_dump(),
                 **owner(scope),
             )
         )
-        return response.episodes
+        found = [response.episodes]
+        if len(response.also) == len(others):
+            return found + [hits.episodes for hits in response.also]
+        for search in others:  # an older service: one request a search
+            found += await self.retrieve_each(
+                scope,
+                [search],
+                goal=goal,
+                context=context,
+                vector=vector,
+                min_score=min_score,
+                retrieval=retrieval,
+            )
+        return found
 
     async def get(self, scope: Scope, ids: Sequence[str]) -> list[Episode]:
         response = await self.call(

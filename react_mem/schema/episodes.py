@@ -11,7 +11,11 @@ is given: a store records them on the episode; a retrieve or list without
   (and the scope's ``conversation_id``) -> ``id``, ``created``, ``evicted``.
 - ``retrieve``: goal and/or context (or a precomputed ``vector``), top_k, optional
   ``outcome``, ``task_type``, ``since`` / ``until`` filters, ``min_score`` -> ``episodes``
-  with ``similarity``, best first.
+  with ``similarity``, best first. ``also``: further searches by the same query (goal,
+  context or vector, ``min_score``, ``retrieval``), each with its own ``top_k`` and filters,
+  answered in the response's ``also``, one list per search in their order: one request for
+  what would be several (the agent's recent lessons beside its episodes). A service that
+  predates ``also`` ignores it and answers none.
 - ``get``: ids -> episodes. ``list``: limit, offset, the same optional filters -> a page of
   episodes and ``next_offset``. Episodes are the store of trajectories: each carries its
   task type, parent session, success score, cost (tokens, duration) and the playbook
@@ -102,6 +106,27 @@ class Episode(WireModel):
     consolidation_id: str | None = None
 
 
+#: Most further searches one retrieve may carry (``also``).
+MAX_ALSO_SEARCHES = 4
+
+
+class EpisodeSearch(WireModel):
+    """A further search by a retrieve's query, with its own size and filters (the
+    request's fields of the same names, which it replaces for this search)."""
+
+    top_k: int | None = Field(default=None, ge=1)
+    outcome: Outcome | None = None
+    task_type: str | None = Field(default=None, max_length=MAX_LABEL_CHARS)
+    since: float | None = None
+    until: float | None = None
+
+
+class EpisodeHits(WireModel):
+    """What one of a retrieve's ``also`` searches found, best first."""
+
+    episodes: list[Episode] = Field(default_factory=list)
+
+
 class EpisodeRequest(WireModel):
     max_values = MAX_REQUEST_VALUES
     #: Required: a missing or unknown one is refused (``bad-operation``) when decoded.
@@ -149,6 +174,8 @@ class EpisodeRequest(WireModel):
     #: Only memories below this merge into another (default: the service's, 0.5).
     min_importance: float | None = Field(default=None, gt=0.0, le=1.0)
     dry_run: bool = False
+    #: retrieve: further searches by this query (see the module's doc).
+    also: list[EpisodeSearch] = Field(default_factory=list, max_length=MAX_ALSO_SEARCHES)
 
 
 class EpisodeResponse(WireModel):
@@ -166,3 +193,5 @@ class EpisodeResponse(WireModel):
     consolidation: ConsolidationReport | None = None
     #: forget: what was removed, per kind, and the collections compacted.
     forgotten: Forgotten | None = None
+    #: retrieve: each of the request's ``also`` searches' episodes, in its order.
+    also: list[EpisodeHits] = Field(default_factory=list)

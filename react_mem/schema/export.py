@@ -78,6 +78,7 @@ register(forget.Forgotten, forget.ForgetRequest, forget.ForgetResponse, audit.Au
 register(facts.FactInput, facts.Fact, facts.StoredFact, facts.FactRequest, facts.FactResponse)
 register(working.WorkingMemoryRequest, working.WorkingMemoryResponse)
 register(episodes.Episode, episodes.EpisodeRequest, episodes.EpisodeResponse)
+register(episodes.EpisodeSearch, episodes.EpisodeHits)
 register(conversations.ConversationTurn, conversations.Conversation)
 register(conversations.ConversationRequest, conversations.ConversationResponse)
 register(conversations.ConversationEnded, conversations.QuotaNotice)
