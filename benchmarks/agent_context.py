@@ -16,7 +16,7 @@ text-completion queue has no consumer: no LLM is called).
    (HNSW) of the facts collection, run offline between two starts of the stack.
 2. Prompt tokens over a 50-turn conversation: the agent's prompt (system + memory section
    + question) against replaying the whole transcript, each turn appended to conversation
-   memory by ``AgentProcessor.append_turn`` and followed by 1-2 facts and an episode.
+   memory by ``InvocationEnd.append_turn`` and followed by 1-2 facts and an episode.
 
 Fact texts and timing questions come from ``fact_memory.py`` (LoCoMo turns and questions
 from ``../shared/eval/`` when present, then generated ones); the chat is generated. The
@@ -566,7 +566,9 @@ async def append(s: Stack, conversation: str, turn: Turn) -> None:
     )
     inv = Invocation.of(request, s.flow, s.config)
     inv.state = MemoryState(started_at=time.time())
-    await s.agent.append_turn(inv, turn.answer, "success", asyncio.Event(), before_answer=True)
+    await s.agent.ending.append_turn(
+        inv, turn.answer, "success", asyncio.Event(), before_answer=True
+    )
 
 
 # -- part 1: assembly latency ------------------------------------------------------------
@@ -709,7 +711,7 @@ async def overhead(
                 f"  fill: {size:,} facts written straight into fact-memory's store (its record "
                 f"layout) in {wrote:.1f} s, vectors {vector_seconds:.0f} s for the largest size "
                 f"(see setup); {len(episodes)} episodes (episode-memory store) and "
-                f"{len(history)} turns (AgentProcessor.append_turn) through the bus in "
+                f"{len(history)} turns (InvocationEnd.append_turn) through the bus in "
                 f"{through_bus:.1f} s; torch threads now {torch_threads()}"
             )
             print("  as grown (indexed by the store as it went):\n    " + await latency(

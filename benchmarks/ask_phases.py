@@ -27,7 +27,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from react_mem.agent import recall, service
+from react_mem.agent import ending, recall, service
 from react_mem.processor import consumer
 
 #: Phases as (label, first mark, second mark); a mark is a wrapped call's start (``>``) or
@@ -72,8 +72,8 @@ class Phases:
         self._wrap(recall.MemoryRecall, "_embed", "embed")
         self._wrap(service.prompt, "render_context", "render")
         self._wrap(service, "decide", "llm")
-        self._wrap(service, "publish_trajectory", "publish")
-        self._wrap(service.AgentProcessor, "append_turn", "append")
+        self._wrap(ending, "publish_trajectory", "publish")
+        self._wrap(ending.InvocationEnd, "append_turn", "append")
         self._wrap(service.Responder, "answer", "answer")
         settle = consumer.ConsumerRunner._settle
         handled, sources = self.handled, self.sources

@@ -179,6 +179,22 @@ def test_email_domains_are_checked_offline(
     assert tried == []
 
 
+def test_screened_words_are_not_kept(detector: Detector) -> None:
+    """spaCy keeps every word it has not seen in its vocabulary for the life of the
+    process: users' words after they are forgotten, and a heap that grows with each one
+    (the soak's creep). The screen forgets them with the text, and still finds what the
+    text held."""
+    redact(detector, "A first text, so the vocabulary holds what any text adds.")
+    before = detector.words_known
+    rng = random.Random(11)
+    for n in range(300):
+        word = f"zq{rng.getrandbits(40):x}"
+        text = f"{word} took a ferret to Osaka (note {n}); mail {word}@corp-mail.io"
+        said, kinds = redact(detector, text)
+        assert kinds == ["EMAIL_ADDRESS"] and word in said and "@" not in said
+    assert detector.words_known == before
+
+
 def test_presidio_is_imported_without_torch() -> None:
     """spaCy's thinc and Presidio import torch when installed; the screen keeps it out
     (≈300 MiB a memory service's ONNX embedder does not need)."""

@@ -6,7 +6,7 @@ memory section of the prompt; it and the invocation's counters travel on in
 queue (the request queue), so any replica continues any invocation. The agent seals that
 state (``seal``) and refuses one it did not seal for this invocation. The turn is appended
 to conversation memory and the trajectory published for the memory learner before the
-answer is sent: an answer is never given whose learning could still be lost.
+answer is sent (``ending``): an answer is never given whose learning could still be lost.
 
 Each iteration ends, within its LLM deadline (``llm_deadline``, or the workspace's
 ``llm-timeout``), in progress for the caller (a thought, an observation, the answer) or an
@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -30,14 +29,8 @@ from react_mem.agent.act import act
 from react_mem.agent.config import AGENT_CONFIG_TYPE, AgentMemConfig, agent_values
 from react_mem.agent.credit import cited_bullets, shown_bullets
 from react_mem.agent.data_tools import TOOL_SERVICE_CONFIG_TYPE
-from react_mem.agent.finish import (
-    BACKGROUND_ATTEMPTS,
-    append_turn,
-    publish_trajectory,
-    short,
-    tool_errors,
-    trajectory,
-)
+from react_mem.agent.ending import InvocationEnd
+from react_mem.agent.finish import short, tool_errors
 from react_mem.agent.invocation import Invocation
 from react_mem.agent.llm import Deadline, LLMError, ReplyFormat, Usage, decide
 from react_mem.agent.memory_tools import memory_tools
@@ -53,10 +46,8 @@ from react_mem.agent.seal import SeenSeals, StateSealer, invocation, load_key, w
 from react_mem.agent.settings import AgentSettings, client_specs
 from react_mem.agent.sources import Sources, recent_state
 from react_mem.agent.tools import TOOL_CONFIG_TYPE, Tool, tools_from_config
-from react_mem.agent.turns import Pending, PendingTurns
 from react_mem.agent.working import compact
 from react_mem.bus.transport import Transport
-from react_mem.clients.conversations import CONVERSATION_MEMORY
 from react_mem.embedding.base import Embedder
 from react_mem.errors import ConfigurationError
 from react_mem.processor.base import Processor
@@ -125,8 +116,8 @@ class AgentProcessor(Processor):
         #: What it recalls from, the memory section's layout and the keys its config takes.
         self.sources = Sources.of(MemoryKinds.from_entry_points() if kinds is None else kinds)
         self.layout = prompt.Layout.of(self.sources)
-        #: Conversation turns being appended (a follow-up's recall waits for its own).
-        self.turns = PendingTurns()
+        #: The turn's append and the trajectory's publish, at each invocation's end.
+        self.ending = InvocationEnd(self.id, self.settings, self.metrics)
         self.seen_seals = SeenSeals(self.settings.memory_state_max_age)
         self.workspaces: dict[str, Workspace] = {}
         self.register_specification(
@@ -270,7 +261,7 @@ class AgentProcessor(Processor):
             await respond.error(message)
             self.metrics.sessions.labels(processor=self.id, outcome="max-iterations").inc()
             self.metrics.iterations.labels(processor=self.id).observe(cfg.max_iterations)
-            await self.finish(inv, "", "failure", message)
+            await self.ending.finish(inv, "", "failure", message)
             return
 
         history = await compact(loaded.counter, inv, deadline, self.metrics.compressions, self.id)
@@ -328,11 +319,11 @@ class AgentProcessor(Processor):
             # sent, or stored); the two run side by side, and beside the thought's send,
             # which ends before anything else is sent (an error from learning included), so
             # the caller's stream keeps its order.
-            stored = self.settings.turn_wait == "reply" or inv.state.hold_turn
-            turn = self.start_turn(inv, decision.answer, outcome, before_answer=stored)
+            stored = self.ending.answer_waits_for_stored(inv)
+            turn = self.ending.start_turn(inv, decision.answer, outcome, before_answer=stored)
             thought = asyncio.ensure_future(respond.thought(decision.thought))
             try:
-                note = await self.finish(
+                note = await self.ending.finish(
                     inv, decision.answer, outcome, None, turn, answered=False, stored=stored
                 )
             finally:
@@ -368,9 +359,7 @@ class AgentProcessor(Processor):
         if not inv.memory_on or cfg.memory_token_budget == 0:
             return state
         started = time.perf_counter()
-        # A follow-up sees the last turn: its append sent ahead of this recall, or stored.
-        stored = self.settings.turn_wait == "reply"
-        await self.turns.settled(inv.scope, cfg.memory_timeout, stored=stored)
+        await self.ending.previous_turn(inv)
         recall = await MemoryRecall(inv.flow, loaded.embedder, cfg, self.sources).recall(
             request.question, inv.scope, recent_state(request.history), request.task_type
         )
@@ -410,86 +399,10 @@ class AgentProcessor(Processor):
                 tools.setdefault(tool.name, tool)
         return tools
 
-    # -- invocation end ------------------------------------------------------------
-    def start_turn(
-        self, inv: Invocation, answer: str, outcome: Outcome, *, before_answer: bool = False
-    ) -> Pending | None:
-        """Start appending the conversation turn (see :mod:`.turns`); None if there is none.
-        ``before_answer``: the answer waits for it stored, so the turn takes the quota
-        notices (the answer tells them) and is tried once; else its attempts go on after
-        the answer, and a turn not stored for good is counted."""
-        appended = inv.flow.has_client(CONVERSATION_MEMORY.request)
-        if not (inv.memory_on and inv.scope.conversation and appended):
-            return None
-
-        def append(sent: asyncio.Event) -> Coroutine[Any, Any, str | None]:
-            return self.append_turn(inv, answer, outcome, sent, before_answer=before_answer)
-
-        return self.turns.start(inv.scope, append)
-
-    async def append_turn(
-        self,
-        inv: Invocation,
-        answer: str,
-        outcome: Outcome,
-        sent: asyncio.Event,
-        *,
-        before_answer: bool,
-    ) -> str | None:
-        return await append_turn(
-            inv.flow,
-            inv.request,
-            inv.scope,
-            inv.state,
-            answer,
-            outcome,
-            self.settings.memory_write_timeout,
-            take_notices=before_answer,
-            sent=sent,
-            attempts=1 if before_answer else BACKGROUND_ATTEMPTS,
-            lost=None if before_answer else self._turn_lost,
-        )
-
-    def _turn_lost(self) -> None:
-        self.metrics.turns_lost.labels(processor=self.id).inc()
-
-    async def finish(
-        self,
-        inv: Invocation,
-        answer: str,
-        outcome: Outcome,
-        error: str | None,
-        turn: Pending | None = None,
-        *,
-        answered: bool = True,
-        stored: bool = True,
-    ) -> str | None:
-        """The conversation turn (``turn``, if started; else started here) beside the
-        trajectory. Before an answer (``answered`` false) a trajectory that cannot be
-        published fails the iteration, which is retried and then answered with an error:
-        never an answer whose learning was lost. After an error reply it is only logged.
-        ``stored``: wait for the turn stored, else only for its request on the bus.
-        Returns a note for the answer when memory dropped something (a turn past the
-        conversation's cap; counted by conversation-memory) or has news for the user (the
-        quota notices the turn took)."""
-        if not inv.memory_on:
-            return None
-        turn = turn or self.start_turn(inv, answer, outcome)
-        if inv.flow.has_producer("trajectory"):
-            record = trajectory(inv.request, inv.state, inv.scope, inv.cfg, answer, outcome, error)
-            await publish_trajectory(inv.flow, record, answered=answered)
-        if turn is None:
-            return None
-        if not stored:
-            await turn.ordered()
-            if not turn.task.done():
-                return None  # on its way: conversation memory stores it before a follow-up
-        return await turn.task
-
     async def stop(self) -> None:
         """Give the turns still on their way to conversation memory their time to be
         stored (``memory_write_timeout``), then stop."""
-        left = await self.turns.drain(self.settings.memory_write_timeout)
+        left = await self.ending.drain()
         if left:
             logger.error("%s: %d conversation turns not stored at stop", self.id, left)
         await super().stop()
