@@ -62,6 +62,18 @@ def read(text: str) -> None:
     _key(text)
 
 
+def readings() -> int:
+    """How many texts and words the guard keeps read (users' words: see :func:`forget_readings`)."""
+    return sum(f.cache_info().currsize for f in (_key, _skeleton, _canonical))
+
+
+def forget_readings() -> None:
+    """Drop every kept reading: they hold users' words, which a forget must not leave in the
+    process (the caches are shared by every owner, so all go; they refill as texts come)."""
+    for cached in (_key, _skeleton, _canonical):
+        cached.cache_clear()
+
+
 @lru_cache(maxsize=2048)
 def _key(text: str) -> tuple[str, ...]:
     """The canonical words of :func:`_skeleton`, kept: a batch of 256 facts that all embed

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from memory_services import heap
+from memory_services import dedup_guard, heap
 from memory_services.scope_registry import ScopeRegistry
 from memory_services.store.base import Scope, VectorStore
 from react_mem.errors import BadRequest
@@ -57,6 +57,7 @@ async def forget(
     for scope in scopes:
         removed.update(await purge(scope))
     compacted = [c for c in collections if await store.compact(c)]
+    dedup_guard.forget_readings()  # the merge guard's kept readings hold users' words
     await heap.release()  # the rebuilds freed the old shards' memory: give it back
     return Forgotten(
         collections=[s.collection for s in scopes], records=dict(removed), compacted=compacted

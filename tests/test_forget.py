@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from memory_services import dedup_guard
 from memory_services.playbook.service import PlaybookMemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
 from react_mem.commands.common import ServiceQueues
@@ -106,6 +107,8 @@ async def test_forgetting_a_user_leaves_no_byte_of_their_canary(
         reports = await forget_user(
             stack.transport, to, kinds=INSTALLED, user="alice", timeout=120, progress=progress
         )
+        # The services run in this process: the merge guard kept no reading of any text.
+        assert dedup_guard.readings() == 0
         lines = [line.split() for line in terminal.getvalue().splitlines()]
         assert [words[1] for words in lines] == [f"{n}/5" for n in range(1, 6)]  # as they answer
         assert sorted(words[2] for words in lines) == sorted(to)
