@@ -36,7 +36,11 @@ them interleaved, pooled):
 - ``none``: no maintenance, deletes or index runs (what the writes alone cost the loop).
 
 Beside the stalls it prints each write call's latency as the writer saw it (p50, p99.9,
-longest): how long a request waited on the store, in whichever process the work ran.
+longest): how long a request waited on the store, in whichever process the work ran, and
+the longest garbage-collection pass in this process during the window. ``--trace MS``
+prints, for each mode's longest stalls over MS, what they were made of
+(:mod:`stall_trace`: the loop thread's CPU, run-queue wait and sleep, GC passes, slow
+callbacks; it adds a sampling thread, so time figures without it).
 
     OMP_NUM_THREADS=1 python benchmarks/loop_stall.py --points 100000 --seconds 60
     OMP_NUM_THREADS=1 python benchmarks/loop_stall.py --points 20000 --seconds 30 \
