@@ -416,7 +416,13 @@ async def main_async(args: argparse.Namespace, tmp: Path) -> None:
             shutil.copytree(base, path)
             runs[mode].append(await run(path, args, mode))
             shutil.rmtree(path)
-            print(f"  round {round_ + 1} {mode}: done, load {os.getloadavg()[0]:.1f}", flush=True)
+            late, gcs = runs[mode][-1].lateness, runs[mode][-1].collections
+            over, gc_max, load = sum(x > 50 for x in late), max(gcs, default=0), os.getloadavg()[0]
+            print(
+                f"  round {round_ + 1} {mode}: longest {max(late):.1f} ms, {over} over 50 ms, "
+                f"GC pass max {gc_max:.1f} ms; load {load:.1f}",
+                flush=True,
+            )
     results = {mode: figures(found) for mode, found in runs.items()}
     keys = list(next(iter(results.values()))[0])
     counts = ("over 50", "index runs")
