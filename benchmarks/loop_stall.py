@@ -81,7 +81,7 @@ from memory_services.store.edge import EdgeStore
 from memory_services.store.hosted import HostedStore
 
 sys.path.insert(0, str(Path(__file__).parent))
-from stall_trace import StallTrace, descendants
+from stall_trace import StallTrace, descendants, gc_passes
 
 MODES = ["engine", "log", "hosted", "frozen", "none"]
 #: The kinds of storage work whose stalls are told apart.
@@ -98,20 +98,7 @@ KINDS = [
 ]
 SPEC = CollectionSpec("facts-384", 384, text_fields=("content",))
 SCOPE = Scope("ws", "bench", "alice")
-WORDS = [
-    "tortoise",
-    "cello",
-    "Leeds",
-    "spring",
-    "Fiat",
-    "red",
-    "sister",
-    "flat",
-    "code",
-    "locker",
-    "tea",
-    "garden",
-]
+WORDS = "tortoise cello Leeds spring Fiat red sister flat code locker tea garden".split()  # noqa: SIM905
 
 
 def records(rng: np.random.Generator, count: int) -> list[Record]:
@@ -340,17 +327,7 @@ async def run(path: Path, args: argparse.Namespace, mode: str) -> Found:
     timing = (
         instrumented(store, events) if isinstance(store, EdgeStore) else contextlib.nullcontext()
     )
-    collections: list[float] = []
-    collecting = [0.0]
-
-    def timed_gc(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            collecting[0] = time.perf_counter()
-        else:
-            collections.append((time.perf_counter() - collecting[0]) * 1000)
-
-    gc.callbacks.append(timed_gc)
-    with before, timing:
+    with before, timing, gc_passes() as collections:
         if trace is not None:
             trace.start()
         tick = asyncio.create_task(ticker())
@@ -362,11 +339,11 @@ async def run(path: Path, args: argparse.Namespace, mode: str) -> Found:
         await asyncio.gather(*indexing)
         stop.set()
         await tick
-        gc.callbacks.remove(timed_gc)
         if trace is not None:
             trace.stop()
-            print(f"  {mode}: the longest stalls over {args.trace:g} ms", flush=True)
-            print("\n".join(f"  {line}" for line in trace.report()), flush=True)
+            print(
+                f"  {mode}: the longest stalls over {args.trace:g} ms", *trace.report(), sep="\n  "
+            )
         await store.close()  # after the ticker: the close's flush is not counted
     gc.unfreeze()
     runs_done = store.indexed + len(runs)

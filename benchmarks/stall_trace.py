@@ -98,6 +98,25 @@ def _coro_where(handle: asyncio.Handle) -> str:
     return f"task {task.get_name()} at " + " > ".join(frames)
 
 
+@contextlib.contextmanager
+def gc_passes() -> Iterator[list[float]]:
+    """Each garbage-collection pass's pause (ms) in this process while inside."""
+    pauses: list[float] = []
+    began = [0.0]
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            began[0] = time.perf_counter()
+        else:
+            pauses.append((time.perf_counter() - began[0]) * 1000)
+
+    gc.callbacks.append(timed)
+    try:
+        yield pauses
+    finally:
+        gc.callbacks.remove(timed)
+
+
 @dataclass
 class _Sample:
     at: float
