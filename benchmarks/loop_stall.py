@@ -30,10 +30,17 @@ them interleaved, pooled):
   (:class:`~memory_services.store.hosted.HostedStore`): every call a round trip over a socket
   pair, the engine's calls holding the child's GIL, not this process's (the storage work
   happens in the child, so only the calls' latency and the index runs are timed here);
+- ``frozen``: ``hosted`` with this process's heap as the run begins (the records it will
+  write, made beforehand) moved out of the garbage collector's passes (``gc.freeze()``, as a
+  service would once started): a full pass then walks only what the run itself made;
 - ``none``: no maintenance, deletes or index runs (what the writes alone cost the loop).
 
 Beside the stalls it prints each write call's latency as the writer saw it (p50, p99.9,
-longest): how long a request waited on the store, in whichever process the work ran.
+longest): how long a request waited on the store, in whichever process the work ran, and
+the longest garbage-collection pass in this process during the window. ``--trace MS``
+prints, for each mode's longest stalls over MS, what they were made of
+(:mod:`stall_trace`: the loop thread's CPU, run-queue wait and sleep, GC passes, slow
+callbacks; it adds a sampling thread, so time figures without it).
 
     OMP_NUM_THREADS=1 python benchmarks/loop_stall.py --points 100000 --seconds 60
     OMP_NUM_THREADS=1 python benchmarks/loop_stall.py --points 20000 --seconds 30 \
@@ -45,9 +52,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -71,7 +80,10 @@ from memory_services.store import (
 from memory_services.store.edge import EdgeStore
 from memory_services.store.hosted import HostedStore
 
-MODES = ["engine", "log", "hosted", "none"]
+sys.path.insert(0, str(Path(__file__).parent))
+from stall_trace import StallTrace, descendants, gc_passes
+
+MODES = ["engine", "log", "hosted", "frozen", "none"]
 #: The kinds of storage work whose stalls are told apart.
 KINDS = [
     "flush",
@@ -86,20 +98,7 @@ KINDS = [
 ]
 SPEC = CollectionSpec("facts-384", 384, text_fields=("content",))
 SCOPE = Scope("ws", "bench", "alice")
-WORDS = [
-    "tortoise",
-    "cello",
-    "Leeds",
-    "spring",
-    "Fiat",
-    "red",
-    "sister",
-    "flat",
-    "code",
-    "locker",
-    "tea",
-    "garden",
-]
+WORDS = "tortoise cello Leeds spring Fiat red sister flat code locker tea garden".split()  # noqa: SIM905
 
 
 def records(rng: np.random.Generator, count: int) -> list[Record]:
@@ -135,6 +134,8 @@ class Found(NamedTuple):
     index_runs: int
     #: Each write call's latency (ms), from the writer's side.
     calls: list[float]
+    #: Each garbage collection's pause (ms) in this process during the window.
+    collections: list[float]
 
 
 class Events:
@@ -253,7 +254,7 @@ def behaviour_before() -> Iterator[None]:
 async def run(path: Path, args: argparse.Namespace, mode: str) -> Found:
     interval = 0.0 if mode == "none" else 5.0
     store: EdgeStore | HostedStore
-    if mode == "hosted":  # the child's log bound is the default one
+    if mode in ("hosted", "frozen"):  # the child's log bound is the default one
         store = HostedStore(path, flush_interval=interval, index_after=args.index_after)
     else:
         store = EdgeStore(
@@ -270,6 +271,8 @@ async def run(path: Path, args: argparse.Namespace, mode: str) -> Found:
     ticks: list[tuple[float, float]] = []  # (slept from, late ms)
     stop = asyncio.Event()
 
+    trace = StallTrace(args.trace, lambda: descendants(os.getpid())) if args.trace else None
+
     async def ticker() -> None:
         while not stop.is_set():
             started = time.perf_counter()
@@ -277,10 +280,15 @@ async def run(path: Path, args: argparse.Namespace, mode: str) -> Found:
             late = (time.perf_counter() - started - 0.001) * 1000
             lateness.append(late)
             ticks.append((started, late))
+            if trace is not None:
+                trace.tick(started, late)
 
     # Made before the run: making 500 records holds the loop too, and it is not storage work.
     rng, period = np.random.default_rng(2), 1 / args.rate
     batches = [records(rng, args.batch) for _ in range(int(args.seconds * args.rate) + 1)]
+    if mode == "frozen":  # what is here now, a service's after start-up, out of every GC pass
+        gc.collect()
+        gc.freeze()
     written: list[str] = []
     calls: list[float] = []
     extra = mode != "none"  # deletes and forced index runs
@@ -319,7 +327,9 @@ async def run(path: Path, args: argparse.Namespace, mode: str) -> Found:
     timing = (
         instrumented(store, events) if isinstance(store, EdgeStore) else contextlib.nullcontext()
     )
-    with before, timing:
+    with before, timing, gc_passes() as collections:
+        if trace is not None:
+            trace.start()
         tick = asyncio.create_task(ticker())
         indexing = [
             asyncio.create_task(index_at(at, done))
@@ -329,9 +339,16 @@ async def run(path: Path, args: argparse.Namespace, mode: str) -> Found:
         await asyncio.gather(*indexing)
         stop.set()
         await tick
+        if trace is not None:
+            trace.stop()
+            print(
+                f"  {mode}: the longest stalls over {args.trace:g} ms", *trace.report(), sep="\n  "
+            )
         await store.close()  # after the ticker: the close's flush is not counted
+    gc.unfreeze()
     runs_done = store.indexed + len(runs)
-    return Found(lateness, events.within(ticks), events.durations(), events.cpu, runs_done, calls)
+    within, durations = events.within(ticks), events.durations()
+    return Found(lateness, within, durations, events.cpu, runs_done, calls, collections)
 
 
 def figures(runs: list[Found]) -> tuple[dict[str, float], dict[str, str]]:
@@ -359,6 +376,7 @@ def figures(runs: list[Found]) -> tuple[dict[str, float], dict[str, str]]:
     calls = [x for found in runs for x in found.calls]
     q = statistics.quantiles(calls, n=1000, method="inclusive")
     stalls |= {"call p50": statistics.median(calls), "call p99.9": q[998], "call max": max(calls)}
+    stalls["gc max"] = max((x for found in runs for x in found.collections), default=0.0)
     return stalls, kinds
 
 
@@ -375,7 +393,13 @@ async def main_async(args: argparse.Namespace, tmp: Path) -> None:
             shutil.copytree(base, path)
             runs[mode].append(await run(path, args, mode))
             shutil.rmtree(path)
-            print(f"  round {round_ + 1} {mode}: done, load {os.getloadavg()[0]:.1f}", flush=True)
+            late, gcs = runs[mode][-1].lateness, runs[mode][-1].collections
+            over, gc_max, load = sum(x > 50 for x in late), max(gcs, default=0), os.getloadavg()[0]
+            print(
+                f"  round {round_ + 1} {mode}: longest {max(late):.1f} ms, {over} over 50 ms, "
+                f"GC pass max {gc_max:.1f} ms; load {load:.1f}",
+                flush=True,
+            )
     results = {mode: figures(found) for mode, found in runs.items()}
     keys = list(next(iter(results.values()))[0])
     counts = ("over 50", "index runs")
@@ -417,6 +441,12 @@ def main() -> None:
         type=int,
         default=edge_flush.LOG_SEGMENTS,
         help="closed log segments before a flush is the engine's (0: at the first)",
+    )
+    parser.add_argument(
+        "--trace",
+        type=float,
+        default=0.0,
+        help="print what each stall over this many ms was made of (stall_trace.py; 0: off)",
     )
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
