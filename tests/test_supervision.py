@@ -11,6 +11,7 @@ import pytest
 
 from react_mem.bus.in_process import InProcessTransport
 from react_mem.errors import ConfigurationError
+from react_mem.processor import runtime
 from react_mem.processor.base import Processor
 from react_mem.processor.kinds import MemoryKinds
 from react_mem.processor.runtime import ProcessorEntry, supervise
@@ -77,3 +78,21 @@ async def test_a_passing_fault_is_restarted(monkeypatch: pytest.MonkeyPatch) -> 
     stopping.set()
     await asyncio.wait_for(task, HANG)
     assert FailsOnce.starts == 2 and started == ["failsonce"]
+
+
+def test_the_heap_is_frozen_once_every_processor_has_started(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    frozen: list[int] = []
+    monkeypatch.setattr(runtime.gc, "freeze", lambda: frozen.append(1))
+    seen: list[str] = []
+    on_started = runtime.freezing_heap(["agent", "facts"], lambda i, _s: seen.append(i))
+    on_started("agent", 0.1)
+    assert frozen == []  # one processor still starting: its objects would stay walked
+    on_started("agent", 0.1)  # a restart does not count twice
+    assert frozen == []
+    on_started("facts", 0.2)
+    assert frozen == [1]
+    on_started("facts", 0.2)  # restarted later: frozen once only
+    assert frozen == [1]
+    assert seen == ["agent", "agent", "facts", "facts"]  # the caller's callback still runs
