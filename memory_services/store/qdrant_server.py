@@ -375,7 +375,10 @@ def _requests(
             side = {"query": terms, "using": lexical.VECTOR}
         found.append(
             models.QueryRequest(
-                filter=where, limit=ties.fetch(depth), with_payload=payload, with_vector=[""],
+                filter=where,
+                limit=ties.fetch(depth),
+                with_payload=payload,
+                with_vector=[""],
                 **side,
             )
         )
