@@ -6,7 +6,9 @@ them; then the recall's one request (the episodes like the question, top 3, and 
 ones as its ``also`` search, top 3) decoded, answered (``EpisodeMemory.retrieve_all``: the
 engine's searches, the hits read, the episodes built), its reply encoded and decoded again
 as the agent does. Prints the thread's CPU time of each part (median of ``--repeats``) and
-the reply's size, per step count.
+the reply's size, per step count: for the request with ``with_steps=False`` (what the
+recall asks now: the store reads no steps) and, alternating with it, the same request
+with steps (what it asked before, and what other callers get).
 
     OMP_NUM_THREADS=1 python benchmarks/episode_search_cost.py --steps 0 2 20
 """
@@ -30,9 +32,14 @@ from react_mem.schema.episodes import EpisodeHits, EpisodeRequest, EpisodeRespon
 from tests.support.embedder import HashingEmbedder
 
 PARTS = ("request decode", "retrieve", "reply encode", "reply decode (agent)")
+#: The recall's request now (no steps), and as before (with them).
+WITHOUT, WITH = "without steps", "with steps"
+KINDS = (WITHOUT, WITH)
 
 
-async def measure(steps: int, episodes: int, repeats: int) -> tuple[dict[str, float], int]:
+async def measure(
+    steps: int, episodes: int, repeats: int
+) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
     with tempfile.TemporaryDirectory() as tmp:
         store, embedder = EdgeStore(Path(tmp)), HashingEmbedder()
         memory = EpisodeMemory(
@@ -72,31 +79,47 @@ async def measure(steps: int, episodes: int, repeats: int) -> tuple[dict[str, fl
                 await memory.store(scope, stored)
             [vector] = await embedder.embed(["question about topic 3"])
             recent = EpisodeSearch(top_k=3, since=time.time() - 7 * 86400)
-            wire = EpisodeRequest(
-                operation="retrieve",
-                goal="question about topic 3",
-                vector=vector,
-                top_k=3,
-                also=[recent],
-            ).encode()
-            times: dict[str, list[float]] = {part: [] for part in PARTS}
-            reply = b""
-            for _ in range(repeats):
-                t0 = time.thread_time()
-                request = EpisodeRequest.model_validate_json(wire)
-                t1 = time.thread_time()
-                found, also = await memory.retrieve_all(scope, request)
-                t2 = time.thread_time()
-                hits = [EpisodeHits(episodes=e) for e in also]
-                reply = EpisodeResponse(episodes=found, also=hits).encode()
-                t3 = time.thread_time()
-                EpisodeResponse.model_validate_json(reply)
-                t4 = time.thread_time()
-                for part, spent in zip(PARTS, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
-                    times[part].append(spent)
+            wires = {
+                kind: EpisodeRequest(
+                    operation="retrieve",
+                    goal="question about topic 3",
+                    vector=vector,
+                    top_k=3,
+                    also=[recent],
+                    with_steps=kind == WITH,
+                ).encode()
+                for kind in KINDS
+            }
+            times = {kind: {part: [] for part in PARTS} for kind in KINDS}
+            replies = dict.fromkeys(KINDS, b"")
+            for n in range(repeats):
+                for kind in KINDS if n % 2 else KINDS[::-1]:  # alternating, ABBA
+                    replies[kind] = await _once(memory, scope, wires[kind], times[kind])
         finally:
             await store.close()
-    return {part: statistics.median(v) * 1000 for part, v in times.items()}, len(reply)
+    medians = {
+        kind: {part: statistics.median(v) * 1000 for part, v in parts.items()}
+        for kind, parts in times.items()
+    }
+    return medians, {kind: len(reply) for kind, reply in replies.items()}
+
+
+async def _once(
+    memory: EpisodeMemory, scope: Scope, wire: bytes, times: dict[str, list[float]]
+) -> bytes:
+    t0 = time.thread_time()
+    request = EpisodeRequest.model_validate_json(wire)
+    t1 = time.thread_time()
+    found, also = await memory.retrieve_all(scope, request)
+    t2 = time.thread_time()
+    hits = [EpisodeHits(episodes=e) for e in also]
+    reply = EpisodeResponse(episodes=found, also=hits).encode()
+    t3 = time.thread_time()
+    EpisodeResponse.model_validate_json(reply)
+    t4 = time.thread_time()
+    for part, spent in zip(PARTS, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
+        times[part].append(spent)
+    return reply
 
 
 def main() -> None:
@@ -106,9 +129,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=200)
     args = parser.parse_args()
     for steps in args.steps:
-        medians, size = asyncio.run(measure(steps, args.episodes, args.repeats))
-        shown = ", ".join(f"{part} {ms:.3f}" for part, ms in medians.items())
-        print(f"{steps:3d} steps an episode: CPU ms {shown}; reply {size / 1024:.1f} KB")
+        medians, sizes = asyncio.run(measure(steps, args.episodes, args.repeats))
+        for kind in KINDS:
+            shown = ", ".join(f"{part} {ms:.3f}" for part, ms in medians[kind].items())
+            print(
+                f"{steps:3d} steps an episode, {kind:13s}: CPU ms {shown};"
+                f" reply {sizes[kind] / 1024:.1f} KB"
+            )
+        ratio = medians[WITHOUT]["retrieve"] / medians[WITH]["retrieve"]
+        print(f"{steps:3d} steps an episode: retrieve without / with steps {ratio:.2f}")
 
 
 if __name__ == "__main__":

@@ -110,6 +110,7 @@ class RetryingStore:
         text: str | None = None,
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
         boost: Sequence[Condition] = (),
+        leave_out: Sequence[str] = (),
     ) -> list[Hit]:
         return await _retried(
             STORE,
@@ -123,6 +124,7 @@ class RetryingStore:
             text=text,
             retrieval=retrieval,
             boost=boost,
+            leave_out=leave_out,
         )
 
     async def search_many(
@@ -137,6 +139,7 @@ class RetryingStore:
         texts: Sequence[str] | None = None,
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
         boost: Sequence[Condition] = (),
+        leave_out: Sequence[str] = (),
     ) -> list[list[Hit]]:
         return await _retried(
             STORE,
@@ -150,6 +153,7 @@ class RetryingStore:
             texts=texts,
             retrieval=retrieval,
             boost=boost,
+            leave_out=leave_out,
         )
 
     async def get(self, collection: str, ids: Sequence[str], *, scope: StoreScope) -> list[Record]:

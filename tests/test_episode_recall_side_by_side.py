@@ -113,6 +113,8 @@ async def test_episodes_and_recent_lessons_are_asked_in_one_request(
             [prompt] = stack.prompts()
     finally:
         await double.stop()
+    # The prompt shows no steps: the recall asks for none (episode memory then reads none).
+    assert double.retrieves and not any(r.with_steps for r in double.retrieves)
     if serves_also:
         [request] = double.retrieves
         [recent] = request.also

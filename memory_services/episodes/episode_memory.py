@@ -70,6 +70,8 @@ CONSOLIDATION = Options(
 )
 #: Retrieve and list skip episodes merged into another.
 _UNMERGED = Condition("consolidated_into", missing=True)
+#: What a retrieve ``with_steps=False`` leaves unread: most of a long episode's bytes.
+_STEPS = ("steps",)
 
 
 class EpisodeMemory:
@@ -180,6 +182,7 @@ class EpisodeMemory:
                 where=[*self._fresh(scope.workspace), *_narrowed(search), _UNMERGED],
                 text=text,
                 retrieval=resolve(request.retrieval),
+                leave_out=() if request.with_steps else _STEPS,
             )
             found.append([to_episode(hit.id, hit.payload, hit.score) for hit in hits])
         return found[0], found[1:]

@@ -26,7 +26,8 @@ async def _episodes(ask: Ask) -> list[Item]:
     both go in one request (two searches in the service, one round trip: as two requests
     the service answered them one after the other, and the recall waited for the second);
     with a state the episodes are asked by question and state, the lessons by the question,
-    side by side."""
+    side by side. Without the episodes' steps, which the prompt does not show: reading
+    them was most of a search's cost where episodes used tools."""
     client = EpisodeClient.of(ask.flow)
     recent = _recent_search(ask)
     relevant = build(EpisodeSearch, top_k=ask.top_k)
@@ -41,6 +42,7 @@ async def _episodes(ask: Ask) -> list[Item]:
                 top_k=ask.top_k,
                 min_score=ask.min_score,
                 retrieval=ask.cfg.retrieval(),
+                steps=False,
             ),
             _recent_alone(client, ask, recent),
         )
@@ -53,6 +55,7 @@ async def _episodes(ask: Ask) -> list[Item]:
             vector=ask.vector,
             min_score=ask.min_score,
             retrieval=ask.cfg.retrieval(),
+            steps=False,
         )
         recent_found = rest[0] if rest else []
     shown = {e.id for e in episodes}
@@ -88,6 +91,7 @@ async def _recent_alone(
         vector=ask.vector,
         min_score=ask.min_score,
         retrieval=ask.cfg.retrieval(),
+        steps=False,
     )
     return found
 

@@ -107,6 +107,7 @@ class AccessOverlay:
         text: str | None = None,
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
         boost: Sequence[Condition] = (),
+        leave_out: Sequence[str] = (),
     ) -> list[Hit]:
         hits = await self.store.search(
             collection,
@@ -118,6 +119,7 @@ class AccessOverlay:
             text=text,
             retrieval=retrieval,
             boost=boost,
+            leave_out=leave_out,
         )
         return self._hits(collection, hits)
 
@@ -133,6 +135,7 @@ class AccessOverlay:
         texts: Sequence[str] | None = None,
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
         boost: Sequence[Condition] = (),
+        leave_out: Sequence[str] = (),
     ) -> list[list[Hit]]:
         found = await self.store.search_many(
             collection,
@@ -144,6 +147,7 @@ class AccessOverlay:
             texts=texts,
             retrieval=retrieval,
             boost=boost,
+            leave_out=leave_out,
         )
         return [self._hits(collection, hits) for hits in found]
 

@@ -201,11 +201,16 @@ class VectorStore(Protocol):
         text: str | None = None,
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
         boost: Sequence[Condition] = (),
+        leave_out: Sequence[str] = (),
     ) -> list[Hit]:
         """The records nearest ``vector``; given the query ``text`` too, ranked as
         ``retrieval`` says (without it, or in a collection with no text field: dense). In
         hybrid mode, records that also meet ``boost`` rank higher: both sides are fetched
-        again under it and the four lists fused (e.g. a question's time range)."""
+        again under it and the four lists fused (e.g. a question's time range).
+
+        ``leave_out``: payload keys the engine does not read for any candidate and the hits
+        do not hold (a record's bulk the caller has no use for, e.g. an episode's steps);
+        not keys the ranking reads (the text, ``thread``/``seq``, sentence vectors)."""
 
     async def search_many(
         self,
@@ -219,6 +224,7 @@ class VectorStore(Protocol):
         texts: Sequence[str] | None = None,
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
         boost: Sequence[Condition] = (),
+        leave_out: Sequence[str] = (),
     ) -> list[list[Hit]]:
         """:meth:`search` for each vector (and its text in ``texts``), as one batch."""
 

@@ -74,6 +74,7 @@ class EdgePoints:
         text: str | None = None,
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
         boost: Sequence[Condition] = (),
+        leave_out: Sequence[str] = (),
     ) -> list[Hit]:
         [hits] = await self.search_many(
             collection,
@@ -85,6 +86,7 @@ class EdgePoints:
             texts=None if text is None else [text],
             retrieval=retrieval,
             boost=boost,
+            leave_out=leave_out,
         )
         return hits
 
@@ -100,6 +102,7 @@ class EdgePoints:
         texts: Sequence[str] | None = None,
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
         boost: Sequence[Condition] = (),
+        leave_out: Sequence[str] = (),
     ) -> list[list[Hit]]:
         shard, size = self._shards[collection], self._shards.sizes[collection]
         selected, limit = scope_filter(scope, where), checks.limit(limit)
@@ -116,6 +119,7 @@ class EdgePoints:
                 min_score=min_score,
                 retrieval=retrieval,
                 boosted=boosted,
+                leave_out=leave_out,
             )
             for probe, text in zip(
                 probes, edge_query.search_texts(texts, len(vectors)), strict=True

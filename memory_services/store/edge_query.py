@@ -51,16 +51,19 @@ def requests(
     min_score: float | None,
     retrieval: Retrieval,
     boosted: qe.Filter | None = None,
+    leave_out: Sequence[str] = (),
 ) -> tuple[list[qe.QueryRequest], list[ties.Side]]:
     """One search's engine requests: dense when there is no text (or ``retrieval`` says so),
     else lexical, or for hybrid each side's list (and both again under ``boosted``) to be
-    fused by :func:`hits`; and which side each request is."""
+    fused by :func:`hits`; and which side each request is. Each reads every payload key but
+    those in ``leave_out``."""
+    payload = qe.PayloadSelector.Exclude(list(leave_out)) if leave_out else True
     if text is None or retrieval.mode == "dense":
         dense = qe.Query.Nearest(vector)
         return [
             qe.QueryRequest(
                 query=dense, filter=selected, score_threshold=min_score, limit=limit,
-                with_payload=True, with_vector=False,
+                with_payload=payload, with_vector=False,
             )
         ], ["dense"]  # fmt: skip
     terms = qe.Query.Nearest(sparse(lexical.query(text)), using=lexical.VECTOR)
@@ -72,7 +75,7 @@ def requests(
         query = qe.Query.Nearest(vector) if kind == "dense" else terms
         found.append(
             qe.QueryRequest(
-                query=query, filter=where, limit=ties.fetch(depth), with_payload=True,
+                query=query, filter=where, limit=ties.fetch(depth), with_payload=payload,
                 with_vector=True, score_threshold=min_score if kind == "dense" else None,
             )
         )  # fmt: skip

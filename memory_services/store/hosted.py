@@ -274,10 +274,11 @@ class HostedStore:
         text: str | None = None,
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
         boost: Sequence[Condition] = (),
+        leave_out: Sequence[str] = (),
     ) -> list[Hit]:
         hits: list[Hit] = await self._call(
             "search", collection, vector, scope=scope, limit=limit, min_score=min_score,
-            where=where, text=text, retrieval=retrieval, boost=boost,
+            where=where, text=text, retrieval=retrieval, boost=boost, leave_out=leave_out,
         )  # fmt: skip
         return hits
 
@@ -293,10 +294,12 @@ class HostedStore:
         texts: Sequence[str] | None = None,
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
         boost: Sequence[Condition] = (),
+        leave_out: Sequence[str] = (),
     ) -> list[list[Hit]]:
         hits: list[list[Hit]] = await self._call(
             "search_many", collection, vectors, scope=scope, limit=limit,
             min_score=min_score, where=where, texts=texts, retrieval=retrieval, boost=boost,
+            leave_out=leave_out,
         )  # fmt: skip
         return hits
 

@@ -165,6 +165,7 @@ class QdrantServerStore:
         text: str | None = None,
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
         boost: Sequence[Condition] = (),
+        leave_out: Sequence[str] = (),
     ) -> list[Hit]:
         [hits] = await self.search_many(
             collection,
@@ -176,6 +177,7 @@ class QdrantServerStore:
             texts=None if text is None else [text],
             retrieval=retrieval,
             boost=boost,
+            leave_out=leave_out,
         )
         return hits
 
@@ -191,6 +193,7 @@ class QdrantServerStore:
         texts: Sequence[str] | None = None,
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
         boost: Sequence[Condition] = (),
+        leave_out: Sequence[str] = (),
     ) -> list[list[Hit]]:
         size, selected = self._size(collection), scope_filter(scope, where)
         boosted = scope_filter(scope, [*where, *boost]) if boost else None
@@ -201,7 +204,7 @@ class QdrantServerStore:
             texts = [None] * len(vectors)  # type: ignore[list-item]
         probes = [checks.vector(vector, size) for vector in vectors]
         planned = [
-            _requests(probe, text, selected, limit, min_score, retrieval, boosted)
+            _requests(probe, text, selected, limit, min_score, retrieval, boosted, leave_out)
             for probe, text in zip(probes, texts, strict=True)
         ]
         requests = [request for batch, _ in planned for request in batch]
@@ -344,15 +347,19 @@ def _requests(
     min_score: float | None,
     retrieval: Retrieval,
     boosted: models.Filter | None = None,
+    leave_out: Sequence[str] = (),
 ) -> tuple[list[models.QueryRequest], list[ties.Side]]:
     """One search's requests: dense without text (or when ``retrieval`` says so), else
     lexical, or for hybrid each side's list under the scope filter (and under ``boosted``),
-    fused in :mod:`.ties` as on the embedded engine."""
+    fused in :mod:`.ties` as on the embedded engine; payloads without ``leave_out``."""
+    payload: models.WithPayloadInterface = True
+    if leave_out:
+        payload = models.PayloadSelectorExclude(exclude=list(leave_out))
     if text is None or retrieval.mode == "dense":
         return [
             models.QueryRequest(
                 query=vector, filter=selected, limit=limit, score_threshold=min_score,
-                with_payload=True,
+                with_payload=payload,
             )
         ], ["dense"]  # fmt: skip
     terms = _sparse(lexical.query(text))
@@ -368,7 +375,11 @@ def _requests(
             side = {"query": terms, "using": lexical.VECTOR}
         found.append(
             models.QueryRequest(
-                filter=where, limit=ties.fetch(depth), with_payload=True, with_vector=[""], **side
+                filter=where,
+                limit=ties.fetch(depth),
+                with_payload=payload,
+                with_vector=[""],
+                **side,
             )
         )
     return found, kinds

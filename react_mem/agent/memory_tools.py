@@ -43,6 +43,7 @@ def recall_episodes(top_k: int, min_score: float | None = None) -> Invoke:
             goal=query,
             top_k=max(top_k, 1),
             min_score=min_score,
+            steps=False,  # the tool's answer shows goal, outcome and lessons
         )
         if not episodes:
             return "No similar past episodes."

@@ -86,8 +86,10 @@ class EpisodeClient(ConsolidatingClient[EpisodeRequest, EpisodeResponse]):
         task_type: str | None = None,
         since: float | None = None,
         until: float | None = None,
+        steps: bool = True,
     ) -> list[Episode]:
-        """The episodes most similar to ``goal``/``context`` (or ``vector``), best first."""
+        """The episodes most similar to ``goal``/``context`` (or ``vector``), best first
+        (without their steps if ``steps`` is False)."""
         search = build(
             EpisodeSearch,
             top_k=top_k,
@@ -104,6 +106,7 @@ class EpisodeClient(ConsolidatingClient[EpisodeRequest, EpisodeResponse]):
             vector=vector,
             min_score=min_score,
             retrieval=retrieval,
+            steps=steps,
         )
         return found
 
@@ -117,10 +120,12 @@ class EpisodeClient(ConsolidatingClient[EpisodeRequest, EpisodeResponse]):
         vector: Sequence[float] | None = None,
         min_score: float | None = None,
         retrieval: RetrievalOptions | None = None,
+        steps: bool = True,
     ) -> list[list[Episode]]:
         """Each search's episodes (its size and filters, by one query), best first, in one
-        request (the request's ``also``). A service that predates ``also`` answers the
-        first alone: the others are then asked one by one."""
+        request (the request's ``also``); ``steps`` False: without their steps (a service
+        that predates ``with_steps`` sends them). A service that predates ``also`` answers
+        the first alone: the others are then asked one by one."""
         first, *others = searches
         response = await self.call(
             build(
@@ -132,6 +137,7 @@ class EpisodeClient(ConsolidatingClient[EpisodeRequest, EpisodeResponse]):
                 min_score=min_score,
                 retrieval=retrieval,
                 also=list(others),
+                with_steps=steps,
                 **first.model_dump(),
                 **owner(scope),
             )
@@ -148,6 +154,7 @@ class EpisodeClient(ConsolidatingClient[EpisodeRequest, EpisodeResponse]):
                 vector=vector,
                 min_score=min_score,
                 retrieval=retrieval,
+                steps=steps,
             )
         return found
 

@@ -176,6 +176,10 @@ class EpisodeRequest(WireModel):
     dry_run: bool = False
     #: retrieve: further searches by this query (see the module's doc).
     also: list[EpisodeSearch] = Field(default_factory=list, max_length=MAX_ALSO_SEARCHES)
+    #: retrieve: False leaves each episode's ``steps`` out (the store reads none of them):
+    #: the agent's recall shows a goal, an outcome and lessons. A service that predates
+    #: the field answers with steps.
+    with_steps: bool = True
 
 
 class EpisodeResponse(WireModel):
