@@ -176,7 +176,7 @@ def read(lists: Sequence[Sequence[Candidate]]) -> tuple[list[list[Point]], dict[
     """``lists`` with each point read once (its payload once per record, however many lists
     brought it), and each record's first point by id."""
     first: dict[str, Point] = {}
-    read: list[list[Point]] = []
+    out: list[list[Point]] = []
     for found in lists:
         points = []
         for point in found:
@@ -187,8 +187,8 @@ def read(lists: Sequence[Sequence[Candidate]]) -> tuple[list[list[Point]], dict[
                 points.append(known)
             else:
                 points.append(Point(key, point.score, known.payload, point))
-        read.append(points)
-    return read, first
+        out.append(points)
+    return out, first
 
 
 def rescore(
