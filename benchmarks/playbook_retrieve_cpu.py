@@ -3,20 +3,22 @@
 Builds playbook memory in this process on the edge store with the real embedder: the
 collection-wide playbook with its seed bullets and ``--shared`` lessons more, and one user's
 own playbook with ``--bullets`` lessons, written as the learner writes them (ADDs with the
-user, ``helpful`` 1, a section, tags, the lesson's memory type; one in four names a topic,
-as the topic boost reads; near-duplicates merged as the service merges them, so a playbook
-may hold fewer). The questions (the agent benchmark's
-wordings) are embedded once. Then it times what the service does for each agent recall's
-request: the request's handler as the processor runs it (the audit and admission wrappers,
-the access checks, the retrieval over the user's own and the collection-wide playbook, the
-clocks' advance, the response's encoding), from the wire request (the question, its
-embedding, ``top_k`` 8, the agent's defaults) to the encoded reply. Per call: the thread's
-CPU time (``time.thread_time``, which a busy machine inflates little) and wall time;
-medians over ``--passes`` passes of the questions (after one pass of warm-up).
+user, ``helpful`` 1, a section, which the service makes the topic, tags, the lesson's memory
+type; one in four names a topic of its own, which the questions may name, as the topic
+boost reads; near-duplicates merged as the service merges them, so a playbook may hold
+fewer). The questions (the agent benchmark's wordings) are embedded once. Then it times
+what the service does for each agent recall's request: the request's handler as the
+processor runs it (the audit and admission wrappers, the access checks, the retrieval over
+the user's own and the collection-wide playbook, the clocks' advance, the response's
+encoding), from the wire request (the question, its embedding, ``top_k`` 8, the agent's
+defaults) to the encoded reply. Per call: the thread's CPU time (``time.thread_time``,
+which a busy machine inflates little) and wall time; medians over ``--passes`` passes of
+the questions (after one pass of warm-up).
 
-The digest is of every reply's bullets (each field but ``last_used``, a wall-clock time:
-ids, order, scores, access indexes) and its version and clock: two commits whose retrieve
-answers the same give the same digest.
+The digest is of the warm-up pass's replies, one per question: each reply's bullets (every
+field but ``last_used``, a wall-clock time: ids, order, scores, access indexes), version and
+clock. Two commits whose retrieve answers the same give the same digest. It also prints
+the agent's side: its client's decoding of a reply (CPU, median).
 
 ``--base REF`` measures a commit beside this tree: the store is built once (here), and each
 side runs its passes on a copy of it in its own process, alternately (ABBA, ``--rounds``);
