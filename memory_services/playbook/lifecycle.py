@@ -3,8 +3,9 @@
 Every operation on a playbook runs under that playbook's lock (an asyncio lock per scope:
 atomic within a process; run one playbook-memory replica per store for cross-replica
 atomicity); a retrieval over several playbooks holds all their locks at once, taken in one
-global order, so it ranks and advances them as one step. The playbook is loaded from the store, or taken from the cache when the scope's
-state record still holds the cached generation (so another replica's writes are seen); a
+global order, so it ranks and advances them as one step. The playbook is loaded from the
+store, or taken from the cache when the scope's state record still holds the cached
+generation (so another replica's writes are seen); a
 version left unfinished by a crash is rolled forward first (see :mod:`.versions`); a scope
 never used before gets the seed bullets (the collection-wide one only: a user's private
 playbook starts empty). A delta is computed on a copy and committed; the
