@@ -2,8 +2,10 @@
 
 Every operation on a playbook runs under that playbook's lock (an asyncio lock per scope:
 atomic within a process; run one playbook-memory replica per store for cross-replica
-atomicity). The playbook is loaded from the store, or taken from the cache when the scope's
-state record still holds the cached generation (so another replica's writes are seen); a
+atomicity); a retrieval over several playbooks holds all their locks at once, taken in one
+global order, so it ranks and advances them as one step. The playbook is loaded from the
+store, or taken from the cache when the scope's state record still holds the cached
+generation (so another replica's writes are seen); a
 version left unfinished by a crash is rolled forward first (see :mod:`.versions`); a scope
 never used before gets the seed bullets (the collection-wide one only: a user's private
 playbook starts empty). A delta is computed on a copy and committed; the
@@ -121,14 +123,29 @@ class Playbooks:
         """The playbook of ``key`` for one operation: locked, loaded, recovered, seeded."""
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
-            pb = await self._load(key)
-            if key.owner is None and not pb.seeded and self.seed_operations:
-                delta = seeds.seed_delta(key, self.seed_operations)
-                vectors = await self.embed(deltas.contents(delta))
-                await self.apply_once(pb, delta, vectors, None)
-                pb = self._cache.get(key, pb)
-                pb.seeded = True  # persisted by the seed's commit (or by the next one)
-            yield pb
+            yield await self._ready(key)
+
+    @contextlib.asynccontextmanager
+    async def open_all(self, keys: Sequence[ScopeKey]) -> AsyncIterator[list[Playbook]]:
+        """The playbooks of ``keys``, in that order, for one operation over all
+        of them, as :meth:`open` gives one: their locks are taken in one order whatever the
+        order of ``keys`` (two requests over overlapping playbooks never wait for each
+        other in a cycle) and held until every playbook is done with."""
+        async with contextlib.AsyncExitStack() as held:
+            for key in sorted(set(keys), key=_lock_order):
+                await held.enter_async_context(self._locks.setdefault(key, asyncio.Lock()))
+            yield [await self._ready(key) for key in keys]
+
+    async def _ready(self, key: ScopeKey) -> Playbook:
+        """Loaded, recovered and seeded (the caller holds ``key``'s lock)."""
+        pb = await self._load(key)
+        if key.owner is None and not pb.seeded and self.seed_operations:
+            delta = seeds.seed_delta(key, self.seed_operations)
+            vectors = await self.embed(deltas.contents(delta))
+            await self.apply_once(pb, delta, vectors, None)
+            pb = self._cache.get(key, pb)
+            pb.seeded = True  # persisted by the seed's commit (or by the next one)
+        return pb
 
     async def _load(self, key: ScopeKey) -> Playbook:
         state = await self.history.state(key)
@@ -251,3 +268,7 @@ class Playbooks:
     def count_delta(self, status: str) -> None:
         if self.metrics is not None:
             self.metrics.delta(status)
+
+
+def _lock_order(key: ScopeKey) -> tuple[str, str, str, str]:
+    return (key.workspace, key.collection, key.context, key.owner or "")

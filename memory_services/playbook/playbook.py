@@ -69,6 +69,7 @@ class Columns:
     _words: list[frozenset[str]] | None = None
     _terms: list[frozenset[int]] | None = None
     _topic_terms: list[frozenset[int]] | None = None
+    _topical: list[int] | None = None
 
     @classmethod
     def build(cls, bullets: dict[str, Bullet], vectors: dict[str, Vector], dim: int) -> Columns:
@@ -106,6 +107,12 @@ class Columns:
         if self._topic_terms is None:
             self._topic_terms = [topic_terms(bullets[i].topic) for i in self.ids]
         return self._topic_terms
+
+    def topical(self, bullets: dict[str, Bullet]) -> list[int]:
+        """The rows of the bullets that have a topic (one with lexical terms)."""
+        if self._topical is None:
+            self._topical = [n for n, terms in enumerate(self.topic_terms(bullets)) if terms]
+        return self._topical
 
 
 @functools.lru_cache(maxsize=4096)

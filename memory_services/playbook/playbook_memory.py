@@ -13,7 +13,7 @@ from memory_services.playbook.erase import Erasing
 from memory_services.playbook.lifecycle import Applied
 from memory_services.playbook.playbook import Playbook, Vector, as_vector
 from memory_services.playbook.records import ScopeKey, expires_at, stored
-from memory_services.playbook.retrieve import Query, rank
+from memory_services.playbook.retrieve import Parts, Query, scored
 from memory_services.playbook.scoring import resolve_weights
 from memory_services.playbook.versions import State
 from react_mem.errors import BadRequest
@@ -47,7 +47,7 @@ class PlaybookMemory(Erasing):
         bullets' active access index moves to the new clock (unless ``advance_clock`` is
         false). Returns the bullets and the first playbook of ``keys`` (its version, clock).
         ``min_relevance`` (none: the policy's floor) leaves out bullets less relevant."""
-        keys = listed(keys)
+        keys = list(dict.fromkeys(listed(keys)))  # a playbook named twice is read once
         advance = keys if advance is None else advance
         chosen = resolve_weights(weights)
         probe = await self._probe(query, vector, relevance)
@@ -62,45 +62,45 @@ class PlaybookMemory(Erasing):
             hybrid=relevance == "hybrid",
             min_relevance=min_relevance,
         )
-        ranked: list[tuple[Bullet, ScopeKey]] = []
-        first: Playbook | None = None
-        for key in keys:
-            async with self.open(key) as pb:
-                first = first or pb
-                ranked += [(b, key) for b in rank(pb, q, self.rates, self.policy, self.clock())]
-        ranked.sort(key=lambda found: (-(found[0].score or 0.0), found[0].id))
-        best = ranked[:top_k]
-        assert first is not None  # keys is never empty
-        if not advance_clock:
-            return [b for b, _ in best], first
-        touched: dict[str, Bullet] = {}
-        for key in keys:
-            if key in advance:
-                mine = [b for b, k in best if k == key]
-                pb = await self._advance(key, mine)
-                touched |= {b.id: pb.bullets.get(b.id, b) for b in mine}
-                first = pb if key == first.key else first
-        scores = ("score", "relevance", "strength", "decay_score", "confidence")
-        return [
-            touched.get(b.id, b).model_copy(update={f: getattr(b, f) for f in scores})
-            for b, _ in best
-        ], first
+        async with self.open_all(keys) as books:
+            ranked = [
+                (bullet, parts, n)
+                for n, pb in enumerate(books)
+                for bullet, parts in scored(pb, q, self.rates, self.policy, self.clock())
+            ]
+            ranked.sort(key=lambda found: (-found[1]["score"], found[0].id))
+            best = ranked[:top_k]
+            if advance_clock:
+                moved = {n: books[n] for n, key in enumerate(keys) if key in advance}
+                await self._advance(moved, best)
+            # Each returned bullet as its playbook now holds it (its access index moved).
+            found = [books[n].bullets[b.id].model_copy(update=parts) for b, parts, n in best]
+            return found, books[0]
 
-    async def _advance(self, key: ScopeKey, found: list[Bullet]) -> Playbook:
-        async with self.open(key) as pb:
-            now = self.clock()
-            found = [b for b in found if b.id in pb.bullets]
-            tick = pb.clock + 1
-            try:
-                state = State(tick, pb.version, pb.generation + 1, pb.seeded)
-                await self.history.put_state(key, state)
-                await self.bullets.touch(key, found, tick, now)
-            except BaseException:
-                self.forget(key)
-                raise
-            pb.clock, pb.generation = tick, pb.generation + 1
-            pb.touch([b.id for b in found], tick, now)
-            return pb
+    async def _advance(
+        self, moved: dict[int, Playbook], best: list[tuple[Bullet, Parts, int]]
+    ) -> None:
+        """Move each ``moved`` playbook's clock on by one, and the access indexes of its
+        bullets among ``best`` to it (the caller holds their locks): the clocks in one
+        write, then each playbook's bullets."""
+        now = self.clock()
+        found = {n: [b for b, _, at in best if at == n] for n in moved}
+        try:
+            await self.history.put_states(
+                [
+                    (pb.key, State(pb.clock + 1, pb.version, pb.generation + 1, pb.seeded))
+                    for pb in moved.values()
+                ]
+            )
+            for n, pb in moved.items():
+                await self.bullets.touch(pb.key, found[n], pb.clock + 1, now)
+        except BaseException:
+            for pb in moved.values():
+                self.forget(pb.key)
+            raise
+        for n, pb in moved.items():
+            pb.clock, pb.generation = pb.clock + 1, pb.generation + 1
+            pb.touch([b.id for b in found[n]], pb.clock, now)
 
     async def _probe(
         self, query: str | None, vector: Sequence[float] | None, relevance: str

@@ -84,19 +84,36 @@ def mentioned(pb: Playbook, text: str) -> Floats:
     """1 for each bullet whose topic the query names (every term of the topic, stemmed,
     is among the query's), else 0: a request that names no topic still gets the topic
     boost for the bullets of the topic it is about."""
-    asked = set(lexical.query(text)[0])
-    return np.array(
-        [bool(terms) and terms <= asked for terms in pb.columns.topic_terms(pb.bullets)],
-        dtype=np.float64,
-    )
+    held = pb.columns.topic_terms(pb.bullets)
+    found = np.zeros(len(held), dtype=np.float64)
+    topical = pb.columns.topical(pb.bullets)
+    if topical:  # the query's terms, and a test per bullet, only for bullets with a topic
+        asked = set(lexical.query(text)[0])
+        for n in topical:
+            found[n] = held[n] <= asked
+    return found
+
+
+#: What :func:`scored` sets on a ranked bullet: its score and the score's parts.
+Parts = dict[str, float]
 
 
 def rank(
     pb: Playbook, query: Query, rates: DecayRates, policy: PlaybookPolicy, now: float
 ) -> list[Bullet]:
     """The ``top_k`` live bullets by combined score (ties: lower id first), scored at the
-    playbook's current clock, with ``score``, ``relevance``, ``strength`` (normalised)
-    and ``decay_score`` set."""
+    playbook's current clock, with ``score``, ``relevance``, ``strength`` (normalised),
+    ``decay_score`` and ``confidence`` set."""
+    return [
+        bullet.model_copy(update=parts) for bullet, parts in scored(pb, query, rates, policy, now)
+    ]
+
+
+def scored(
+    pb: Playbook, query: Query, rates: DecayRates, policy: PlaybookPolicy, now: float
+) -> list[tuple[Bullet, Parts]]:
+    """:func:`rank`'s bullets as the playbook holds them, each with the fields its ranked
+    copy sets: a retrieval over several playbooks copies only the ``top_k`` it returns."""
     columns = pb.columns
     if not columns.ids:
         return []
@@ -132,19 +149,13 @@ def rank(
     found = []
     for n in order:
         bullet = pb.bullets[columns.ids[n]]
-        found.append(
-            bullet.model_copy(
-                update={
-                    "score": float(score[n]),
-                    "relevance": float(rel[n]),
-                    "strength": float(strength[n]),
-                    "decay_score": float(decay[n]),
-                    "confidence": round(
-                        (bullet.confidence or evidence_confidence(bullet.helpful, bullet.harmful))
-                        * recency(bullet, pb.clock, rates),
-                        6,
-                    ),
-                }
-            )
-        )
+        confidence = bullet.confidence or evidence_confidence(bullet.helpful, bullet.harmful)
+        parts = {
+            "score": float(score[n]),
+            "relevance": float(rel[n]),
+            "strength": float(strength[n]),
+            "decay_score": float(decay[n]),
+            "confidence": round(confidence * recency(bullet, pb.clock, rates), 6),
+        }
+        found.append((bullet, parts))
     return found

@@ -106,7 +106,7 @@ def evidence_confidence(helpful: int, harmful: int) -> float:
 
 def recency(bullet: Bullet, clock: int, rates: DecayRates) -> float:
     """Seed 002's recency factor: the active memory type's retention since last used."""
-    keep = float(rates.retention()[TYPES.index(bullet.memory_type)])
+    keep = 1.0 - float(getattr(rates, bullet.memory_type))  # retention()'s, not its array
     index: int = getattr(bullet, f"{bullet.memory_type}_access_index")
     return float(keep ** max(clock - index, 0))
 

@@ -99,13 +99,26 @@ class History:
         )
 
     async def put_state(self, key: ScopeKey, state: State) -> None:
-        fields = {
-            "clock": state.clock,
-            "version": state.version,
-            "generation": state.generation,
-            "seeded": state.seeded,
-        }
-        await self._put(self._record(key, key.record_id("state"), "state", fields))
+        await self.put_states([(key, state)])
+
+    async def put_states(self, states: Sequence[tuple[ScopeKey, State]]) -> None:
+        """Several playbooks' state records in one write (a retrieval's clocks)."""
+        records = [
+            self._record(
+                key,
+                key.record_id("state"),
+                "state",
+                {
+                    "clock": state.clock,
+                    "version": state.version,
+                    "generation": state.generation,
+                    "seeded": state.seeded,
+                },
+            )
+            for key, state in states
+        ]
+        if records:
+            await self._store.upsert(COLLECTION, records)
 
     # -- versions --------------------------------------------------------------------
     async def put_record(self, key: ScopeKey, record: DeltaRecord) -> None:
