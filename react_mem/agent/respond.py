@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from react_mem.agent import explain
+from react_mem.bus.transport import Receipt
 from react_mem.processor.context import MessageContext
 from react_mem.schema import AgentResponse, Error
 from react_mem.schema.agent import MemoryRef
@@ -105,9 +106,23 @@ class Responder:
     async def _reply(self, response: AgentResponse, *, ahead: bool = False) -> None:
         """``response`` on the stream, after the question's provenance (``ahead``: it is
         that provenance): the caller sees the messages in the order they were made."""
+        await self._replies([response], ahead=ahead)
+
+    async def _replies(self, responses: list[AgentResponse], *, ahead: bool = False) -> None:
+        """:meth:`_reply` of each of ``responses`` in turn, each queued behind the one
+        before without waiting for the broker's receipt of it (one producer sends them in
+        order); returns once every one is received, raising the first failure."""
         if not ahead:
             await self.settled()
-        await self.ctx.reply(response)
+        receipts: list[Receipt] = []
+        try:
+            for response in responses:
+                receipts.append(await self.ctx.reply_queued(response))
+        finally:
+            results = await asyncio.gather(*receipts, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
 
     async def settled(self) -> None:
         """Wait until the question's provenance is sent (raising what its send raised). The
@@ -127,9 +142,14 @@ class Responder:
         uri: str,
         triples_for: TriplesFor,
         document: Document | None = None,
-        *,
-        ahead: bool = False,
     ) -> None:
+        await self._reply(self._explain(uri, triples_for, document))
+
+    def _explain(
+        self, uri: str, triples_for: TriplesFor, document: Document | None = None
+    ) -> AgentResponse:
+        """The ``explain`` event of ``uri`` for the stream; its triples and ``document`` go
+        to the flow's explainability queue and librarian as after-reply work."""
         flow = self.ctx.flow
         to_graph = flow.has_producer(EXPLAINABILITY)
         if to_graph or document is not None:
@@ -142,14 +162,11 @@ class Responder:
                     await flow.send(EXPLAINABILITY, triples)
 
             flow.background.submit("provenance", record)
-        await self._reply(
-            AgentResponse(
-                message_type="explain",
-                explain_id=uri,
-                explain_graph=explain.GRAPH_RETRIEVAL,
-                explain_triples=triples_for(document.id if document is not None else None),
-            ),
-            ahead=ahead,
+        return AgentResponse(
+            message_type="explain",
+            explain_id=uri,
+            explain_graph=explain.GRAPH_RETRIEVAL,
+            explain_triples=triples_for(document.id if document is not None else None),
         )
 
     def question(self, question: str, used: list[MemoryRef]) -> None:
@@ -161,10 +178,11 @@ class Responder:
     async def _question(self, question: str, used: list[MemoryRef]) -> None:
         session = self.session
         uri, triples = explain.session_uri(session), explain.session_triples(session, question)
-        await self._provenance(uri, lambda _: triples, ahead=True)
+        events = [self._explain(uri, lambda _: triples)]
         if used:
             memory = explain.memory_triples(session, used)
-            await self._provenance(explain.memory_uri(session), lambda _: memory, ahead=True)
+            events.append(self._explain(explain.memory_uri(session), lambda _: memory))
+        await self._replies(events, ahead=True)
 
     async def action(self, name: str, arguments: dict[str, str], thought: str = "") -> None:
         """The iteration's analysis, before its tool runs (agent-manager's ``on_action``)."""
@@ -239,20 +257,26 @@ class Responder:
         that did not parse has an analysis too, as in agent-manager."""
         if not self._acted:
             await self.action(PARSE_ERROR_ACTION, {})
-        await self._send("observation", text, self.observation_id, end=True)
         session, iteration = self.session, self.iteration
-        await self._provenance(
+        observed = AgentResponse(
+            message_type="observation",
+            content=text,
+            end_of_message=True,
+            message_id=self.observation_id,
+        )
+        provenance = self._explain(
             self.observation_id,
             lambda doc: explain.observation_triples(session, iteration, document=doc, error=error),
             self._document(self.observation_id, text, "Agent Observation"),
         )
+        await self._replies([observed, provenance])
 
     async def answer(self, text: str) -> None:
         """The conclusion's provenance, then the end of the dialog: the whole answer, or
         (streaming) the terminal marker."""
         session, iteration, used = self.session, self.iteration, bool(self.used)
         in_token, out_token, model = self.in_token, self.out_token, self.model
-        await self._provenance(
+        conclusion = self._explain(
             self.answer_id,
             lambda doc: explain.final_triples(
                 session,
@@ -269,18 +293,17 @@ class Responder:
                 f"Agent Answer: {self.question_text[:50]}...",
             ),
         )
-        await self._reply(
-            AgentResponse(
-                message_type="answer",
-                content="" if self.streaming else text,
-                end_of_message=True,
-                end_of_dialog=True,
-                message_id=self.answer_id,
-                in_token=self.in_token,
-                out_token=self.out_token,
-                model=self.model,
-            )
+        answer = AgentResponse(
+            message_type="answer",
+            content="" if self.streaming else text,
+            end_of_message=True,
+            end_of_dialog=True,
+            message_id=self.answer_id,
+            in_token=self.in_token,
+            out_token=self.out_token,
+            model=self.model,
         )
+        await self._replies([conclusion, answer])
 
     async def error(self, message: str, *, kind: str = ERROR_TYPE) -> None:
         await self._reply(error_response(message, kind=kind))
