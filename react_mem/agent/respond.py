@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -102,6 +103,8 @@ class Responder:
         self._acted = False
         #: The question's provenance, still being sent (see :meth:`question`).
         self._ahead: asyncio.Future[None] | None = None
+        #: The conclusion's triples and answer document once its event is sent (``conclude``).
+        self._concluded: tuple[TriplesFor, Document | None] | None = None
 
     async def _reply(self, response: AgentResponse, *, ahead: bool = False) -> None:
         """``response`` on the stream, after the question's provenance (``ahead``: it is
@@ -150,6 +153,12 @@ class Responder:
     ) -> AgentResponse:
         """The ``explain`` event of ``uri`` for the stream; its triples and ``document`` go
         to the flow's explainability queue and librarian as after-reply work."""
+        self._record(uri, triples_for, document)
+        return _event(uri, triples_for, document)
+
+    def _record(self, uri: str, triples_for: TriplesFor, document: Document | None) -> None:
+        """``uri``'s triples to the flow's explainability queue, and ``document`` to its
+        librarian, as after-reply work (when the flow has them)."""
         flow = self.ctx.flow
         to_graph = flow.has_producer(EXPLAINABILITY)
         if to_graph or document is not None:
@@ -162,12 +171,6 @@ class Responder:
                     await flow.send(EXPLAINABILITY, triples)
 
             flow.background.submit("provenance", record)
-        return AgentResponse(
-            message_type="explain",
-            explain_id=uri,
-            explain_graph=explain.GRAPH_RETRIEVAL,
-            explain_triples=triples_for(document.id if document is not None else None),
-        )
 
     def question(self, question: str, used: list[MemoryRef]) -> None:
         """An invocation's start: the question, then the memory recalled into the prompt.
@@ -224,33 +227,31 @@ class Responder:
             return None
         return document.id
 
-    async def _send(self, kind: str, content: str, message_id: str, *, end: bool) -> None:
-        await self._reply(
-            AgentResponse(
-                message_type=kind, content=content, end_of_message=end, message_id=message_id
-            )
-        )
-
     async def stream_chunk(self, kind: str, text: str) -> None:
         """A piece of a streamed reply: thought text, then (for a final reply) answer text."""
         if kind == "thought":
             self._thought_open = True
-            await self._send("thought", text, self.thought_id, end=False)
+            await self._reply(_message("thought", text, self.thought_id))
         else:
-            await self._end_thought()
-            await self._send("answer", text, self.answer_id, end=False)
+            await self._replies([*self._thought_end(), _message("answer", text, self.answer_id)])
 
-    async def _end_thought(self) -> None:
-        if self._thought_open:
-            self._thought_open = False
-            await self._send("thought", "", self.thought_id, end=True)
+    def _thought_end(self) -> list[AgentResponse]:
+        """The end of a thought streamed in chunks, if one is open."""
+        if not self._thought_open:
+            return []
+        self._thought_open = False
+        return [_message("thought", "", self.thought_id, end=True)]
+
+    def _thought(self, text: str) -> list[AgentResponse]:
+        if self.streaming:
+            return self._thought_end()
+        return [_message("thought", text, self.thought_id, end=True)]
 
     async def thought(self, text: str) -> None:
         """A whole thought, or (streaming) the end of the one sent in chunks, if still open."""
-        if self.streaming:
-            await self._end_thought()
-        else:
-            await self._send("thought", text, self.thought_id, end=True)
+        messages = self._thought(text)
+        if messages:
+            await self._replies(messages)
 
     async def observation(self, text: str, *, error: str | None = None) -> None:
         """The observation, then its provenance (``error``: the tool failed so). A reply
@@ -258,12 +259,7 @@ class Responder:
         if not self._acted:
             await self.action(PARSE_ERROR_ACTION, {})
         session, iteration = self.session, self.iteration
-        observed = AgentResponse(
-            message_type="observation",
-            content=text,
-            end_of_message=True,
-            message_id=self.observation_id,
-        )
+        observed = _message("observation", text, self.observation_id, end=True)
         provenance = self._explain(
             self.observation_id,
             lambda doc: explain.observation_triples(session, iteration, document=doc, error=error),
@@ -271,28 +267,45 @@ class Responder:
         )
         await self._replies([observed, provenance])
 
-    async def answer(self, text: str) -> None:
-        """The conclusion's provenance, then the end of the dialog: the whole answer, or
-        (streaming) the terminal marker."""
+    def _final_triples(self) -> TriplesFor:
         session, iteration, used = self.session, self.iteration, bool(self.used)
         in_token, out_token, model = self.in_token, self.out_token, self.model
-        conclusion = self._explain(
-            self.answer_id,
-            lambda doc: explain.final_triples(
-                session,
-                iteration,
-                in_token=in_token,
-                out_token=out_token,
-                model=model,
-                document=doc,
-                memory=used,
-            ),
-            self._document(
-                explain.answer_document(session),
-                text,
-                f"Agent Answer: {self.question_text[:50]}...",
-            ),
+        return lambda doc: explain.final_triples(
+            session,
+            iteration,
+            in_token=in_token,
+            out_token=out_token,
+            model=model,
+            document=doc,
+            memory=used,
         )
+
+    def _answer_document(self, text: str) -> Document | None:
+        title = f"Agent Answer: {self.question_text[:50]}..."
+        return self._document(explain.answer_document(self.session), text, title)
+
+    async def conclude(self, thought: str, answer: str) -> None:
+        """A final reply's thought, then its conclusion's provenance event: sent beside the
+        learning hand-off, ahead of the answer (:meth:`answer`). The conclusion's triples
+        and its answer document (``answer``'s, named in the event) are stored only once the
+        answer is sent: nothing is kept of an answer that is not given."""
+        triples_for = self._final_triples()
+        document = self._answer_document(answer)
+        self._concluded = (triples_for, document)
+        conclusion = _event(self.answer_id, triples_for, document)
+        await self._replies([*self._thought(thought), conclusion])
+
+    async def answer(self, text: str) -> None:
+        """The end of the dialog: the whole answer, or (streaming) the terminal marker,
+        after the conclusion's provenance (sent here unless :meth:`conclude` sent it)."""
+        messages = []
+        if self._concluded is None:
+            triples_for, document = self._final_triples(), self._answer_document(text)
+            messages.append(_event(self.answer_id, triples_for, document))
+        else:
+            triples_for, named = self._concluded
+            document = None if named is None else dataclasses.replace(named, text=text)
+        self._record(self.answer_id, triples_for, document)
         answer = AgentResponse(
             message_type="answer",
             content="" if self.streaming else text,
@@ -303,7 +316,23 @@ class Responder:
             out_token=self.out_token,
             model=self.model,
         )
-        await self._replies([conclusion, answer])
+        await self._replies([*messages, answer])
 
     async def error(self, message: str, *, kind: str = ERROR_TYPE) -> None:
         await self._reply(error_response(message, kind=kind))
+
+
+def _message(kind: str, content: str, message_id: str, *, end: bool = False) -> AgentResponse:
+    return AgentResponse(
+        message_type=kind, content=content, end_of_message=end, message_id=message_id
+    )
+
+
+def _event(uri: str, triples_for: TriplesFor, document: Document | None) -> AgentResponse:
+    """The ``explain`` event of ``uri``, naming ``document`` (which the agent is saving)."""
+    return AgentResponse(
+        message_type="explain",
+        explain_id=uri,
+        explain_graph=explain.GRAPH_RETRIEVAL,
+        explain_triples=triples_for(document.id if document is not None else None),
+    )
