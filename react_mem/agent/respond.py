@@ -140,14 +140,6 @@ class Responder:
     # librarian, are the flow's after-reply work (:mod:`react_mem.processor.background`):
     # a slow or absent librarian adds nothing to an answer. The events name a document the
     # agent is saving; the triples stored name it only once the librarian has it.
-    async def _provenance(
-        self,
-        uri: str,
-        triples_for: TriplesFor,
-        document: Document | None = None,
-    ) -> None:
-        await self._reply(self._explain(uri, triples_for, document))
-
     def _explain(
         self, uri: str, triples_for: TriplesFor, document: Document | None = None
     ) -> AgentResponse:
@@ -187,15 +179,19 @@ class Responder:
             events.append(self._explain(explain.memory_uri(session), lambda _: memory))
         await self._replies(events, ahead=True)
 
-    async def action(self, name: str, arguments: dict[str, str], thought: str = "") -> None:
-        """The iteration's analysis, before its tool runs (agent-manager's ``on_action``)."""
+    async def action(
+        self, name: str, arguments: dict[str, str], thought: str = "", *, say: bool = False
+    ) -> None:
+        """The iteration's analysis, before its tool runs (agent-manager's ``on_action``);
+        ``say``: the ``thought`` itself first (or, streaming, its end), queued with it."""
         self._acted = True
         session, iteration = self.session, self.iteration
-        await self._provenance(
+        analysis = self._explain(
             explain.iteration_uri(session, iteration),
             lambda doc: explain.iteration_triples(session, iteration, name, arguments, doc),
             self._document(self.thought_id, thought, f"Agent Thought: {name}"),
         )
+        await self._replies([*(self._thought(thought) if say else []), analysis])
 
     def _document(self, document_id: str, text: str, title: str) -> Document | None:
         """A text for the flow's librarian (agent-manager's ``save_document``), if it has one."""
