@@ -18,7 +18,7 @@ from react_mem.bus.in_process import InProcessTransport
 from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
 from react_mem.bus.queues import Queue
 from react_mem.bus.rabbitmq import RabbitMQTransport
-from react_mem.bus.transport import Consumer, Delivery, Transport
+from react_mem.bus.transport import Consumer, Delivery, Transport, send_queued
 from react_mem.errors import BusError, ConsumerClosed
 from tests.support.rabbitmq import RabbitMQNode, rabbitmq_node  # noqa: F401 (fixture)
 
@@ -189,6 +189,42 @@ async def test_a_closed_producer_refuses_to_send(bus: Transport, unique: str) ->
     await producer.close()
     with pytest.raises(BusError):
         await producer.send(b"m", {})
+
+
+@pytest.mark.parametrize("cls", ALL_CLASSES)
+async def test_queued_sends_arrive_in_the_order_they_were_queued(
+    bus: Transport, unique: str, cls: str
+) -> None:
+    queue = Queue.parse(f"{cls}:tg:queued-{unique}")
+    consumer = await bus.consumer(queue, "s")
+    producer = await bus.producer(queue)
+    sent = [str(n).encode() for n in range(40)]
+    receipts = [await send_queued(producer, body, {"id": body.decode()}) for body in sent]
+    await asyncio.wait_for(asyncio.gather(*receipts), WAIT)
+    got = []
+    for _ in sent:
+        delivery = await receive(consumer)
+        got.append((delivery.data, delivery.properties["id"]))
+        await consumer.ack(delivery)
+    assert got == [(body, body.decode()) for body in sent]
+
+
+async def test_a_pulsar_queued_send_returns_before_its_receipt(bus: Transport, unique: str) -> None:
+    """What lets a stream's messages go out without each waiting for the one before."""
+    if not isinstance(bus, PulsarTransport):
+        pytest.skip("the other transports send each message whole (their receipt is in)")
+    producer = await bus.producer(Queue.parse(f"response:tg:queued-{unique}"))
+    first = await send_queued(producer, b"1", {})
+    second = await send_queued(producer, b"2", {})
+    assert not first.done() and not second.done()
+    await asyncio.wait_for(asyncio.gather(first, second), WAIT)
+
+
+async def test_a_closed_producer_refuses_a_queued_send(bus: Transport, unique: str) -> None:
+    producer = await bus.producer(Queue.parse(f"flow:tg:closed-queued-{unique}"))
+    await producer.close()
+    with pytest.raises(BusError):
+        await asyncio.wait_for(await send_queued(producer, b"m", {}), WAIT)
 
 
 async def test_a_closed_consumer_refuses_to_receive(bus: Transport, unique: str) -> None:

@@ -31,8 +31,7 @@ async def act(
             await respond.thought("")  # closes a streamed thought, if one is open
         await respond.observation(observation)
         return AgentStep(action=PARSE_ERROR_ACTION, observation=observation)
-    await respond.thought(decision.thought)
-    await respond.action(decision.name, decision.arguments, decision.thought)
+    await respond.action(decision.name, decision.arguments, decision.thought, say=True)
     tool = tools.get(decision.name)
     labels = {"processor": processor, "tool": decision.name if tool else "unknown"}
     if tool is None:

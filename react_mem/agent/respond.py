@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from react_mem.agent import explain
+from react_mem.bus.transport import Receipt
 from react_mem.processor.context import MessageContext
 from react_mem.schema import AgentResponse, Error
 from react_mem.schema.agent import MemoryRef
@@ -101,13 +103,29 @@ class Responder:
         self._acted = False
         #: The question's provenance, still being sent (see :meth:`question`).
         self._ahead: asyncio.Future[None] | None = None
+        #: The conclusion's triples and answer document once its event is sent (``conclude``).
+        self._concluded: tuple[TriplesFor, Document | None] | None = None
 
     async def _reply(self, response: AgentResponse, *, ahead: bool = False) -> None:
         """``response`` on the stream, after the question's provenance (``ahead``: it is
         that provenance): the caller sees the messages in the order they were made."""
+        await self._replies([response], ahead=ahead)
+
+    async def _replies(self, responses: list[AgentResponse], *, ahead: bool = False) -> None:
+        """:meth:`_reply` of each of ``responses`` in turn, each queued behind the one
+        before without waiting for the broker's receipt of it (one producer sends them in
+        order); returns once every one is received, raising the first failure."""
         if not ahead:
             await self.settled()
-        await self.ctx.reply(response)
+        receipts: list[Receipt] = []
+        try:
+            for response in responses:
+                receipts.append(await self.ctx.reply_queued(response))
+        finally:
+            results = await asyncio.gather(*receipts, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
 
     async def settled(self) -> None:
         """Wait until the question's provenance is sent (raising what its send raised). The
@@ -122,14 +140,17 @@ class Responder:
     # librarian, are the flow's after-reply work (:mod:`react_mem.processor.background`):
     # a slow or absent librarian adds nothing to an answer. The events name a document the
     # agent is saving; the triples stored name it only once the librarian has it.
-    async def _provenance(
-        self,
-        uri: str,
-        triples_for: TriplesFor,
-        document: Document | None = None,
-        *,
-        ahead: bool = False,
-    ) -> None:
+    def _explain(
+        self, uri: str, triples_for: TriplesFor, document: Document | None = None
+    ) -> AgentResponse:
+        """The ``explain`` event of ``uri`` for the stream; its triples and ``document`` go
+        to the flow's explainability queue and librarian as after-reply work."""
+        self._record(uri, triples_for, document)
+        return _event(uri, triples_for, document)
+
+    def _record(self, uri: str, triples_for: TriplesFor, document: Document | None) -> None:
+        """``uri``'s triples to the flow's explainability queue, and ``document`` to its
+        librarian, as after-reply work (when the flow has them)."""
         flow = self.ctx.flow
         to_graph = flow.has_producer(EXPLAINABILITY)
         if to_graph or document is not None:
@@ -142,15 +163,6 @@ class Responder:
                     await flow.send(EXPLAINABILITY, triples)
 
             flow.background.submit("provenance", record)
-        await self._reply(
-            AgentResponse(
-                message_type="explain",
-                explain_id=uri,
-                explain_graph=explain.GRAPH_RETRIEVAL,
-                explain_triples=triples_for(document.id if document is not None else None),
-            ),
-            ahead=ahead,
-        )
 
     def question(self, question: str, used: list[MemoryRef]) -> None:
         """An invocation's start: the question, then the memory recalled into the prompt.
@@ -161,20 +173,25 @@ class Responder:
     async def _question(self, question: str, used: list[MemoryRef]) -> None:
         session = self.session
         uri, triples = explain.session_uri(session), explain.session_triples(session, question)
-        await self._provenance(uri, lambda _: triples, ahead=True)
+        events = [self._explain(uri, lambda _: triples)]
         if used:
             memory = explain.memory_triples(session, used)
-            await self._provenance(explain.memory_uri(session), lambda _: memory, ahead=True)
+            events.append(self._explain(explain.memory_uri(session), lambda _: memory))
+        await self._replies(events, ahead=True)
 
-    async def action(self, name: str, arguments: dict[str, str], thought: str = "") -> None:
-        """The iteration's analysis, before its tool runs (agent-manager's ``on_action``)."""
+    async def action(
+        self, name: str, arguments: dict[str, str], thought: str = "", *, say: bool = False
+    ) -> None:
+        """The iteration's analysis, before its tool runs (agent-manager's ``on_action``);
+        ``say``: the ``thought`` itself first (or, streaming, its end), queued with it."""
         self._acted = True
         session, iteration = self.session, self.iteration
-        await self._provenance(
+        analysis = self._explain(
             explain.iteration_uri(session, iteration),
             lambda doc: explain.iteration_triples(session, iteration, name, arguments, doc),
             self._document(self.thought_id, thought, f"Agent Thought: {name}"),
         )
+        await self._replies([*(self._thought(thought) if say else []), analysis])
 
     def _document(self, document_id: str, text: str, title: str) -> Document | None:
         """A text for the flow's librarian (agent-manager's ``save_document``), if it has one."""
@@ -206,81 +223,112 @@ class Responder:
             return None
         return document.id
 
-    async def _send(self, kind: str, content: str, message_id: str, *, end: bool) -> None:
-        await self._reply(
-            AgentResponse(
-                message_type=kind, content=content, end_of_message=end, message_id=message_id
-            )
-        )
-
     async def stream_chunk(self, kind: str, text: str) -> None:
         """A piece of a streamed reply: thought text, then (for a final reply) answer text."""
         if kind == "thought":
             self._thought_open = True
-            await self._send("thought", text, self.thought_id, end=False)
+            await self._reply(_message("thought", text, self.thought_id))
         else:
-            await self._end_thought()
-            await self._send("answer", text, self.answer_id, end=False)
+            await self._replies([*self._thought_end(), _message("answer", text, self.answer_id)])
 
-    async def _end_thought(self) -> None:
-        if self._thought_open:
-            self._thought_open = False
-            await self._send("thought", "", self.thought_id, end=True)
+    def _thought_end(self) -> list[AgentResponse]:
+        """The end of a thought streamed in chunks, if one is open."""
+        if not self._thought_open:
+            return []
+        self._thought_open = False
+        return [_message("thought", "", self.thought_id, end=True)]
+
+    def _thought(self, text: str) -> list[AgentResponse]:
+        if self.streaming:
+            return self._thought_end()
+        return [_message("thought", text, self.thought_id, end=True)]
 
     async def thought(self, text: str) -> None:
         """A whole thought, or (streaming) the end of the one sent in chunks, if still open."""
-        if self.streaming:
-            await self._end_thought()
-        else:
-            await self._send("thought", text, self.thought_id, end=True)
+        messages = self._thought(text)
+        if messages:
+            await self._replies(messages)
 
     async def observation(self, text: str, *, error: str | None = None) -> None:
         """The observation, then its provenance (``error``: the tool failed so). A reply
         that did not parse has an analysis too, as in agent-manager."""
         if not self._acted:
             await self.action(PARSE_ERROR_ACTION, {})
-        await self._send("observation", text, self.observation_id, end=True)
         session, iteration = self.session, self.iteration
-        await self._provenance(
+        observed = _message("observation", text, self.observation_id, end=True)
+        provenance = self._explain(
             self.observation_id,
             lambda doc: explain.observation_triples(session, iteration, document=doc, error=error),
             self._document(self.observation_id, text, "Agent Observation"),
         )
+        await self._replies([observed, provenance])
 
-    async def answer(self, text: str) -> None:
-        """The conclusion's provenance, then the end of the dialog: the whole answer, or
-        (streaming) the terminal marker."""
+    def _final_triples(self) -> TriplesFor:
         session, iteration, used = self.session, self.iteration, bool(self.used)
         in_token, out_token, model = self.in_token, self.out_token, self.model
-        await self._provenance(
-            self.answer_id,
-            lambda doc: explain.final_triples(
-                session,
-                iteration,
-                in_token=in_token,
-                out_token=out_token,
-                model=model,
-                document=doc,
-                memory=used,
-            ),
-            self._document(
-                explain.answer_document(session),
-                text,
-                f"Agent Answer: {self.question_text[:50]}...",
-            ),
+        return lambda doc: explain.final_triples(
+            session,
+            iteration,
+            in_token=in_token,
+            out_token=out_token,
+            model=model,
+            document=doc,
+            memory=used,
         )
-        await self._reply(
-            AgentResponse(
-                message_type="answer",
-                content="" if self.streaming else text,
-                end_of_message=True,
-                end_of_dialog=True,
-                message_id=self.answer_id,
-                in_token=self.in_token,
-                out_token=self.out_token,
-                model=self.model,
-            )
+
+    def _answer_document(self, text: str) -> Document | None:
+        title = f"Agent Answer: {self.question_text[:50]}..."
+        return self._document(explain.answer_document(self.session), text, title)
+
+    async def conclude(self, thought: str, answer: str) -> None:
+        """A final reply's thought, then its conclusion's provenance event: sent beside the
+        learning hand-off, ahead of the answer (:meth:`answer`). The conclusion's triples
+        and its answer document (``answer``'s, named in the event) are stored only once the
+        answer is sent: nothing is kept of an answer that is not given."""
+        triples_for = self._final_triples()
+        document = self._answer_document(answer)
+        self._concluded = (triples_for, document)
+        conclusion = _event(self.answer_id, triples_for, document)
+        await self._replies([*self._thought(thought), conclusion])
+
+    async def answer(self, text: str) -> None:
+        """The end of the dialog: the whole answer, or (streaming) the terminal marker,
+        after the conclusion's provenance (sent here unless :meth:`conclude` sent it)."""
+        messages = []
+        if self._concluded is None:
+            triples_for, document = self._final_triples(), self._answer_document(text)
+            messages.append(_event(self.answer_id, triples_for, document))
+        else:
+            triples_for, named = self._concluded
+            document = None if named is None else dataclasses.replace(named, text=text)
+        self._record(self.answer_id, triples_for, document)
+        answer = AgentResponse(
+            message_type="answer",
+            content="" if self.streaming else text,
+            end_of_message=True,
+            end_of_dialog=True,
+            message_id=self.answer_id,
+            in_token=self.in_token,
+            out_token=self.out_token,
+            model=self.model,
         )
+        await self._replies([*messages, answer])
 
     async def error(self, message: str, *, kind: str = ERROR_TYPE) -> None:
         await self._reply(error_response(message, kind=kind))
+
+
+def _message(kind: str, content: str, message_id: str, *, end: bool = False) -> AgentResponse:
+    return AgentResponse(
+        message_type=kind, content=content, end_of_message=end, message_id=message_id
+    )
+
+
+def _event(uri: str, triples_for: TriplesFor, document: Document | None) -> AgentResponse:
+    """The ``explain`` event of ``uri``, naming ``document`` (which the agent is saving)."""
+    return AgentResponse(
+        message_type="explain",
+        explain_id=uri,
+        explain_graph=explain.GRAPH_RETRIEVAL,
+        explain_triples=triples_for(document.id if document is not None else None),
+    )

@@ -316,18 +316,18 @@ class AgentProcessor(Processor):
             # Learning first: the answer goes out only once its trajectory is on the
             # persistent flow (an answered "remember that ..." is never lost) and its turn
             # is on its way to conversation memory ahead of any follow-up (``turn_wait``:
-            # sent, or stored); the two run side by side, and beside the thought's send,
-            # which ends before anything else is sent (an error from learning included), so
-            # the caller's stream keeps its order.
+            # sent, or stored); the two run side by side, and beside the send of the thought
+            # and the conclusion's provenance event, which ends before anything else is sent
+            # (an error from learning included), so the caller's stream keeps its order.
             stored = self.ending.answer_waits_for_stored(inv)
             turn = self.ending.start_turn(inv, decision.answer, outcome, before_answer=stored)
-            thought = asyncio.ensure_future(respond.thought(decision.thought))
+            concluded = asyncio.ensure_future(respond.conclude(decision.thought, decision.answer))
             try:
                 note = await self.ending.finish(
                     inv, decision.answer, outcome, None, turn, answered=False, stored=stored
                 )
             finally:
-                await thought
+                await concluded
             await respond.answer(f"{decision.answer}\n\n({note})" if note else decision.answer)
             self.metrics.sessions.labels(processor=self.id, outcome="completed").inc()
             self.metrics.iterations.labels(processor=self.id).observe(inv.state.iteration)

@@ -26,7 +26,7 @@ import logging
 from pathlib import Path
 
 from react_mem.bus.queues import Queue
-from react_mem.bus.transport import Consumer, Producer, Transport
+from react_mem.bus.transport import Consumer, Producer, Receipt, Transport, send_queued
 from react_mem.disk import MIB, DiskFloor
 from react_mem.errors import DiskFull
 
@@ -112,6 +112,10 @@ class GuardedProducer:
     async def send(self, data: bytes, properties: dict[str, str]) -> None:
         self._disk.check_send()
         await self._producer.send(data, properties)
+
+    async def send_queued(self, data: bytes, properties: dict[str, str]) -> Receipt:
+        self._disk.check_send()
+        return await send_queued(self._producer, data, properties)
 
     async def close(self) -> None:
         await self._producer.close()

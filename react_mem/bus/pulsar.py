@@ -6,6 +6,7 @@ queues are Shared subscriptions, response and notify queues Exclusive ones.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ import pulsar.asyncio
 
 from react_mem.bus.queues import Queue
 from react_mem.bus.retrying import create_with_retries
-from react_mem.bus.transport import Delivery
+from react_mem.bus.transport import Delivery, Receipt
 from react_mem.errors import BusError, ConsumerClosed
 
 logger = logging.getLogger(__name__)
@@ -88,10 +89,41 @@ class PulsarProducer:
         open_.add(self)
 
     async def send(self, data: bytes, properties: dict[str, str]) -> None:
+        await self.queue(data, properties)
+
+    async def send_queued(self, data: bytes, properties: dict[str, str]) -> Receipt:
+        return self.queue(data, properties)
+
+    def queue(self, data: bytes, properties: dict[str, str]) -> Receipt:
+        """Hand ``data`` to the client's producer queue now (the client sends in that order,
+        and sends again in that order after a reconnection); the result is the broker's
+        receipt. ``pulsar.asyncio``'s ``send`` is this, awaited at once: the two go through
+        the client's one ``send_async`` (its wrapped producer, ``_producer``)."""
+        loop = asyncio.get_running_loop()
+        receipt: Receipt = loop.create_future()
+        topic = self._topic
+
+        def settle(result: _pulsar.Result) -> None:
+            if receipt.done():
+                return
+            if result == _pulsar.Result.Ok:
+                receipt.set_result(None)
+            else:
+                error = pulsar.asyncio.PulsarException(result)
+                receipt.set_exception(BusError(f"send to {topic} failed: {error}"))
+
+        def sent(result: _pulsar.Result, _message_id: object) -> None:  # the client's thread
+            loop.call_soon_threadsafe(settle, result)
+
+        builder = _pulsar.MessageBuilder()
+        builder.content(data)
+        for key, value in properties.items():
+            builder.property(key, value)
         try:
-            await self._producer.send(data, properties=properties)
+            self._producer._producer.send_async(builder.build(), sent)
         except _ERRORS as exc:
             raise BusError(f"send to {self._topic} failed: {exc}") from exc
+        return receipt
 
     async def close(self) -> None:
         self._open.discard(self)

@@ -7,6 +7,7 @@ in ``backends.py``; ``tests/test_transport_contract.py`` holds every one to the 
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -33,6 +34,37 @@ class Producer(Protocol):
     async def send(self, data: bytes, properties: dict[str, str]) -> None: ...
 
     async def close(self) -> None: ...
+
+
+Receipt = asyncio.Future[None]
+
+
+class QueuingProducer(Producer, Protocol):
+    """A producer that can take a message without waiting for the broker's receipt of the
+    ones before it: what it was given is sent in that order."""
+
+    async def send_queued(self, data: bytes, properties: dict[str, str]) -> Receipt:
+        """Queue ``data`` behind every message given to this producer before, and return at
+        once: the result is the broker's receipt (raising what :meth:`send` would)."""
+
+
+async def send_queued(producer: Producer, data: bytes, properties: dict[str, str]) -> Receipt:
+    """``data`` on ``producer``, in order behind what it was given before; the result is its
+    receipt, to await later. A producer that cannot queue (``send_queued``) sends it here,
+    receipt and all: its result is then done already."""
+    queue = getattr(producer, "send_queued", None)
+    if queue is not None:
+        receipt: Receipt = await queue(data, properties)
+        return receipt
+    await producer.send(data, properties)
+    return received()
+
+
+def received() -> Receipt:
+    """A receipt that is in already."""
+    done: Receipt = asyncio.get_running_loop().create_future()
+    done.set_result(None)
+    return done
 
 
 class Consumer(Protocol):

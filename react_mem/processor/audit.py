@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from react_mem.bus.transport import Receipt, received
 from react_mem.processor.context import MessageContext
 from react_mem.processor.specs import Handler
 from react_mem.schema.audit import AuditEvent
@@ -40,6 +41,10 @@ class _Held(MessageContext):
 
     async def reply(self, message: WireModel) -> None:
         self.held.append(message)
+
+    async def reply_queued(self, message: WireModel) -> Receipt:
+        self.held.append(message)
+        return received()  # sent, if at all, when the operation has succeeded
 
 
 def audited(

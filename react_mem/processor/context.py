@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from react_mem.bus.transport import Receipt
 from react_mem.errors import ConfigurationError
 from react_mem.schema.base import WireModel
 
@@ -26,3 +27,10 @@ class MessageContext:
         if self.response is None:
             raise ConfigurationError("this consumer declares no response queue")
         await self.flow.send(self.response, message, id=self.id)
+
+    async def reply_queued(self, message: WireModel) -> Receipt:
+        """:meth:`reply`, returning once ``message`` is queued behind the replies before it
+        (:meth:`Flow.send_queued`): the result is the broker's receipt, to await later."""
+        if self.response is None:
+            raise ConfigurationError("this consumer declares no response queue")
+        return await self.flow.send_queued(self.response, message, id=self.id)

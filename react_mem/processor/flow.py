@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from react_mem.bus.queues import Queue
 from react_mem.bus.rpc import RequestResponseClient
-from react_mem.bus.transport import Delivery, Producer
+from react_mem.bus.transport import Delivery, Producer, Receipt, send_queued
 from react_mem.errors import BadRequest, ConfigurationError
 from react_mem.metrics import ProducerMetrics
 from react_mem.processor.background import Background
@@ -138,24 +138,32 @@ class Flow:
 
     async def send(self, producer: str, message: WireModel, *, id: str | None = None) -> None:
         """Send ``message`` on the named producer spec's queue, carrying the correlation id."""
-        try:
-            handle, metrics = self._producers[producer]
-        except KeyError:
-            raise ConfigurationError(
-                f"{self.processor.id} declares no producer {producer!r}"
-            ) from None
-        data = message.encode()
-        if len(data) > MAX_MESSAGE_BYTES:
-            # Refused here, at once: the broker would refuse it only after its send timeout,
-            # holding the handler's slot meanwhile. A reply's caller gets this as its error.
-            raise BadRequest(
-                f"{type(message).__name__} of {len(data)} bytes is over the bus's message "
-                f"limit of {MAX_MESSAGE_BYTES} bytes ({MAX_MESSAGE_BYTES // 2**20} MiB): "
-                "ask for less at a time (a smaller limit, or pages with offset)",
-                type="too-large",
-            )
-        await handle.send(data, {"id": id} if id is not None else {})
+        handle, metrics = self._producer(producer)
+        await handle.send(_encoded(message), {"id": id} if id is not None else {})
         metrics.sent()
+
+    async def send_queued(
+        self, producer: str, message: WireModel, *, id: str | None = None
+    ) -> Receipt:
+        """:meth:`send`, returning once ``message`` is queued behind what was sent on that
+        producer before: the result is the broker's receipt, to await later. Messages that
+        must arrive in order can go out without each waiting for the last one's receipt."""
+        handle, metrics = self._producer(producer)
+        properties = {"id": id} if id is not None else {}
+        receipt = await send_queued(handle, _encoded(message), properties)
+
+        def count(done: Receipt) -> None:
+            if not done.cancelled() and done.exception() is None:
+                metrics.sent()
+
+        receipt.add_done_callback(count)
+        return receipt
+
+    def _producer(self, name: str) -> tuple[Producer, ProducerMetrics]:
+        try:
+            return self._producers[name]
+        except KeyError:
+            raise ConfigurationError(f"{self.processor.id} declares no producer {name!r}") from None
 
     def has_producer(self, name: str) -> bool:
         """Whether the (optional) producer ``name`` runs in this flow."""
@@ -189,3 +197,17 @@ class Flow:
         self._runners.clear()
         self._clients.clear()
         self._producers.clear()
+
+
+def _encoded(message: WireModel) -> bytes:
+    data = message.encode()
+    if len(data) > MAX_MESSAGE_BYTES:
+        # Refused here, at once: the broker would refuse it only after its send timeout,
+        # holding the handler's slot meanwhile. A reply's caller gets this as its error.
+        raise BadRequest(
+            f"{type(message).__name__} of {len(data)} bytes is over the bus's message "
+            f"limit of {MAX_MESSAGE_BYTES} bytes ({MAX_MESSAGE_BYTES // 2**20} MiB): "
+            "ask for less at a time (a smaller limit, or pages with offset)",
+            type="too-large",
+        )
+    return data
