@@ -95,35 +95,18 @@ class PulsarProducer:
         return self.queue(data, properties)
 
     def queue(self, data: bytes, properties: dict[str, str]) -> Receipt:
-        """Hand ``data`` to the client's producer queue now (the client sends in that order,
-        and sends again in that order after a reconnection); the result is the broker's
-        receipt. ``pulsar.asyncio``'s ``send`` is this, awaited at once: the two go through
-        the client's one ``send_async`` (its wrapped producer, ``_producer``)."""
-        loop = asyncio.get_running_loop()
-        receipt: Receipt = loop.create_future()
-        topic = self._topic
+        """Send ``data`` in order behind every message given to this producer before, without
+        waiting for their receipts; the result is its own receipt. Every send of this
+        producer is a task of its own, and the loop starts tasks in the order they were made:
+        each task's first step hands its message to the client's producer queue, which sends
+        in that order (and sends again in that order after a reconnection)."""
+        return asyncio.ensure_future(self._send(data, properties))
 
-        def settle(result: _pulsar.Result) -> None:
-            if receipt.done():
-                return
-            if result == _pulsar.Result.Ok:
-                receipt.set_result(None)
-            else:
-                error = pulsar.asyncio.PulsarException(result)
-                receipt.set_exception(BusError(f"send to {topic} failed: {error}"))
-
-        def sent(result: _pulsar.Result, _message_id: object) -> None:  # the client's thread
-            loop.call_soon_threadsafe(settle, result)
-
-        builder = _pulsar.MessageBuilder()
-        builder.content(data)
-        for key, value in properties.items():
-            builder.property(key, value)
+    async def _send(self, data: bytes, properties: dict[str, str]) -> None:
         try:
-            self._producer._producer.send_async(builder.build(), sent)
+            await self._producer.send(data, properties=properties)
         except _ERRORS as exc:
             raise BusError(f"send to {self._topic} failed: {exc}") from exc
-        return receipt
 
     async def close(self) -> None:
         self._open.discard(self)
