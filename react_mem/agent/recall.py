@@ -1,8 +1,9 @@
 """Invocation start: recall what memory holds for a question, in parallel, never failing.
 
-The question is embedded once, while the sources that need no vector (the conversation,
-loaded by id) are already being asked; then every source that recalls by similarity is
-asked by that vector, all at once, each with its own timeout. The sources are those the
+The question is embedded once, started before anything else (the model runs on its thread
+while the loop waits for the previous turn and asks the sources that need no vector, the
+conversation loaded by id); then every source that recalls by similarity is asked by that
+vector, all at once, each with its own timeout. The sources are those the
 agent read from its memory kinds (``react_mem.agent.sources.Sources``). A memory service
 that is absent from the flow, slow or failing thins the context; it never fails the answer.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import logging
 import time
 from collections.abc import Awaitable, Iterable
@@ -56,47 +58,70 @@ class MemoryRecall:
         self.sources = tuple(sources)
 
     async def recall(
-        self, question: str, scope: Scope, state: str = "", task_type: str = ""
+        self,
+        question: str,
+        scope: Scope,
+        state: str = "",
+        task_type: str = "",
+        *,
+        first: Awaitable[object] | None = None,
     ) -> Recall:
         """``state``: the invocation's recent steps, which episode recall also reads;
-        ``task_type``: the request's, which the playbook's topic boost reads."""
+        ``task_type``: the request's, which the playbook's topic boost reads; ``first``:
+        awaited before any source is asked (the previous turn's append, which a follow-up's
+        conversation must see), the question's embedding already under way."""
         cfg, recall = self.config, Recall()
-        asks = {s: s.ask(self.flow, cfg, question, scope) for s in self.sources}
-        asks = {
-            s: None
-            if ask is None
-            else dataclasses.replace(ask, state=state, task_type=task_type, holds=recall.holds)
-            for s, ask in asks.items()
-        }
+        embedding: asyncio.Future[list[float] | None] | None = None
         jobs: dict[str, Awaitable[list[Item] | None]] = {}
-        # Sources that need no vector are asked at once, while the question is embedded.
-        for source, ask in asks.items():
-            if ask is not None and not source.embeds(cfg):
-                jobs[source.name] = asyncio.ensure_future(
-                    self._timed(recall, source.name, source.fetch(ask))
+        try:
+            holds = recall.holds  # one set for all the asks: see Ask.holds
+            asks = [
+                (source, ask)
+                for source in self.sources
+                if (ask := source.ask(self.flow, cfg, question, scope, state, task_type, holds))
+            ]
+            embedded = [(s, ask) for s, ask in asks if s.embeds(cfg)]
+            if self.embedder is not None and embedded:
+                embedding = asyncio.ensure_future(
+                    self._timed(recall, "embed", self._embed(question))
                 )
-        vector = None
-        if self.embedder is not None and any(
-            ask is not None and s.embeds(cfg) for s, ask in asks.items()
-        ):
-            vector = await self._timed(recall, "embed", self._embed(question))
-        for source, ask in asks.items():
-            if ask is not None and source.embeds(cfg):
-                ask = dataclasses.replace(ask, vector=vector)
-                jobs[source.name] = self._timed(recall, source.name, source.fetch(ask))
+                # One turn of the loop: the embedder hands the question to its thread before
+                # the conversation's request is encoded and sent (the model runs beside it).
+                await asyncio.sleep(0)
+            if first is not None:
+                await first
+            # Sources that need no vector are asked at once, while the question is embedded.
+            for source, ask in asks:
+                if not source.embeds(cfg):
+                    jobs[source.name] = asyncio.ensure_future(
+                        self._timed(recall, source.name, source.fetch(ask))
+                    )
+            vector = None if embedding is None else await embedding
+        except BaseException:  # cancelled or failed: so is what it started
+            if inspect.iscoroutine(first):
+                first.close()
+            for job in (embedding, *jobs.values()):
+                if isinstance(job, asyncio.Future):
+                    job.cancel()
+            raise
+        for source, ask in embedded:
+            ask = dataclasses.replace(ask, vector=vector)
+            jobs[source.name] = self._timed(recall, source.name, source.fetch(ask))
         results = await asyncio.gather(*jobs.values())
         for name, result in zip(jobs, results, strict=True):
             if result is not None:
                 recall.items[name] = result
-        for source, ask in asks.items():
-            if ask is None and source.top_k is not None:
+        asked = {source.name for source, _ in asks}
+        for source in self.sources:
+            if source.name not in asked and source.top_k is not None:
                 recall.missed.setdefault(source.name, "not in this flow")
         return recall
 
     async def _timed(self, recall: Recall, name: str, job: Awaitable[T]) -> T | None:
         started = time.perf_counter()
         try:
-            return await asyncio.wait_for(job, self.config.memory_timeout)
+            async with asyncio.timeout(self.config.memory_timeout):  # no task of its own
+                return await job
         except TimeoutError:
             recall.missed[name] = f"no answer within {self.config.memory_timeout}s"
         except Exception as exc:  # noqa: BLE001 - a memory left out never costs the answer
