@@ -25,6 +25,7 @@ from react_mem.agent.sources import MemorySource
 from react_mem.embedding.base import Embedder
 from react_mem.processor.flow import Flow
 from react_mem.schema.scope import Scope
+from react_mem.tokens import TokenCounter
 
 logger = logging.getLogger(__name__)
 
@@ -53,9 +54,12 @@ class MemoryRecall:
         embedder: Embedder | None,
         config: AgentMemConfig,
         sources: Iterable[MemorySource],
+        counter: TokenCounter | None = None,
     ) -> None:
+        """``counter``: the render's, to count the items' tokens while recall waits."""
         self.flow, self.embedder, self.config = flow, embedder, config
         self.sources = tuple(sources)
+        self.counter = counter
 
     async def recall(
         self,
@@ -104,13 +108,19 @@ class MemoryRecall:
                 if isinstance(job, asyncio.Future):
                     job.cancel()
             raise
+        # Each source's items are counted once in (tokens, for the render), while the loop
+        # waits for the others: the vector's requests are sent first, then what came in.
+        first_asked = list(jobs)
         for source, ask in embedded:
             ask = dataclasses.replace(ask, vector=vector)
-            jobs[source.name] = self._timed(recall, source.name, source.fetch(ask))
-        results = await asyncio.gather(*jobs.values())
-        for name, result in zip(jobs, results, strict=True):
-            if result is not None:
-                recall.items[name] = result
+            jobs[source.name] = self._counted(self._timed(recall, source.name, source.fetch(ask)))
+        for name in first_asked:
+            jobs[name] = self._counted(jobs[name])
+        order = [*(name for name in jobs if name not in first_asked), *first_asked]
+        results = dict(zip(order, await asyncio.gather(*(jobs[n] for n in order)), strict=True))
+        for name in jobs:
+            if results[name] is not None:
+                recall.items[name] = results[name]
         asked = {source.name for source, _ in asks}
         for source in self.sources:
             if source.name not in asked and source.top_k is not None:
@@ -130,6 +140,22 @@ class MemoryRecall:
             recall.timings[name] = time.perf_counter() - started
         logger.warning("memory %s left out of the context: %s", name, recall.missed[name])
         return None
+
+    async def _counted(self, job: Awaitable[list[Item] | None]) -> list[Item] | None:
+        """``job``'s items with their tokens counted, up to the whole memory budget (an item
+        past it is never chosen: the render takes a section's items in order)."""
+        items = await job
+        if items is None or self.counter is None:
+            return items
+        counted, spent, budget = [], 0, self.config.memory_token_budget
+        for item in items:
+            if spent > budget:
+                counted.append(item)
+                continue
+            tokens = self.counter.count(item.text)
+            spent += tokens
+            counted.append(Item(item.text, item.ref, item.group, tokens))
+        return counted
 
     async def _embed(self, question: str) -> list[float]:
         assert self.embedder is not None

@@ -359,7 +359,8 @@ class AgentProcessor(Processor):
         if not inv.memory_on or cfg.memory_token_budget == 0:
             return state
         started = time.perf_counter()
-        recall = await MemoryRecall(inv.flow, loaded.embedder, cfg, self.sources).recall(
+        recaller = MemoryRecall(inv.flow, loaded.embedder, cfg, self.sources, loaded.counter)
+        recall = await recaller.recall(
             request.question,
             inv.scope,
             recent_state(request.history),
