@@ -119,8 +119,9 @@ class MemoryRecall:
         order = [*(name for name in jobs if name not in first_asked), *first_asked]
         results = dict(zip(order, await asyncio.gather(*(jobs[n] for n in order)), strict=True))
         for name in jobs:
-            if results[name] is not None:
-                recall.items[name] = results[name]
+            got = results[name]
+            if got is not None:
+                recall.items[name] = got
         asked = {source.name for source, _ in asks}
         for source in self.sources:
             if source.name not in asked and source.top_k is not None:

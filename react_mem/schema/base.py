@@ -100,7 +100,8 @@ def _dumps(wire: dict[str, Any], vectors: frozenset[str]) -> str:
     question's 384 floats). The same values, digit for digit (both write the shortest
     repr that reads back as the same float); an exponent may be spelt ``1e-5`` for
     ``1e-05``, which every JSON reader reads alike. Separators stay ``json``'s."""
-    parts, plain = [], {}
+    parts: list[str] = []
+    plain: dict[str, Any] = {}
     for key, value in wire.items():
         if key in vectors and value:
             if plain:
