@@ -5,7 +5,11 @@ specs and the prompt layout all follow them."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any, cast
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from react_mem.agent import prompt
 from react_mem.agent.config import AgentMemConfig
@@ -142,3 +146,97 @@ async def test_a_failing_source_thins_the_context() -> None:
     recall = await MemoryRecall(flow, None, AgentMemConfig(), sources).recall("q?", SCOPE)
     assert recall.items == {"b": [item("kept")]}
     assert recall.missed == {"a": "RuntimeError: store is down"}
+
+
+class Words:
+    """A token counter of words (the render's seam), counting its calls."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def count(self, text: str) -> int:
+        self.calls += 1
+        return len(text.split())
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        return [self.count(t) for t in texts]
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        return " ".join(text.split()[: max(max_tokens, 0)])
+
+
+async def test_the_embedding_starts_before_the_previous_turn_and_the_sources() -> None:
+    """The model runs while the previous turn is awaited and the conversation is asked;
+    no source is asked before the previous turn (a follow-up's conversation holds it)."""
+    events: list[str] = []
+
+    class Recorder:
+        async def embed(self, texts: list[str]) -> list[list[float]]:
+            events.append("embed")
+            return [[1.0, 0.0] for _ in texts]
+
+    async def previous_turn() -> None:
+        events.append("previous turn")
+
+    async def by_id(ask: Ask) -> list[Item]:
+        events.append("by-id")
+        return [item("turn")]
+
+    async def by_vector(ask: Ask) -> list[Item]:
+        events.append("by-vector")
+        return [item("fact")]
+
+    sources = [source("by-id", by_id), source("by-vector", by_vector, embeds=lambda c: True)]
+    flow = cast(Flow, FlowWith("by-id-memory-request", "by-vector-memory-request"))
+    recall = await MemoryRecall(flow, cast(Any, Recorder()), AgentMemConfig(), sources).recall(
+        "q?", SCOPE, first=previous_turn()
+    )
+    assert events == ["embed", "previous turn", "by-id", "by-vector"]
+    assert list(recall.items) == ["by-id", "by-vector"]
+
+
+async def test_recall_counts_the_items_tokens_up_to_the_budget() -> None:
+    texts = [f"fact number {n} " + "word " * n for n in range(30)]
+
+    async def facts(ask: Ask) -> list[Item]:
+        return [item(t) for t in texts]
+
+    counter = Words()
+    cfg = AgentMemConfig(**{"memory-token-budget": 100})
+    flow = cast(Flow, FlowWith("facts-memory-request"))
+    sources = [source("facts", facts)]
+    recall = await MemoryRecall(flow, None, cfg, sources, cast(Any, counter)).recall("q?", SCOPE)
+    got = recall.items["facts"]
+    assert [i.text for i in got] == [item(t).text for t in texts]  # the same items, in order
+    counted = [i for i in got if i.tokens is not None]
+    assert [i.tokens for i in counted] == [len(i.text.split()) for i in counted]
+    assert sum(i.tokens or 0 for i in counted[:-1]) <= 100 < sum(i.tokens or 0 for i in counted)
+    assert all(i.tokens is None for i in got[len(counted) :])  # past the budget: never chosen
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 40), max_size=12),
+    budget=st.integers(0, 300),
+    counted=st.integers(0, 12),
+)
+def test_the_render_of_counted_items_is_the_render_of_uncounted_ones(
+    lengths: list[int], budget: int, counted: int
+) -> None:
+    """Tokens counted in recall spare the render its counts and change nothing it writes."""
+    plain = {
+        "facts": [item("fact " + "word " * n) for n in lengths],
+        "conversation": [item("turn " + "said " * n) for n in reversed(lengths)],
+    }
+    words = Words()
+    ahead = {
+        name: [
+            Item(i.text, i.ref, i.group, words.count(i.text) if n < counted else None)
+            for n, i in enumerate(items)
+        ]
+        for name, items in plain.items()
+    }
+    before, after = Words(), Words()
+    expected = prompt.render_context(cast(Any, before), budget, plain, LAYOUT)
+    assert prompt.render_context(cast(Any, after), budget, ahead, LAYOUT) == expected
+    assert after.calls <= before.calls

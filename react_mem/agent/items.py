@@ -25,6 +25,9 @@ class Item:
     ref: MemoryRef
     #: A heading the item is listed under (a playbook section), written once per group.
     group: str = ""
+    #: The text's tokens in the agent's counter, when recall counted them while it waited
+    #: for other sources (None: the render counts them).
+    tokens: int | None = None
 
 
 #: Escapes for everything that is, or reads as, an angle bracket once NFKC-folded: ``<`` and

@@ -153,7 +153,8 @@ def _choose(
                 heading = 0
                 if item.group and item.group not in groups:
                     heading = counter.count(item.group) + 1  # and its line break
-                cost = counter.count(text) + heading
+                tokens = item.tokens  # counted in recall, while it waited for others
+                cost = (counter.count(text) if tokens is None else tokens) + heading
                 if cost > room:
                     if not final_pass or room - heading < 8 or item.ref.kind == "bullet":
                         break

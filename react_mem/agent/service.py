@@ -359,9 +359,13 @@ class AgentProcessor(Processor):
         if not inv.memory_on or cfg.memory_token_budget == 0:
             return state
         started = time.perf_counter()
-        await self.ending.previous_turn(inv)
-        recall = await MemoryRecall(inv.flow, loaded.embedder, cfg, self.sources).recall(
-            request.question, inv.scope, recent_state(request.history), request.task_type
+        recaller = MemoryRecall(inv.flow, loaded.embedder, cfg, self.sources, loaded.counter)
+        recall = await recaller.recall(
+            request.question,
+            inv.scope,
+            recent_state(request.history),
+            request.task_type,
+            first=self.ending.previous_turn(inv),  # the question's embedding goes first
         )
         if recall.holds:
             state = state.model_copy(update={"hold_turn": True})

@@ -103,24 +103,47 @@ class MemorySource:
     def client(self) -> str:
         return self.service.request
 
-    def ask(self, flow: Flow, cfg: AgentMemConfig, question: str, scope: Scope) -> Ask | None:
-        """The question for this source, or ``None`` when it is not asked."""
+    def ask(
+        self,
+        flow: Flow,
+        cfg: AgentMemConfig,
+        question: str,
+        scope: Scope,
+        state: str = "",
+        task_type: str = "",
+        holds: set[str] | None = None,
+    ) -> Ask | None:
+        """The question for this source, or ``None`` when it is not asked (``state``,
+        ``task_type`` and ``holds``: see :class:`Ask`)."""
         top_k = int(setting(cfg, self.top_k)) if self.top_k else 0
         if (self.top_k and top_k <= 0) or not self.needs(scope):
             return None
         if not flow.has_client(self.client):
             return None
         min_score = float(setting(cfg, self.min_score)) if self.min_score else None
-        return Ask(flow, cfg, question, None, scope, top_k, min_score)
+        return Ask(
+            flow,
+            cfg,
+            question,
+            None,
+            scope,
+            top_k,
+            min_score,
+            state,
+            task_type,
+            set() if holds is None else holds,
+        )
+
+
+#: ``agent-mem`` keys (hyphenated) of the config's own fields, and the fields' names.
+_FIELDS = {info.alias: name for name, info in AgentMemConfig.model_fields.items() if info.alias}
 
 
 def setting(cfg: AgentMemConfig, key: str) -> Any:
     """The value of ``agent-mem`` key ``key`` (hyphenated, as the config map spells it):
     one of the config's own fields or a key a memory source declared."""
-    for name, info in AgentMemConfig.model_fields.items():
-        if info.alias == key:
-            return getattr(cfg, name)
-    return cfg.declared(key)
+    name = _FIELDS.get(key)
+    return getattr(cfg, name) if name is not None else cfg.declared(key)
 
 
 @dataclass(frozen=True, init=False)

