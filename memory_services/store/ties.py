@@ -89,10 +89,9 @@ def fetch(depth: int) -> int:
 def settle(points: Sequence[P], limit: int, side: Side = "dense") -> list[P]:
     """The best ``limit`` of ``points`` by score, equal scores in id order."""
     places = DECIMALS[side]
-    # Decorated once (no key function called per point); the place breaks no tie (a list
-    # holds a record once) but keeps two points from ever being compared themselves.
-    ranked = sorted([(-round(float(p.score), places), _key(p.id), n) for n, p in enumerate(points)])
-    return [points[n] for _, _, n in ranked[:limit]]
+    scores = [-round(float(p.score), places) for p in points]
+    order = _order(scores, lambda: [_key(p.id) for p in points])  # a record once a list
+    return [points[n] for n in order[:limit]]
 
 
 def fuse(
@@ -117,11 +116,22 @@ def fuse(
     places = DECIMALS["dense"]
     if retrieval.ask_discount or retrieval.length_prior:
         factor = _priors(retrieval)
-        kept = _may_lead(fused, retrieval, limit)
-        best = sorted([(-round(fused[k] * factor(first[k].payload), places), k) for k in kept])
+        keys = _may_lead(fused, retrieval, limit)
+        scores = [-round(fused[key] * factor(first[key].payload), places) for key in keys]
     else:
-        best = sorted([(-round(score, places), key) for key, score in fused.items()])
-    return [first[key] for _, key in best[:limit]]
+        keys = list(fused)
+        scores = [-round(score, places) for score in fused.values()]
+    return [first[keys[n]] for n in _order(scores, lambda: keys)[:limit]]
+
+
+def _order(scores: list[float], ids: Callable[[], list[str]]) -> list[int]:
+    """The places of ``scores``, lowest first, equal ones in the order of their ``ids``
+    (distinct): sorted by id first where any are equal, then (stable) by score; each sort
+    compares keys of one type, which it does fastest."""
+    places: Sequence[int] = range(len(scores))
+    if len(set(scores)) < len(scores):
+        places = sorted(places, key=ids().__getitem__)
+    return sorted(places, key=scores.__getitem__)
 
 
 def _may_lead(fused: Mapping[str, float], retrieval: Retrieval, limit: int) -> list[str]:
