@@ -32,7 +32,9 @@ not see it. So each fused candidate's score is scaled by ``1 - ask_discount`` wh
 LoCoMo's tuning split, where a turn with its speaker and date has 30 words on average),
 kept within [0.8, 1.2]: a short fact loses at most a fifth, and facts of a few words all
 lose the same, so they keep their order among themselves. Records with no ``content``
-(other services' collections) are left as they are. Measured on both LoCoMo splits
+(other services' collections) are left as they are. The factor's bounds leave most
+candidates' texts unread: one that stays below the best ``limit`` at its highest factor
+cannot lead (:func:`_may_lead`). Measured on both LoCoMo splits
 (``benchmarks/locomo_multihop.py``, ``benchmarks/locomo_recall.py``).
 """
 
