@@ -179,14 +179,14 @@ def read(lists: Sequence[Sequence[Candidate]]) -> tuple[list[list[Point]], dict[
     id."""
     first: dict[str, Point] = {}
     # By the id as read: a UUID's int (a UUID's hash and == are Python methods, and the
-    # binding makes a new one at every read), else the id itself.
+    # binding makes a new one at every read), else its string (never equal to an int).
     by_key: dict[object, Point] = {}
     out: list[list[Point]] = []
     for found in lists:
         points = []
         for point in found:
             id = point.id
-            seen = id.int if type(id) is uuid.UUID else id
+            seen = id.int if type(id) is uuid.UUID else str(id)
             known = by_key.get(seen)
             if known is None:
                 key = str(id)
