@@ -128,3 +128,14 @@ def test_a_value_written_by_encode_still_decodes() -> None:
     rows = sentences.decode(value, 3)
     assert rows is not None and rows.shape == (3, 3)
     assert _stdlib(value, 3) is not None
+
+
+def test_records_are_told_apart_by_their_ids_whatever_their_type() -> None:
+    """A UUID and the integer of the same bits are two records (their ids as strings
+    differ); the same UUID read anew in another list is one."""
+    same = uuid.UUID(int=7)
+    number = sentences.Point(7, 5.0, {"n": 2}, EnginePoint(same, 0.0, {}, UNIT))  # type: ignore[arg-type]
+    lists = [[EnginePoint(same, 0.9, {"n": 1}, UNIT)], [number, EnginePoint(same, 4.0, {}, UNIT)]]
+    found, first = sentences.read(lists)  # type: ignore[arg-type]
+    assert list(first) == [str(same), "7"]
+    assert [p.payload for p in found[1]] == [{"n": 2}, {"n": 1}]

@@ -45,6 +45,16 @@ def owner_key(scope: Scope) -> OwnerKey:
 
 
 def owner_of(payload: Mapping[str, Any]) -> OwnerKey:
+    workspace, collection = payload.get("scope_workspace"), payload.get("scope_collection")
+    user = payload.get("scope_user")
+    if (  # the usual record, whose keys Scope would keep as they are: no Scope made
+        type(workspace) is str
+        and workspace
+        and type(collection) is str
+        and collection
+        and (user is None or (type(user) is str and user.isascii() and user.isprintable()))
+    ):
+        return workspace, collection, user or ""
     return owner_key(Scope.of_payload(payload))
 
 

@@ -13,7 +13,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from memory_services import when
 from memory_services.facts.changes import when as since
 from memory_services.store.base import Condition, Hit
 
@@ -25,10 +24,10 @@ _BEFORE = re.compile(
 )
 
 
-def asked(query: str, now: float) -> tuple[float, float] | None:
+def asked(query: str, named: tuple[float, float] | None, now: float) -> tuple[float, float] | None:
     """The past time ``query`` asks about (``(0, now)`` for "before" with no time named), or
-    None when it asks about the present."""
-    named = when.parse(query, now)
+    None when it asks about the present; ``named``: the time it names
+    (:func:`memory_services.when.parse`)."""
     if named is not None and named[0] < now:
         return named
     return (0.0, now) if _BEFORE.search(query) else None

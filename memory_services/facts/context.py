@@ -87,6 +87,7 @@ class FactContext:
         text: str | None = None,
         retrieval: Retrieval = DEFAULT_RETRIEVAL,
         boost: Sequence[Condition] = (),
+        leave_out: Sequence[str] = (),
     ) -> list[Hit]:
         return await self.store.search(
             self.collection,
@@ -98,6 +99,7 @@ class FactContext:
             text=text,
             retrieval=retrieval,
             boost=boost,
+            leave_out=leave_out,
         )
 
     async def search_many(

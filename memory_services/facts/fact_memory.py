@@ -340,10 +340,12 @@ class FactMemory:
         now = ctx.clock()
         boost: list[Condition] = []
         key = None if query is None else slots.asked(query)
+        # The time the query names, read once (the boost and the past both need it).
+        named = None if query is None or not time_boost else when.parse(query, now)
         if key is not None:  # "where do I live?": the facts filling that slot
             boost = [Condition("slot", equals=key)]
-        elif query is not None and time_boost and (named := when.span(query, now, after=TOLD)):
-            boost = [Condition("valid_at", gte=named[0], lt=named[1])]
+        elif named is not None:  # that time, and a while after it (when it was told)
+            boost = [Condition("valid_at", gte=named[0], lt=named[1] + TOLD)]
         elif query is not None and time_boost and when.asks_when(query):
             boost = [Condition("tells_time", equals=True)]  # "when did ...": facts telling one
         hits = await ctx.search(
@@ -355,8 +357,9 @@ class FactMemory:
             text=query,
             retrieval=retrieval,
             boost=boost,
+            leave_out=rec.UNRANKED,
         )
-        past = None if query is None or not time_boost else asof.asked(query, now)
+        past = None if query is None or not time_boost else asof.asked(query, named, now)
         if key is not None:  # the facts filling the asked slot are its answer: first; about
             # the present, the latest first (two pets are both current: "now" is the newer)
             hits = sorted(hits, key=lambda hit: _slot_order(hit.payload, key, past is None))
@@ -377,6 +380,7 @@ class FactMemory:
                 where=[*asof.history_filter(past, key), *rec.unexpired(now)],
                 text=query,
                 retrieval=retrieval,
+                leave_out=rec.UNRANKED,
             )
             if earlier:  # what held then; superseded versions keep their access counts
                 by_id = {f.id: f for f in facts}

@@ -39,6 +39,10 @@ INDEXES = {
     "valid_until": FieldType.FLOAT,
 }
 
+#: Payload keys a retrieval neither ranks by nor returns (nor reads after its search): the
+#: engine leaves them out of its candidates' payloads, which it hands over anew at each read.
+UNRANKED = ("context", "current", "last_request", "origin_request", "slot_rules", "tells_time")
+
 #: Other wordings a fact keeps (``aliases``): the merge guard lets only restatements in other
 #: case, punctuation, inflection or filler merge, so a few show every way it was put.
 ALIASES_KEPT = 16

@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -174,19 +175,25 @@ class Point:
 
 def read(lists: Sequence[Sequence[Candidate]]) -> tuple[list[list[Point]], dict[str, Point]]:
     """``lists`` with each point read once (its payload once per record, however many lists
-    brought it), and each record's first point by id."""
+    brought it; its id made a string once per record too), and each record's first point by
+    id."""
     first: dict[str, Point] = {}
+    # By the id as read: a UUID's int (a UUID's hash and == are Python methods, and the
+    # binding makes a new one at every read), else its string (never equal to an int).
+    by_key: dict[object, Point] = {}
     out: list[list[Point]] = []
     for found in lists:
         points = []
         for point in found:
-            key = str(point.id)
-            known = first.get(key)
+            id = point.id
+            seen = id.int if type(id) is uuid.UUID else str(id)
+            known = by_key.get(seen)
             if known is None:
-                known = first[key] = Point(key, point.score, point.payload, point)
+                key = str(id)
+                known = by_key[seen] = first[key] = Point(key, point.score, point.payload, point)
                 points.append(known)
             else:
-                points.append(Point(key, point.score, known.payload, point))
+                points.append(Point(known.id, point.score, known.payload, point))
         out.append(points)
     return out, first
 
@@ -221,9 +228,8 @@ def rescore(
         if kind == "dense":
             for point in part:
                 cosine[point.id] = float(point.score)
-    held = {key: (point.payload or {}).get(KEY) for key, point in points.items()}
-    by_sentences = _best_sentences(held, unit)
-    best: dict[str, Point] = {}
+    by_sentences = _best_sentences(points, unit)
+    best: dict[str, Point] = {}  # in the order the lists first brought each candidate
     for key, point in points.items():
         own, sentence = cosine.get(key), by_sentences.get(key)
         score = own if sentence is None else sentence if own is None else max(own, sentence)
@@ -233,24 +239,24 @@ def rescore(
     for n, (part, kind) in enumerate(zip(found, kinds, strict=True)):
         if kind != "dense":
             rescored.append(part)
-            continue
-        pool = dict.fromkeys(p.id for each in (found if n < 2 else found[2:]) for p in each)
-        rescored.append([best[key] for key in pool if key in best])
+        elif n < 2:  # every list's candidates: those ``best`` holds, in its order
+            rescored.append(list(best.values()))
+        else:
+            pool = dict.fromkeys(p.id for each in found[2:] for p in each)
+            rescored.append([best[key] for key in pool if key in best])
     return rescored
 
 
-def _best_sentences(held: Mapping[str, object], unit: np.ndarray) -> dict[str, float]:
-    """The best cosine to ``unit`` of each point's sentences (``held``: their payload
-    values by point; points with none left out),
+def _best_sentences(points: Mapping[str, Point], unit: np.ndarray) -> dict[str, float]:
+    """The best cosine to ``unit`` of each point's sentences (points with none left out),
     all decoded and scored in one product; a row's scale cancels out of its cosine, so the
     int8 components suffice."""
     size, width = len(unit), _SCALE.itemsize + len(unit)
     keys: list[str] = []
     raws: list[bytes] = []
-    owners: list[int] = []
-    for key, value in held.items():
-        if (raw := _raw(value, size)) is not None:
-            owners.extend([len(keys)] * (len(raw) // width))
+    for key, point in points.items():
+        payload = point.payload
+        if payload and (raw := _raw(payload.get(KEY), size)) is not None:
             keys.append(key)
             raws.append(raw)
     if not raws:
@@ -259,6 +265,8 @@ def _best_sentences(held: Mapping[str, object], unit: np.ndarray) -> dict[str, f
     components = packed[:, _SCALE.itemsize :].view(np.int8).astype(np.float64)
     norms = np.sqrt(np.einsum("ij,ij->i", components, components))
     norms[norms == 0] = 1.0
-    best = np.full(len(keys), -1.0)
-    np.maximum.at(best, np.asarray(owners), (components @ unit) / norms)
+    # Each point's rows lie together: the best of each run (every point has one row or more).
+    starts = np.zeros(len(raws), dtype=np.intp)
+    np.cumsum([len(raw) // width for raw in raws[:-1]], out=starts[1:])
+    best = np.maximum.reduceat((components @ unit) / norms, starts)
     return dict(zip(keys, best.tolist(), strict=True))

@@ -32,15 +32,18 @@ not see it. So each fused candidate's score is scaled by ``1 - ask_discount`` wh
 LoCoMo's tuning split, where a turn with its speaker and date has 30 words on average),
 kept within [0.8, 1.2]: a short fact loses at most a fifth, and facts of a few words all
 lose the same, so they keep their order among themselves. Records with no ``content``
-(other services' collections) are left as they are. Measured on both LoCoMo splits
+(other services' collections) are left as they are. The factor's bounds leave most
+candidates' texts unread: one that stays below the best ``limit`` at its highest factor
+cannot lead (:func:`_may_lead`). Measured on both LoCoMo splits
 (``benchmarks/locomo_multihop.py``, ``benchmarks/locomo_recall.py``).
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol, TypeVar
 
 from memory_services.store.base import Retrieval
@@ -54,6 +57,9 @@ THREAD, SEQ = "thread", "seq"
 #: The payload key of the text the priors read, the words of an average one, and the
 #: bounds of the length prior's factor.
 TEXT, AVERAGE_WORDS, LENGTH_BOUNDS = "content", 24, (0.8, 1.2)
+#: More than a score's last counting decimal can move in rounding (with room for the
+#: bounds' own rounding): records further below the best ``limit`` cannot tie with them.
+_MARGIN = 2e-6
 
 Side = Literal["dense", "lexical"]
 
@@ -85,8 +91,9 @@ def fetch(depth: int) -> int:
 def settle(points: Sequence[P], limit: int, side: Side = "dense") -> list[P]:
     """The best ``limit`` of ``points`` by score, equal scores in id order."""
     places = DECIMALS[side]
-    ranked = sorted(points, key=lambda p: (-round(float(p.score), places), str(p.id)))
-    return ranked[:limit]
+    scores = [-round(float(p.score), places) for p in points]
+    order = _order(scores, lambda: [_key(p.id) for p in points])  # a record once a list
+    return [points[n] for n in order[:limit]]
 
 
 def fuse(
@@ -100,15 +107,46 @@ def fuse(
     first: dict[str, P] = {}
     for n, found in enumerate(ordered):
         for point, score in zip(found, _scores(found, n, retrieval), strict=True):
-            key = str(point.id)
-            first.setdefault(key, point)
-            fused[key] = fused.get(key, 0.0) + score
+            key = _key(point.id)
+            held = fused.get(key)
+            if held is None:
+                fused[key], first[key] = score, point
+            else:
+                fused[key] = held + score
     if retrieval.neighbour_lift:
         fused = lift(fused, first, retrieval.neighbour_lift)
+    places = DECIMALS["dense"]
     if retrieval.ask_discount or retrieval.length_prior:
-        fused = {key: score * prior(first[key].payload, retrieval) for key, score in fused.items()}
-    best = sorted(fused, key=lambda key: (-round(fused[key], DECIMALS["dense"]), key))
-    return [first[key] for key in best[:limit]]
+        factor = _priors(retrieval)
+        keys = _may_lead(fused, retrieval, limit)
+        scores = [-round(fused[key] * factor(first[key].payload), places) for key in keys]
+    else:
+        keys = list(fused)
+        scores = [-round(score, places) for score in fused.values()]
+    return [first[keys[n]] for n in _order(scores, lambda: keys)[:limit]]
+
+
+def _order(scores: list[float], ids: Callable[[], list[str]]) -> list[int]:
+    """The places of ``scores``, lowest first, equal ones in the order of their ``ids``
+    (distinct): sorted by id first where any are equal, then (stable) by score; each sort
+    compares keys of one type, which it does fastest."""
+    places: Sequence[int] = range(len(scores))
+    if len(set(scores)) < len(scores):
+        places = sorted(places, key=ids().__getitem__)
+    return sorted(places, key=scores.__getitem__)
+
+
+def _may_lead(fused: Mapping[str, float], retrieval: Retrieval, limit: int) -> list[str]:
+    """The records of ``fused`` that may be among the best ``limit`` once the priors scale
+    them, in its order: a prior's factor lies within known bounds, so a record whose score
+    at the highest factor stays below the ``limit``-th best at the lowest (by more than
+    the decimals that count) is not, and its text need not be read."""
+    if len(fused) <= limit:
+        return list(fused)
+    low, high = LENGTH_BOUNDS if retrieval.length_prior else (1.0, 1.0)
+    low *= 1 - retrieval.ask_discount
+    floor = heapq.nlargest(limit, fused.values())[-1] * low - _MARGIN
+    return [key for key, score in fused.items() if score * high >= floor]
 
 
 def lift(
@@ -118,16 +156,26 @@ def lift(
     apart) raised to its own score plus ``share`` of its best neighbour's."""
     place: dict[tuple[str, int], str] = {}
     for key, point in points.items():
-        payload = point.payload or {}
+        payload = point.payload
+        if not payload:
+            continue
         thread, seq = payload.get(THREAD), payload.get(SEQ)
+        if type(seq) is int and type(thread) is str:  # the usual case, checked first
+            place[thread, seq] = key
+            continue
         if isinstance(seq, float) and seq.is_integer():
             seq = int(seq)  # a payload read back may hold a whole number as a float
         if isinstance(thread, str) and isinstance(seq, int) and not isinstance(seq, bool):
             place[thread, seq] = key
     lifted = dict(fused)
     for (thread, seq), key in place.items():
-        near = [place.get((thread, seq + step)) for step in (-1, 1)]
-        best = max((fused[other] for other in near if other is not None), default=0.0)
+        below, above = place.get((thread, seq - 1)), place.get((thread, seq + 1))
+        if below is None:
+            if above is None:
+                continue  # no neighbour: its own score (x + share * 0.0 is x)
+            best = fused[above]
+        else:
+            best = fused[below] if above is None else max(fused[below], fused[above])
         lifted[key] = fused[key] + share * best
     return lifted
 
@@ -135,15 +183,31 @@ def lift(
 def prior(payload: Mapping[str, Any] | None, retrieval: Retrieval) -> float:
     """The factor a record's fused score is scaled by for what its text looks like (1.0
     for a record without a ``content`` string)."""
-    text = (payload or {}).get(TEXT)
-    if not isinstance(text, str) or not text.strip():
-        return 1.0
-    factor = 1 - retrieval.ask_discount if text.rstrip().endswith("?") else 1.0
-    if retrieval.length_prior:
-        words = len(text.split())
-        low, high = LENGTH_BOUNDS
-        factor *= min(high, max(low, 1 + retrieval.length_prior * math.log(words / AVERAGE_WORDS)))
+    return _priors(retrieval)(payload)
+
+
+def _priors(retrieval: Retrieval) -> Callable[[Mapping[str, Any] | None], float]:
+    """:func:`prior` for ``retrieval``, its settings read once for all of a search's
+    candidates."""
+    asked, share = 1 - retrieval.ask_discount, retrieval.length_prior
+    low, high = LENGTH_BOUNDS
+    log = math.log
+
+    def factor(payload: Mapping[str, Any] | None) -> float:
+        text = payload.get(TEXT) if payload else None
+        if not isinstance(text, str) or not text or text.isspace():  # not text.strip()
+            return 1.0
+        factor = asked if text.rstrip().endswith("?") else 1.0
+        if share:
+            words = len(text.split())
+            factor *= min(high, max(low, 1 + share * log(words / AVERAGE_WORDS)))
+        return factor
+
     return factor
+
+
+def _key(id: object) -> str:
+    return id if type(id) is str else str(id)
 
 
 def _scores(found: Sequence[Scored], n: int, retrieval: Retrieval) -> list[float]:
