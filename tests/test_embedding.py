@@ -12,7 +12,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
 import pytest
 
@@ -22,6 +22,7 @@ from react_mem.embedding.base import EmbeddingBackend
 from react_mem.embedding.sentence import BULK_NICE, SentenceTransformerEmbedder, model_path
 from react_mem.embedding.shared import shared_embedder
 from react_mem.errors import BadRequest, ConfigurationError, TransientError
+from react_mem.priority import lowered
 from tests.support.recording import eventually
 
 
@@ -123,6 +124,31 @@ async def test_the_parts_of_a_split_call_run_at_lower_priority(
         niceness = os.getpriority(os.PRIO_PROCESS, thread.native_id)
         assert niceness == min(base + BULK_NICE, 19)
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == base
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="threads have a niceness of their own")
+async def test_a_lowered_call_runs_on_the_lowered_threads(
+    embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Work off an answer's path (a turn stored beside its answer) yields the cores: within
+    ``lowered()`` the model runs on the niced threads, outside it on normal ones, and
+    the text's vector is the same either way."""
+    seen: list[int] = []
+    encode = embedder._encode
+
+    def noted(run: Any, texts: list[str]) -> list[list[float]]:
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return encode(run, texts)
+
+    monkeypatch.setattr(embedder, "_encode", noted)
+    base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    text = "The user's turn, stored behind its answer"
+    [first] = await embedder.embed([text])
+    with lowered():
+        [niced] = await embedder.embed([text])
+    [again] = await embedder.embed([text])
+    assert seen == [base, min(base + BULK_NICE, 19), base]
+    assert niced == first == again
 
 
 async def test_a_query_does_not_wait_for_a_batch_in_progress(

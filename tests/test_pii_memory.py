@@ -7,7 +7,11 @@ and ``ws-allow`` (set in their agent-mem config, as a deployment would).
 
 from __future__ import annotations
 
+import os
 import random
+import sys
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +24,7 @@ from memory_services.episodes.service import EpisodeMemoryProcessor
 from memory_services.facts.service import FactMemoryProcessor
 from memory_services.playbook.service import PlaybookMemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
+from react_mem.priority import NICE, is_lowered
 from react_mem.schema import AgentStep
 from react_mem.schema.conversations import ConversationRequest, ConversationResponse
 from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
@@ -354,3 +359,59 @@ async def test_a_turn_is_embedded_as_stored_though_the_embedding_starts_before_t
             assert record.vector is not None  # float32 in the store
             assert list(record.vector) == pytest.approx(expected, abs=1e-6)
             assert (list(record.vector) == pytest.approx(as_sent, abs=1e-6)) is not redacted
+
+
+class _NotingEmbedder(HashingEmbedder):
+    """Notes, per call, whether it was made as work off an answer's path."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.noted: list[tuple[str, bool]] = []
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.noted += [(text, is_lowered()) for text in texts]
+        return await super().embed(texts)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="threads have a niceness of their own")
+async def test_a_turns_screen_and_embedding_run_below_what_callers_wait_for(
+    transport: PulsarTransport, tmp_path: Path, unique: str, registry: CollectorRegistry
+) -> None:
+    """An appended turn is stored beside its answer, not before it: its PII screen and its
+    embedding (both of them when the screen changes the text) run on lowered threads, so
+    the answer, the searches and the bus come first on shared cores. A search's embedding
+    is what its caller waits for: not lowered."""
+    text, _, _ = personal(5)
+    embedder = _NotingEmbedder()
+    name = "conversation-memory"
+    async with serving(
+        ConversationMemoryProcessor,
+        ConversationResponse,
+        transport,
+        pid=f"{name}-{unique}",
+        queues={"ws-a": topics(name, unique, "ws-a", ("ended",))},
+        data_dir=tmp_path / name,
+        registry=registry,
+        clock=MovableClock(),
+        config=CONFIG,
+        embedder=embedder,
+        metrics=False,
+    ) as svc:
+        append = ConversationRequest(
+            operation="append", user="alice", conversation_id="c1", turn_id="t1",
+            query=text, answer=CLEAN,
+        )  # fmt: skip
+        assert (await svc.ask(append, "ws-a")).error is None
+        assert len(embedder.noted) == 2  # as sent, then as stored (redacted)
+        assert all(lowered for _, lowered in embedder.noted)
+        search = ConversationRequest(
+            operation="search", user="alice", query="short answers", top_k=3
+        )
+        assert (await svc.ask(search, "ws-a")).error is None
+        assert embedder.noted[-1] == ("short answers", False)
+    base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    screens = [t for t in threading.enumerate() if t.name.startswith("pii")]
+    assert screens
+    for thread in screens:
+        assert thread.native_id is not None
+        assert os.getpriority(os.PRIO_PROCESS, thread.native_id) == min(base + NICE, 19)

@@ -39,6 +39,7 @@ from memory_services.store.base import (
 )
 from react_mem.embedding.base import Embedder
 from react_mem.errors import BadRequest
+from react_mem.priority import lowered
 from react_mem.schema.conversations import ConversationRequest, ConversationTurn
 from react_mem.schema.forget import Forgotten
 
@@ -152,7 +153,8 @@ class ConversationMemory:
     def embed_early(self, request: ConversationRequest) -> EarlyVector:
         """Start embedding the turn ``request`` appends, as sent (see :class:`EarlyVector`)."""
         text = f"{request.query.strip()}\n{request.answer}".strip()  # turn_text's, unstored
-        return EarlyVector(text, asyncio.ensure_future(self._embedder.embed([text])))
+        with lowered():  # the answer does not wait for its turn's store
+            return EarlyVector(text, asyncio.ensure_future(self._embedder.embed([text])))
 
     async def append(
         self,
@@ -196,7 +198,8 @@ class ConversationMemory:
         if early is not None and early.text == text:
             [vector] = await early.vector
         else:  # the screen changed it (or none was started): what is stored is embedded
-            [vector] = await self._embedder.embed([text])
+            with lowered():
+                [vector] = await self._embedder.embed([text])
         await self.registry.remember(scope)
         record = Record(id=record_id, payload=payload, vector=vector)
         await self._store.upsert(self.collection, [record])

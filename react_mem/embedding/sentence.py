@@ -26,9 +26,7 @@ backends never import torch (the embedder then holds ≈110 MiB instead of ≈50
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import sys
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -39,6 +37,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from react_mem import priority
 from react_mem.embedding.base import DEFAULT_BACKEND, EmbeddingBackend, Spans
 from react_mem.errors import BadRequest, ConfigurationError, NotStarted, TransientError
 
@@ -68,19 +67,9 @@ def model_path(name: str) -> Path:
 #: Fewest texts in each part of a call split over lanes (a part costs a thread hop,
 #: ≈0.1 ms, against ≈4 ms a text).
 MIN_PART = 4
-#: How much lower the threads that embed the parts of a split call run (Linux niceness).
-BULK_NICE = 10
-
-
-def _run_lower() -> None:
-    """Lower the calling thread's priority by :data:`BULK_NICE` from what it inherited (a
-    process started under ``nice`` stays below its own loop). Linux sets niceness per
-    thread; elsewhere the id would name the process, so nothing is done."""
-    if sys.platform == "linux":
-        with contextlib.suppress(OSError):
-            thread = threading.get_native_id()
-            lower = min(os.getpriority(os.PRIO_PROCESS, thread) + BULK_NICE, 19)
-            os.setpriority(os.PRIO_PROCESS, thread, lower)
+#: How much lower the threads that embed the parts of a split call, and calls made
+#: within :func:`react_mem.priority.lowered`, run (Linux niceness).
+BULK_NICE = priority.NICE
 
 
 @dataclass
@@ -130,7 +119,7 @@ class SentenceTransformerEmbedder:
         self._bulk = ThreadPoolExecutor(
             max_workers=max(1, self.lanes - 1),
             thread_name_prefix="embed-bulk",
-            initializer=_run_lower,
+            initializer=priority.lower_this_thread,
         )
         self._count_lock = threading.Lock()
         self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Queue] = (
@@ -223,6 +212,8 @@ class SentenceTransformerEmbedder:
         if run is None:
             raise NotStarted(f"embedder {self.model_name} is not started")
         loop = asyncio.get_running_loop()
+        if priority.is_lowered():  # off an answer's path: on the lowered threads
+            return await loop.run_in_executor(self._bulk, self._encode, run, list(texts))
         queue = self._queues.get(loop)
         if queue is None:
             queue = self._queues[loop] = _Queue()
