@@ -47,6 +47,7 @@ from react_mem.bus.pulsar import PulsarOptions, PulsarTransport
 from react_mem.bus.rpc import RequestResponseClient
 from react_mem.clients.conversations import ConversationClient
 from react_mem.clients.facts import FactClient
+from react_mem.processor.runtime import one_malloc_arena
 from react_mem.schema.conversations import ConversationResponse
 from react_mem.schema.facts import FactInput, FactResponse
 from react_mem.schema.scope import Scope
@@ -446,6 +447,7 @@ def main() -> None:
         help="print what grows besides the data each minute (soak_trace.py)",
     )
     args = parser.parse_args()
+    one_malloc_arena()  # as ``serve`` does, before any thread starts
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
           f"settings: {vars(args)}", flush=True)  # fmt: skip
     with (

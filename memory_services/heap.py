@@ -8,6 +8,12 @@ soak's steady mode, with users forgotten as the run goes (one every 12.5 s in an
 version of it), ``malloc_trim(0)`` gave back 40-60 MiB of a 260 MiB heap each minute in
 0.5-0.7 ms (without forgets, 2-6 MiB).
 
+A trim reaches the free memory inside every arena and the main arena's top, not the top
+of a thread's own arena, which glibc lets grow to twice the largest block it ever mapped
+and freed (up to 64 MiB): the embedder's lanes, allocating multi-MiB tensors, kept 40-60
+MiB there. ``serve`` therefore has every thread allocate from the main arena
+(:func:`react_mem.processor.runtime.one_malloc_arena`), where a trim gives it all back.
+
 Elsewhere than glibc (musl, macOS) there is no ``malloc_trim`` and this does nothing.
 """
 

@@ -151,7 +151,7 @@ class OnnxEncoder:
     transformers is imported: a service embedding this way holds ≈110 MiB for it, against
     ≈500 MiB with sentence-transformers loaded."""
 
-    def __init__(self, model_dir: Path, path: Path, *, threads: int) -> None:
+    def __init__(self, model_dir: Path, path: Path, *, threads: int, arena: bool = False) -> None:
         import onnxruntime
         from tokenizers import Tokenizer
 
@@ -167,6 +167,15 @@ class OnnxEncoder:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+        # No CPU memory arena (ONNX Runtime's default has one; ``arena``: only to compare):
+        # an arena grows in regions of doubling size to the most its runs ever held at once
+        # (texts up to the token limit, on three lanes) and never gives one back: 132 MiB
+        # held after texts of many lengths, its pages made resident for good as runs reach
+        # them (the soak's creeping heap). Without it a run's tensors come from malloc and
+        # go back after it; ``serve``'s one malloc arena lets a trim return the pages. The
+        # same CPU per text (``benchmarks/onnx_heap.py``). The memory pattern (one planned
+        # block per token count) stays: bounded by the limit (≈1.5 MiB at 256 tokens).
+        options.enable_cpu_mem_arena = arena
         self._session = onnxruntime.InferenceSession(
             str(path), options, providers=["CPUExecutionProvider"]
         )
