@@ -1,12 +1,14 @@
 """Work off an answer's path runs below it.
 
-A conversation turn is stored beside its answer, not before it (``turn_wait``), and a
-write's PII screen only delays the write: both can yield the cores to what a caller is
-waiting for (the agent's answer, a recall's searches, the bus). On two shared cores the
-append's screen and embedding, started as the answer goes out, held the answer's send and
-its delivery to the caller (docs/performance.md). Such work runs on threads niced by
-:data:`NICE` and, in a process started at real-time priority, dropped to the normal
-policy: a thread running at real-time priority ignores niceness.
+A conversation turn is stored beside its answer, not before it (``turn_wait``): its
+embedding can yield the cores to what a caller is waiting for (the agent's answer, a
+recall's searches, the bus). On two shared cores the append's embedding, started as the
+answer goes out, held the answer's send and its delivery to the caller
+(docs/performance.md). Such work runs on threads niced by :data:`NICE` and, in a process
+started at real-time priority, dropped to the normal policy: a thread running at
+real-time priority ignores niceness. Only work that releases the GIL belongs here (the
+model's run does): a lowered thread holding the GIL keeps every other thread waiting
+while it waits for a core (so the PII screen's thread is not lowered).
 """
 
 from __future__ import annotations

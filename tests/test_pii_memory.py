@@ -7,10 +7,7 @@ and ``ws-allow`` (set in their agent-mem config, as a deployment would).
 
 from __future__ import annotations
 
-import os
 import random
-import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +21,7 @@ from memory_services.episodes.service import EpisodeMemoryProcessor
 from memory_services.facts.service import FactMemoryProcessor
 from memory_services.playbook.service import PlaybookMemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
-from react_mem.priority import NICE, is_lowered
+from react_mem.priority import is_lowered
 from react_mem.schema import AgentStep
 from react_mem.schema.conversations import ConversationRequest, ConversationResponse
 from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse
@@ -373,14 +370,13 @@ class _NotingEmbedder(HashingEmbedder):
         return await super().embed(texts)
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="threads have a niceness of their own")
-async def test_a_turns_screen_and_embedding_run_below_what_callers_wait_for(
+async def test_a_turns_embedding_runs_below_what_callers_wait_for(
     transport: PulsarTransport, tmp_path: Path, unique: str, registry: CollectorRegistry
 ) -> None:
-    """An appended turn is stored beside its answer, not before it: its PII screen and its
-    embedding (both of them when the screen changes the text) run on lowered threads, so
-    the answer, the searches and the bus come first on shared cores. A search's embedding
-    is what its caller waits for: not lowered."""
+    """An appended turn is stored beside its answer, not before it: its embeddings (as
+    sent, and as stored when the screen changed the text) run on lowered threads, so the
+    answer, the searches and the bus come first on shared cores. A search's embedding is
+    what its caller waits for: not lowered."""
     text, _, _ = personal(5)
     embedder = _NotingEmbedder()
     name = "conversation-memory"
@@ -409,9 +405,3 @@ async def test_a_turns_screen_and_embedding_run_below_what_callers_wait_for(
         )
         assert (await svc.ask(search, "ws-a")).error is None
         assert embedder.noted[-1] == ("short answers", False)
-    base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    screens = [t for t in threading.enumerate() if t.name.startswith("pii")]
-    assert screens
-    for thread in screens:
-        assert thread.native_id is not None
-        assert os.getpriority(os.PRIO_PROCESS, thread.native_id) == min(base + NICE, 19)

@@ -25,7 +25,6 @@ from prometheus_client import CollectorRegistry, Counter
 
 from memory_services.pii.fields import screened, stores
 from memory_services.pii.policy import PiiPolicy
-from react_mem import priority
 from react_mem.errors import BadRequest, ReactMemError
 from react_mem.metrics import per_registry
 from react_mem.processor.config_source import WorkspaceConfig
@@ -74,10 +73,7 @@ def _detections(registry: CollectorRegistry) -> Counter:
 #: ``tg_memory_pii_detections_total{processor, kind, entity}``.
 pii_detections = per_registry(_detections)
 
-#: Screens only delay writes: the thread yields the cores to reads and answers.
-_executor = ThreadPoolExecutor(
-    max_workers=1, thread_name_prefix="pii", initializer=priority.lower_this_thread
-)
+_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pii")
 _detector: Detector | None = None
 _detector_lock = threading.Lock()
 
