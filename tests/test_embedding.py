@@ -19,10 +19,10 @@ import pytest
 from memory_services.runtime import MemorySettings
 from react_mem.embedding import onnx
 from react_mem.embedding.base import EmbeddingBackend
+from react_mem.embedding.priority import lowered
 from react_mem.embedding.sentence import BULK_NICE, SentenceTransformerEmbedder, model_path
 from react_mem.embedding.shared import shared_embedder
 from react_mem.errors import BadRequest, ConfigurationError, TransientError
-from react_mem.priority import lowered
 from tests.support.recording import eventually
 
 

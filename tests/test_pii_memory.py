@@ -21,7 +21,7 @@ from memory_services.episodes.service import EpisodeMemoryProcessor
 from memory_services.facts.service import FactMemoryProcessor
 from memory_services.playbook.service import PlaybookMemoryProcessor
 from react_mem.bus.pulsar import PulsarTransport
-from react_mem.priority import is_lowered
+from react_mem.embedding.priority import is_lowered
 from react_mem.schema import AgentStep
 from react_mem.schema.conversations import ConversationRequest, ConversationResponse
 from react_mem.schema.episodes import EpisodeRequest, EpisodeResponse

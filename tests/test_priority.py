@@ -1,4 +1,4 @@
-"""Threads of work off an answer's path (react_mem.priority) run below the rest."""
+"""Threads of work off an answer's path (react_mem.embedding.priority) run below the rest."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from react_mem.priority import NICE, is_lowered, lower_this_thread, lowered
+from react_mem.embedding.priority import NICE, is_lowered, lower_this_thread, lowered
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="per-thread priorities")
 

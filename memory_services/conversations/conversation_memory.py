@@ -38,8 +38,8 @@ from memory_services.store.base import (
     VectorStore,
 )
 from react_mem.embedding.base import Embedder
+from react_mem.embedding.priority import lowered
 from react_mem.errors import BadRequest
-from react_mem.priority import lowered
 from react_mem.schema.conversations import ConversationRequest, ConversationTurn
 from react_mem.schema.forget import Forgotten
 

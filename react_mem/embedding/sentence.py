@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from react_mem import priority
+from react_mem.embedding import priority
 from react_mem.embedding.base import DEFAULT_BACKEND, EmbeddingBackend, Spans
 from react_mem.errors import BadRequest, ConfigurationError, NotStarted, TransientError
 
@@ -68,7 +68,7 @@ def model_path(name: str) -> Path:
 #: ≈0.1 ms, against ≈4 ms a text).
 MIN_PART = 4
 #: How much lower the threads that embed the parts of a split call, and calls made
-#: within :func:`react_mem.priority.lowered`, run (Linux niceness).
+#: within :func:`react_mem.embedding.priority.lowered`, run (Linux niceness).
 BULK_NICE = priority.NICE
 
 
