@@ -10,11 +10,11 @@ copy, catch up, close the old shard) T seconds into the window, which then lasts
 run is done. It prints the longest stall, p99.9 and p99 of the lateness, the stalls over
 50 ms, and the longest stall within each kind of storage work (a flush, one that was the
 engine's own, an index run's export and build, its swap and the swap's two engine calls,
-open and close, a delete and each of its steps: from 50 ms before it starts to its end),
-then each kind's count and durations (and the engine calls' CPU time in their thread, which
-a loaded machine inflates far less than their wall time, the loop's stall), for each
-``--mode`` side by side in one run (each on a fresh copy of the store; ``--rounds`` runs
-them interleaved, pooled):
+open and close, the sync before the close (in a thread), a delete and each of its steps:
+from 50 ms before it starts to its end), then each kind's count and durations (and the
+engine calls' CPU time in their thread, which a loaded machine inflates far less than their
+wall time, the loop's stall), for each ``--mode`` side by side in one run (each on a fresh
+copy of the store, synced first; ``--rounds`` runs them interleaved, pooled):
 
 - ``log``: the store as it runs (maintenance every 5 s: the flush, which fsyncs each
   written shard's write-ahead log in a worker thread, then indexing and paging out; writes
