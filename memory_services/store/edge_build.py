@@ -277,7 +277,8 @@ def fresh_log(path: Path, operations: int) -> None:
         for _ in range(max(operations, _version(path) + 1)):
             shard.update(qe.UpdateOperation.delete_points([]))
     finally:
-        shard.close()
+        shard.close()  # which syncs the new log's files
+    sync_dir(path)  # its directory replaced: durable before the swap names this shard live
 
 
 def _version(path: Path) -> int:
