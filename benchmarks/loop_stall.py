@@ -10,22 +10,26 @@ copy, catch up, close the old shard) T seconds into the window, which then lasts
 run is done. It prints the longest stall, p99.9 and p99 of the lateness, the stalls over
 50 ms, and the longest stall within each kind of storage work (a flush, one that was the
 engine's own, an index run's export and build, its swap and the swap's two engine calls,
-open and close, a delete and each of its steps: from 50 ms before it starts to its end),
-then each kind's count and durations (and the engine calls' CPU time in their thread, which
-a loaded machine inflates far less than their wall time, the loop's stall), for each
-``--mode`` side by side in one run (each on a fresh copy of the store; ``--rounds`` runs
-them interleaved, pooled):
+open and close, the sync before the close (in a thread), a delete and each of its steps:
+from 50 ms before it starts to its end), then each kind's count and durations (and the
+engine calls' CPU time in their thread, which a loaded machine inflates far less than their
+wall time, the loop's stall), for each ``--mode`` side by side in one run (each on a fresh
+copy of the store, synced first; ``--rounds`` runs them interleaved, pooled):
 
 - ``log``: the store as it runs (maintenance every 5 s: the flush, which fsyncs each
   written shard's write-ahead log in a worker thread, then indexing and paging out; writes
   and deletes in chunks with the loop free between; the swap reads the new shard's files
   in a worker thread before opening it, writes and syncs its pointer off the loop, catches
   up 64 points a call and closes the old shard without a second flush);
+- ``log-prior``: ``log`` with the swap as it was before the builder started the new shard's
+  log afresh (the open then read the build's copy of every point in it) and before the
+  replaced shard's files were synced in a worker thread ahead of its close;
 - ``engine``: the behaviour before: every flush the engine's own
   (``EdgeStore(flush_engine=True)``; its binding holds the GIL for the whole flush, so the
   loop stalls for as long as it takes, in a worker thread too), an upsert and a delete in
   one engine call however big (``edge_points.UPSERT_CHUNK`` and ``DELETE_CHUNK``
-  unbounded), the swap opening the new shard cold and flushing the old one before closing;
+  unbounded), the swap opening the new shard cold (its log the build's) and flushing the old
+  one before closing it, its files not synced first;
 - ``hosted``: the store as in ``log``, run by a child process
   (:class:`~memory_services.store.hosted.HostedStore`): every call a round trip over a socket
   pair, the engine's calls holding the child's GIL, not this process's (the storage work
@@ -83,7 +87,7 @@ from memory_services.store.hosted import HostedStore
 sys.path.insert(0, str(Path(__file__).parent))
 from stall_trace import StallTrace, descendants, gc_passes
 
-MODES = ["engine", "log", "hosted", "frozen", "none"]
+MODES = ["engine", "log-prior", "log", "hosted", "frozen", "none"]
 #: The kinds of storage work whose stalls are told apart.
 KINDS = [
     "flush",
@@ -92,6 +96,7 @@ KINDS = [
     "swap",
     "swap open",
     "swap close",
+    "swap sync",
     "delete",
     "delete step",
     "index run",
@@ -209,8 +214,9 @@ def instrumented(store: EdgeStore, events: Events) -> Iterator[None]:
 
         return call
 
-    load, close = edge_build.load, edge_index.close
+    load, close, sync = edge_build.load, edge_index.close, edge_build.sync_files
     edge_build.load, edge_index.close = timed("swap open", load), timed("swap close", close)
+    edge_build.sync_files = timed("swap sync", sync)
     store._delete_chunk = timed("delete step", store._delete_chunk)  # type: ignore[method-assign]
     flusher.flush = timed_flush  # type: ignore[method-assign]
     indexer.optimize = timed_optimize  # type: ignore[method-assign]
@@ -219,7 +225,19 @@ def instrumented(store: EdgeStore, events: Events) -> Iterator[None]:
         yield
     finally:
         edge_flush.sync_log, edge_build.finished = sync_log, finished
-        edge_build.load, edge_index.close = load, close
+        edge_build.load, edge_index.close, edge_build.sync_files = load, close, sync
+
+
+@contextmanager
+def swap_before() -> Iterator[None]:
+    """The swap before its new shard's log was started afresh and the replaced shard's files
+    synced ahead of its close (what ``log-prior`` compares against)."""
+    fresh, sync = edge_build.FRESH_LOG, edge_build.sync_files
+    edge_build.FRESH_LOG, edge_build.sync_files = False, lambda path: None
+    try:
+        yield
+    finally:
+        edge_build.FRESH_LOG, edge_build.sync_files = fresh, sync
 
 
 @contextmanager
@@ -323,7 +341,11 @@ async def run(path: Path, args: argparse.Namespace, mode: str) -> Found:
         events.add("index run", started)
         done.set()
 
-    before = behaviour_before() if mode == "engine" else contextlib.nullcontext()
+    before = contextlib.ExitStack()
+    if mode == "engine":
+        before.enter_context(behaviour_before())
+    if mode in ("engine", "log-prior"):
+        before.enter_context(swap_before())
     timing = (
         instrumented(store, events) if isinstance(store, EdgeStore) else contextlib.nullcontext()
     )
@@ -391,6 +413,9 @@ async def main_async(args: argparse.Namespace, tmp: Path) -> None:
         for mode in args.mode:
             path = tmp / f"{mode}-{round_}"
             shutil.copytree(base, path)
+            # As a service's shard files are when a swap comes (written at the one before and
+            # flushed since); a fresh copy's dirty pages would be written back by the close.
+            edge_build.sync_files(path)
             runs[mode].append(await run(path, args, mode))
             shutil.rmtree(path)
             late, gcs = runs[mode][-1].lateness, runs[mode][-1].collections

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import pickle
 import shutil
@@ -55,13 +56,15 @@ def config(size: int, *, with_terms: bool = True) -> qe.EdgeConfig:
     return qe.EdgeConfig(vectors=vectors, sparse_vectors=terms, payload_memory=qe.Memory.Cold)
 
 
-def index_fields(shard: qe.EdgeShard, wanted: Mapping[str, str]) -> None:
-    """Create the payload indexes ``wanted`` (field -> kind) that the shard lacks."""
-    present = set(shard.info().payload_schema)
+def index_fields(shard: qe.EdgeShard, wanted: Mapping[str, str]) -> int:
+    """Create the payload indexes ``wanted`` (field -> kind) that the shard lacks; how many."""
+    present, created = set(shard.info().payload_schema), 0
     for key, kind in wanted.items():
         if key not in present:
             schema = qe.KeywordIndexParams(is_tenant=True) if kind == TENANT else _SCHEMAS[kind]
             shard.update(qe.UpdateOperation.create_field_index(key, schema))
+            created += 1
+    return created
 
 
 # -- generations --------------------------------------------------------------------------
@@ -99,6 +102,21 @@ def sync_dir(root: Path) -> None:
         os.fsync(directory)
     finally:
         os.close(directory)
+
+
+def sync_files(path: Path) -> None:
+    """Write back the dirty pages of every file of the shard at ``path`` and sync them (in a
+    worker thread: ``os.fsync`` releases the GIL). The engine's close flushes, syncing each
+    mapped file holding the GIL, and a sync first writes back whatever of its file is dirty:
+    after this, the close's syncs find only what its own flush wrote."""
+    for folder, _, names in os.walk(path):
+        for name in names:
+            with contextlib.suppress(OSError):  # gone meanwhile: nothing to write back
+                descriptor = os.open(os.path.join(folder, name), os.O_RDONLY)
+                try:
+                    os.fsync(descriptor)
+                finally:
+                    os.close(descriptor)
 
 
 def remove_stale(root: Path, name: str) -> None:
@@ -183,12 +201,17 @@ def catch_up(old: qe.EdgeShard, new: qe.EdgeShard, ids: list[str]) -> None:
         new.update(qe.UpdateOperation.delete_points(gone))  # type: ignore[arg-type]
 
 
+#: Whether a build starts its shard's log afresh (:func:`fresh_log`); False only to compare
+#: with the behaviour before (``benchmarks/loop_stall.py``).
+FRESH_LOG = True
+
+
 async def spawn(path: Path, size: int, wanted: Mapping[str, str]) -> asyncio.subprocess.Process:
     """Start a builder of an indexed shard at ``path``; write pages to its stdin, then close
     it and await :func:`finished`."""
     fields = ",".join(f"{key}={kind}" for key, kind in wanted.items())
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", __name__, str(path), str(size), fields,
+        sys.executable, "-m", __name__, str(path), str(size), fields, str(int(FRESH_LOG)),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
 
@@ -214,24 +237,63 @@ def _pages(stream: IO[bytes]) -> Iterator[Page]:
         yield page
 
 
-def build(path: Path, size: int, wanted: Mapping[str, str], stream: IO[bytes]) -> bool:
-    """The builder's work: a new shard at ``path`` from the pages on ``stream``, indexed."""
+def build(
+    path: Path, size: int, wanted: Mapping[str, str], stream: IO[bytes], *, fresh: bool = True
+) -> bool:
+    """The builder's work: a new shard at ``path`` from the pages on ``stream``, indexed, and
+    (``fresh``) its log started afresh (:func:`fresh_log`)."""
     shard = qe.EdgeShard.create(str(path), config(size))
     try:
-        index_fields(shard, wanted)
+        operations = index_fields(shard, wanted)
         for ids, payloads, vectors in _pages(stream):
             points = [
                 qe.Point(i, _native(v), p) for i, v, p in zip(ids, vectors, payloads, strict=True)
             ]
             shard.update(qe.UpdateOperation.upsert_points(points))
-        return shard.optimize()
+            operations += 1
+        indexed = shard.optimize()
     finally:
         shard.flush()
         shard.close()
+    if fresh:
+        fresh_log(path, operations)
+    return indexed
+
+
+def fresh_log(path: Path, operations: int) -> None:
+    """Replace the log of the built, flushed and closed shard at ``path`` with an empty one.
+
+    The build wrote every point through the shard's log (42 MiB at 20k points), which the
+    serving process's open would read whole and check, holding the GIL: a third of its CPU.
+    The segments hold all of it once the shard is closed, so the log is not needed. But the
+    engine numbers its operations by their place in the log, and skips an update to a point
+    (or a segment) whose version is not below the update's number: an empty log would
+    restart at 0, and every update to a point the build wrote would be dropped until the
+    numbers passed the build's. So the new log is first carried past them with empty
+    deletes (each one numbered entry of a few bytes)."""
+    shutil.rmtree(path / "wal")
+    shard = qe.EdgeShard.load(str(path))
+    try:
+        for _ in range(max(operations, _version(path) + 1)):
+            shard.update(qe.UpdateOperation.delete_points([]))
+    finally:
+        shard.close()  # which syncs the new log's files
+    sync_dir(path)  # its directory replaced: durable before the swap names this shard live
+
+
+def _version(path: Path) -> int:
+    """The highest operation number the shard's segments record (-1 if none can be read):
+    a check on the count of the build's operations, which should match it."""
+    found = -1
+    for meta in path.glob("segments/*/segment.json"):
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            found = max(found, int(json.loads(meta.read_text()).get("version") or 0))
+    return found
 
 
 def main(argv: list[str]) -> int:
     path, size, fields = Path(argv[0]), int(argv[1]), argv[2]
+    fresh = argv[3:4] != ["0"]
     wanted = dict(field.split("=", 1) for field in fields.split(",") if field)
     with contextlib.suppress(OSError):
         # The serving process comes first on shared cores: a real-time policy inherited
@@ -240,7 +302,7 @@ def main(argv: list[str]) -> int:
         os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
     with contextlib.suppress(OSError):
         os.nice(10)
-    indexed = build(path, size, wanted, sys.stdin.buffer)
+    indexed = build(path, size, wanted, sys.stdin.buffer, fresh=fresh)
     sys.stdout.write("1" if indexed else "0")
     return 0
 

@@ -119,6 +119,7 @@ class Indexer:
 
     async def _rebuild(self, name: str) -> bool:
         shards, root = self.shards, self.shards.root
+        current = await asyncio.to_thread(edge_build.live_path, root, name)
         target = await asyncio.to_thread(edge_build.next_path, root, name)
         await asyncio.to_thread(shutil.rmtree, target, ignore_errors=True)  # a crashed build
         touched: set[str] = set()
@@ -150,11 +151,15 @@ class Indexer:
                 del self.touched[name]
                 # The rename made durable before a flush (which waits for ``ensuring``) can
                 # sync a write to the new shard; the old one closed without a flush of its
-                # own (the engine's close flushes anyway) and deleted next.
+                # own (the engine's close flushes anyway) and deleted next, its dirty pages
+                # written back first with the GIL free (the close's syncs hold it).
                 try:
                     await asyncio.to_thread(edge_build.sync_dir, root)
                 finally:
-                    await asyncio.to_thread(close, old, flush=False)
+                    try:
+                        await asyncio.to_thread(edge_build.sync_files, current)
+                    finally:
+                        await asyncio.to_thread(close, old, flush=False)
             await asyncio.to_thread(edge_build.remove_stale, root, name)
             return indexed
         finally:
