@@ -87,7 +87,10 @@ def _patch() -> None:
         ident = delivery.properties.get("id", "")
         _id.set(ident)
         _mark("settle", ident, time.thread_time())
-        await settle(self, cons, delivery)
+        try:
+            await settle(self, cons, delivery)
+        finally:
+            _mark("settled", ident, time.thread_time())
 
     consumer.ConsumerRunner._settle = settled  # type: ignore[method-assign]
     decode = base.WireModel.decode.__func__  # type: ignore[attr-defined]
@@ -178,13 +181,20 @@ def report(directory: Path) -> None:
             _request(row, by_id[ident], vector)
     print("recall's searches, median ms since the question's vector (CPU ms in brackets):")
     order = ["start", "sent", "in", "settle", "decoded", "reply>", "reply<", "reply out", "back"]
-    order += ["back decoded", "done"]
+    order += ["back decoded", "done", "settled"]
     for name, row in sorted(steps.items()):
         shown = []
         for step in order:
             if row.get(step):
                 shown.append(f"{step} {statistics.median(row[step]) * 1000:.2f}")
-        for step in ("decode cpu", "handler cpu", "encode cpu", "back decode cpu"):
+        steps_cpu = (
+            "decode cpu",
+            "handler cpu",
+            "encode cpu",
+            "after reply cpu",
+            "back decode cpu",
+        )
+        for step in steps_cpu:
             if row.get(step):
                 shown.append(f"[{step} {statistics.median(row[step]) * 1000:.2f}]")
         print(f"  {name} ({max(len(v) for v in row.values())}): " + ", ".join(shown))
@@ -217,12 +227,18 @@ def _request(
         row["encode cpu"].append((enc_end[0][2] or 0.0) - (enc[0][2] or 0.0))
         if "settle" in seen and seen["settle"][1] is not None:
             row["handler cpu"].append((enc_end[0][2] or 0.0) - seen["settle"][1])
+    ends = [s for s in stamps if s[1] == "settled"]
+    if ends and enc_end:
+        row["settled"].append(ends[0][0] - vector)
+        row["after reply cpu"].append((ends[0][2] or 0.0) - (enc_end[0][2] or 0.0))
     outs = [s for s in stamps if s[1].startswith("enq:")]
     if len(outs) >= 2:
         row["reply out"].append(outs[1][0] - vector)
 
 
 _patch()
+if os.environ.get("RECALL_TIMELINE_SWITCH"):  # an experiment: the GIL's switch interval
+    sys.setswitchinterval(float(os.environ["RECALL_TIMELINE_SWITCH"]))
 
 if __name__ == "__main__":
     # Imported, not run by path: this module stays ``__main__``, so the spawned children

