@@ -302,7 +302,11 @@ async def bench(url: str, root: Path, broker: int | None, args: argparse.Namespa
     unique = uuid.uuid4().hex[:10]
     split = args.layout == "split"
     children = (
-        Children(url, root, unique, playbook=args.playbook, phases=args.phases) if split else None
+        Children(
+            url, root, unique, playbook=args.playbook, phases=args.phases, profile=args.profile
+        )
+        if split
+        else None
     )
     try:
         if children is not None:
@@ -387,7 +391,12 @@ def main() -> None:
     parser.add_argument(
         "--phases", action="store_true", help="one caller: each phase's median, loop CPU by owner"
     )
-    parser.add_argument("--profile", type=Path, default=None, help="write cProfile stats here")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="write cProfile stats here (split: each child's in PATH.<role>)",
+    )
     parser.add_argument(
         "--keep", type=Path, default=None, help="keep the broker's and stores' files here"
     )

@@ -9,18 +9,22 @@ and on the same queues as the one-process stack (``tests/support/agent_stack.py`
 commands on its pipe: ``window`` (the caller: run the asks, return their spans), ``reset``
 ``cpu`` and ``handled`` (with ``--phases``: its event loop's CPU by owner, its
 handlers' wall times), ``stop``. The parent reads
-every child's CPU time from ``/proc``.
+every child's CPU time from ``/proc``. With ``--profile PATH`` each child profiles its
+event loop's thread (CPU time, ``time.thread_time``) from its start to its stop and writes
+``PATH.<role>`` (``PATH.fact-memory``, ...) beside the agent's process's ``PATH``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import cProfile
 import ctypes
 import multiprocessing
 import os
 import signal
 import sys
+import time
 from collections import Counter
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -53,6 +57,7 @@ class Spec:
     root: Path
     unique: str
     phases: bool
+    profile: Path | None = None
 
 
 class Caller:
@@ -76,7 +81,15 @@ def child_main(spec: Spec, conn: Connection) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     if sys.platform == "linux":  # a benchmark stopped by a signal takes its children along
         ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    asyncio.run(_child(spec, conn))
+    profiler = cProfile.Profile(time.thread_time) if spec.profile is not None else None
+    if profiler is not None:
+        profiler.enable()
+    try:
+        asyncio.run(_child(spec, conn))
+    finally:
+        if profiler is not None and spec.profile is not None:
+            profiler.disable()
+            profiler.dump_stats(f"{spec.profile}.{spec.role}")
 
 
 async def _child(spec: Spec, conn: Connection) -> None:
@@ -142,13 +155,22 @@ def cpu_seconds(pid: int) -> float:
 class Children:
     """The split layout's child processes, by role."""
 
-    def __init__(self, url: str, root: Path, unique: str, *, playbook: bool, phases: bool):
+    def __init__(
+        self,
+        url: str,
+        root: Path,
+        unique: str,
+        *,
+        playbook: bool,
+        phases: bool,
+        profile: Path | None = None,
+    ):
         context = multiprocessing.get_context("spawn")
         self.conns: dict[str, Connection] = {}
         self.procs: dict[str, Any] = {}
         for role in roles(playbook):
             ours, theirs = context.Pipe()
-            spec = Spec(role, url, root, unique, phases)
+            spec = Spec(role, url, root, unique, phases, profile)
             self.procs[role] = context.Process(target=child_main, args=(spec, theirs), name=role)
             self.conns[role] = ours
 

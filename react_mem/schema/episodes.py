@@ -183,6 +183,7 @@ class EpisodeRequest(WireModel):
 
 
 class EpisodeResponse(WireModel):
+    compact = True  # a search's reply: see ``WireModel.compact``
     error: Error | None = None
     #: store: the episode's id, and whether this request created it (False: already stored).
     id: str | None = None

@@ -223,6 +223,7 @@ class FactRequest(WireModel):
 
 
 class FactResponse(WireModel):
+    compact = True  # a search's reply: see ``WireModel.compact``
     error: Error | None = None
     #: retrieve (by score, best first), get, history (oldest first), list, sorted.
     facts: list[Fact] = Field(default_factory=list)

@@ -273,6 +273,7 @@ class Grant(WireModel):
 
 
 class PlaybookResponse(WireModel):
+    compact = True  # a search's reply: see ``WireModel.compact``
     error: Error | None = None
     bullets: list[Bullet] = Field(default_factory=list)
     version: int | None = None
