@@ -47,7 +47,8 @@ class _Waiter:
     async def get(self) -> Item:
         if self._items:
             return self._items.popleft()
-        future = self._future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Item] = asyncio.get_running_loop().create_future()
+        self._future = future
         try:
             return await future
         except asyncio.CancelledError:
