@@ -33,6 +33,7 @@ BROKER_MODULES = {
 }
 ALLOWED = {
     "react_mem/bus/pulsar.py",
+    "react_mem/bus/pulsar_calls.py",
     "react_mem/bus/embedded.py",
     "react_mem/bus/pulsar_backend.py",
     "react_mem/bus/rabbitmq.py",

@@ -2,11 +2,15 @@
 
 Queues map onto topics as TrustGraph maps them (:func:`pulsar_topic`); flow and request
 queues are Shared subscriptions, response and notify queues Exclusive ones.
+
+``pulsar.asyncio`` creates and closes every producer and consumer; a message's send, receive
+and acknowledgement (every hop of every message) go to the native client beneath it
+directly (:mod:`react_mem.bus.pulsar_calls`): one loop callback per completion instead of
+its future, task and wrappers, and none at all for a completion on the loop's own thread.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -16,6 +20,7 @@ import _pulsar
 import pulsar
 import pulsar.asyncio
 
+from react_mem.bus.pulsar_calls import Native
 from react_mem.bus.queues import Queue
 from react_mem.bus.retrying import create_with_retries
 from react_mem.bus.transport import Delivery, Receipt
@@ -86,6 +91,7 @@ def tls_args(options: PulsarOptions) -> dict[str, Any]:
 class PulsarProducer:
     def __init__(self, producer: pulsar.asyncio.Producer, topic: str, open_: set[Any]) -> None:
         self._producer, self._topic, self._open = producer, topic, open_
+        self._native = Native(producer, "_producer", topic)
         open_.add(self)
 
     async def send(self, data: bytes, properties: dict[str, str]) -> None:
@@ -96,17 +102,10 @@ class PulsarProducer:
 
     def queue(self, data: bytes, properties: dict[str, str]) -> Receipt:
         """Send ``data`` in order behind every message given to this producer before, without
-        waiting for their receipts; the result is its own receipt. Every send of this
-        producer is a task of its own, and the loop starts tasks in the order they were made:
-        each task's first step hands its message to the client's producer queue, which sends
-        in that order (and sends again in that order after a reconnection)."""
-        return asyncio.ensure_future(self._send(data, properties))
-
-    async def _send(self, data: bytes, properties: dict[str, str]) -> None:
-        try:
-            await self._producer.send(data, properties=properties)
-        except _ERRORS as exc:
-            raise BusError(f"send to {self._topic} failed: {exc}") from exc
+        waiting for their receipts; the result is its own receipt. The message is in the
+        client's producer queue when this returns, which sends in that order (and sends
+        again in that order after a reconnection)."""
+        return self._native.send(data, properties)
 
     async def close(self) -> None:
         self._open.discard(self)
@@ -119,11 +118,12 @@ class PulsarProducer:
 class PulsarConsumer:
     def __init__(self, consumer: pulsar.asyncio.Consumer, topic: str, open_: set[Any]) -> None:
         self._consumer, self._topic, self._open = consumer, topic, open_
+        self._native = Native(consumer, "_consumer", topic)
         open_.add(self)
 
     async def receive(self) -> Delivery:
         try:
-            msg = await self._consumer.receive()
+            msg = await self._native.receive()
         except _ERRORS as exc:
             if _closed(exc):
                 raise ConsumerClosed(f"consumer on {self._topic} is closed: {exc}") from exc
@@ -131,10 +131,7 @@ class PulsarConsumer:
         return Delivery(msg.data(), msg.properties(), msg.redelivery_count(), msg)
 
     async def ack(self, delivery: Delivery) -> None:
-        try:
-            await self._consumer.acknowledge(delivery.handle)
-        except _ERRORS as exc:
-            raise BusError(f"ack on {self._topic} failed: {exc}") from exc
+        await self._native.ack(delivery.handle)
 
     async def nack(self, delivery: Delivery) -> None:
         try:

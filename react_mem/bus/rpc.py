@@ -7,6 +7,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Generic, TypeVar
 
@@ -18,9 +19,46 @@ from react_mem.schema.base import WireModel
 
 logger = logging.getLogger(__name__)
 
-_Waiter = asyncio.Queue[WireModel | BadRequest]
+Item = WireModel | BadRequest
 Req = TypeVar("Req", bound=WireModel)
 Resp = TypeVar("Resp", bound=WireModel)
+
+
+class _Waiter:
+    """One request's responses, in the order they came. A response that finds its caller
+    waiting is handed to it through one future: the caller's task resumes at the loop's next
+    turn (``asyncio.wait_for`` on a queue's ``get`` made a task of the get, and the response
+    passed through it and a done callback first: three more turns of the loop, each one
+    behind whatever else was ready)."""
+
+    __slots__ = ("_future", "_items")
+
+    def __init__(self) -> None:
+        self._items: deque[Item] = deque()
+        self._future: asyncio.Future[Item] | None = None
+
+    def put(self, item: Item) -> None:
+        future = self._future
+        if future is not None and not future.done():
+            future.set_result(item)
+        else:
+            self._items.append(item)
+
+    async def get(self) -> Item:
+        if self._items:
+            return self._items.popleft()
+        future: asyncio.Future[Item] = asyncio.get_running_loop().create_future()
+        self._future = future
+        try:
+            return await future
+        except asyncio.CancelledError:
+            # A timeout (or a cancelled caller) after the response was handed over: keep it
+            # for the next get, as a queue would.
+            if future.done() and not future.cancelled():
+                self._items.appendleft(future.result())
+            raise
+        finally:
+            self._future = None
 
 
 class RequestResponseClient(Generic[Req, Resp]):
@@ -109,7 +147,7 @@ class RequestResponseClient(Generic[Req, Resp]):
             raise NotStarted("request/response client is not started")
         timeout = self.timeout if timeout is None else timeout
         request_id = str(uuid.uuid4())
-        waiter: _Waiter = asyncio.Queue()
+        waiter = _Waiter()
         self._waiting[request_id] = waiter
         started = time.monotonic()
         data, first = message.encode(), True
@@ -152,9 +190,11 @@ class RequestResponseClient(Generic[Req, Resp]):
         seconds passed first while the service has not been heard from."""
         left = deadline - time.monotonic()
         if resend is None or self.heard or left <= resend:
-            return await asyncio.wait_for(waiter.get(), max(left, 0.0))
+            async with asyncio.timeout(max(left, 0.0)):
+                return await waiter.get()
         try:
-            return await asyncio.wait_for(waiter.get(), resend)
+            async with asyncio.timeout(resend):
+                return await waiter.get()
         except TimeoutError:
             return None
 
@@ -173,9 +213,9 @@ class RequestResponseClient(Generic[Req, Resp]):
             self.heard = True
             if waiter is not None:
                 try:
-                    waiter.put_nowait(self._schema.decode(delivery.data))
+                    waiter.put(self._schema.decode(delivery.data))
                 except BadRequest as exc:
-                    waiter.put_nowait(exc)
+                    waiter.put(exc)
             await consumer.ack(delivery)
 
     async def close(self) -> None:
