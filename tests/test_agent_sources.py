@@ -195,6 +195,35 @@ async def test_the_embedding_starts_before_the_previous_turn_and_the_sources() -
     assert list(recall.items) == ["by-id", "by-vector"]
 
 
+async def test_what_came_before_the_vector_is_counted_before_the_searches_are_asked() -> None:
+    """The conversation's items come in while the question is embedded: they are counted
+    then, not after the searches by vector are sent (that work on the loop held the bus
+    client's threads back from sending them, on two cores)."""
+    events: list[str] = []
+    embedder = Embedder()
+
+    class Logged(Words):
+        def count(self, text: str) -> int:
+            events.append(f"count {text}")
+            return super().count(text)
+
+    async def by_id(ask: Ask) -> list[Item]:
+        embedder.ready.set()  # the vector comes only after this source's items are in
+        return [item("turn")]
+
+    async def by_vector(ask: Ask) -> list[Item]:
+        events.append("by-vector asked")
+        return [item("fact")]
+
+    sources = [source("by-id", by_id), source("by-vector", by_vector, embeds=lambda c: True)]
+    flow = cast(Flow, FlowWith("by-id-memory-request", "by-vector-memory-request"))
+    recall = await MemoryRecall(
+        flow, cast(Any, embedder), AgentMemConfig(), sources, cast(Any, Logged())
+    ).recall("q?", SCOPE)
+    assert events == ["count - turn", "by-vector asked", "count - fact"]
+    assert [i.tokens for i in recall.items["by-id"]] == [2]
+
+
 async def test_recall_counts_the_items_tokens_up_to_the_budget() -> None:
     texts = [f"fact number {n} " + "word " * n for n in range(30)]
 

@@ -94,11 +94,13 @@ class MemoryRecall:
                 await asyncio.sleep(0)
             if first is not None:
                 await first
-            # Sources that need no vector are asked at once, while the question is embedded.
+            # Sources that need no vector are asked at once, while the question is embedded,
+            # and their items counted as they come (before the vector: counted after it, the
+            # loop's work held the bus client's threads back from sending the searches).
             for source, ask in asks:
                 if not source.embeds(cfg):
                     jobs[source.name] = asyncio.ensure_future(
-                        self._timed(recall, source.name, source.fetch(ask))
+                        self._counted(self._timed(recall, source.name, source.fetch(ask)))
                     )
             vector = None if embedding is None else await embedding
         except BaseException:  # cancelled or failed: so is what it started
@@ -109,13 +111,11 @@ class MemoryRecall:
                     job.cancel()
             raise
         # Each source's items are counted once in (tokens, for the render), while the loop
-        # waits for the others: the vector's requests are sent first, then what came in.
+        # waits for the others.
         first_asked = list(jobs)
         for source, ask in embedded:
             ask = dataclasses.replace(ask, vector=vector)
             jobs[source.name] = self._counted(self._timed(recall, source.name, source.fetch(ask)))
-        for name in first_asked:
-            jobs[name] = self._counted(jobs[name])
         order = [*(name for name in jobs if name not in first_asked), *first_asked]
         results = dict(zip(order, await asyncio.gather(*(jobs[n] for n in order)), strict=True))
         for name in jobs:
