@@ -22,8 +22,9 @@ from tests.support.memory_services import MovableClock, serving, topics
 
 pytestmark = pytest.mark.broker
 
-#: 4,000 non-ASCII characters: 24,000 bytes once JSON-escaped.
-WIDE = "é" * 3990
+#: 3,990 characters of three bytes each in UTF-8 (a search's reply is written compact, in
+#: UTF-8, not escaped): 450 such facts make a reply over the 5 MiB limit.
+WIDE = "\u1e01" * 3990  # a letter (one word), as "é" is
 
 
 async def test_a_reply_over_the_message_limit_is_refused_at_once(
@@ -41,11 +42,11 @@ async def test_a_reply_over_the_message_limit_is_refused_at_once(
         embedder=HashingEmbedder(),
         metrics=False,
     ) as svc:
-        for batch in range(5):  # 250 facts, each its own text
+        for batch in range(9):  # 450 facts, each its own text
             facts = [FactInput(content=f"{batch}-{n:03d} {WIDE}") for n in range(50)]
             stored = await svc.ask(FactRequest(operation="store", user="ada", facts=facts), "ws")
             assert stored.error is None, stored.error
-        big = await svc.ask(FactRequest(operation="list", user="ada", limit=250), "ws")
+        big = await svc.ask(FactRequest(operation="list", user="ada", limit=450), "ws")
         small = await svc.ask(FactRequest(operation="list", user="ada", limit=10), "ws")
     assert big.error is not None and big.error.type == "too-large"
     assert "message limit of 5242880 bytes" in big.error.message
