@@ -9,7 +9,6 @@ in the same order, and what a reader decodes from them is what it decoded before
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from hypothesis import given
@@ -19,24 +18,10 @@ from react_mem.schema.base import WireModel
 from react_mem.schema.episodes import Episode, EpisodeResponse
 from react_mem.schema.facts import Fact, FactResponse
 from react_mem.schema.playbook import Bullet, PlaybookResponse
+from tests.support.json_values import same
 
 FLOATS = st.floats(allow_nan=True, allow_infinity=True)
 TEXTS = st.text(max_size=30)  # any code point: accents, CJK, emoji, lone surrogates
-
-
-def same(a: Any, b: Any) -> bool:
-    """Equal, of the same types all the way down, dict keys in the same order, NaN = NaN."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, float):
-        if math.isnan(a):
-            return math.isnan(b)
-        return a == b and math.copysign(1, a) == math.copysign(1, b)
-    return bool(a == b)
 
 
 def _by_json(message: WireModel) -> bytes:

@@ -9,7 +9,6 @@ and every refused one is refused with ``json``'s own words, as before.
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import pytest
@@ -20,24 +19,11 @@ from react_mem.errors import BadRequest
 from react_mem.schema import base
 from react_mem.schema.base import WireModel
 from react_mem.schema.facts import FactRequest
+from tests.support.json_values import same
 
 
 class Anything(WireModel):
     value: Any = None
-
-
-def same(a: Any, b: Any) -> bool:
-    """Equal, and of the same types all the way down (1 is not 1.0, -0.0 not 0.0), dict keys
-    in the same order."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, float):
-        return a == b and math.copysign(1, a) == math.copysign(1, b)
-    return bool(a == b)
 
 
 SCALARS = (
